@@ -1,0 +1,83 @@
+"""Geometry for the server-rendered SVG charts: Python decides every number the page draws."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from engine.theory import Figures
+
+
+@dataclass(frozen=True)
+class Tick:
+    value: float
+    y: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Point:
+    k: int
+    speedup: float
+    x: float
+    y: float
+    current: bool
+    best: bool
+
+
+@dataclass(frozen=True)
+class SpeedupChart:
+    width: int
+    height: int
+    left: int
+    right: int
+    top: int
+    bottom: int
+    points: list[Point]
+    y_ticks: list[Tick]
+    break_even_y: float
+    path: str
+
+    @property
+    def current(self) -> Point:
+        return next(p for p in self.points if p.current)
+
+    @property
+    def best(self) -> Point:
+        return next(p for p in self.points if p.best)
+
+
+def nice_step(span: float, target_ticks: int = 5) -> float:
+    """A 1-2-5 step that divides ``span`` into about ``target_ticks`` parts."""
+    raw = span / target_ticks
+    magnitude = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if factor * magnitude >= raw:
+            return factor * magnitude
+    return 10 * magnitude
+
+
+def speedup_chart(fig: Figures, width: int = 560, height: int = 260) -> SpeedupChart:
+    """Speedup against k = 1..16, scaled so the curve and the 1x line are always in view."""
+    left, right, top, bottom = 44, width - 12, 14, height - 34
+    peak = max(max(p.speedup for p in fig.curve), 1.0)
+    step = nice_step(peak * 1.1)
+    y_max = step * math.ceil(peak * 1.1 / step)
+    n = len(fig.curve)
+
+    def x_of(k: int) -> float:
+        return left + (k - 1) * (right - left) / (n - 1)
+
+    def y_of(s: float) -> float:
+        return bottom - s / y_max * (bottom - top)
+
+    points = [
+        Point(p.k, p.speedup, x_of(p.k), y_of(p.speedup), p.k == fig.k, p.k == fig.best_k)
+        for p in fig.curve
+    ]
+    ticks = [
+        Tick(i * step, y_of(i * step), f"{i * step:g}×")
+        for i in range(int(round(y_max / step)) + 1)
+    ]
+    path = "M" + " L".join(f"{p.x:.1f},{p.y:.1f}" for p in points)
+    return SpeedupChart(width, height, left, right, top, bottom, points, ticks, y_of(1.0), path)

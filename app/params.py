@@ -1,0 +1,121 @@
+"""The slider page's state: one GET parameter per control, with ranges and defaults.
+
+The page is forgiving (it clamps or defaults bad values and says what it changed); the JSON API
+is strict (422). Both read their ranges from ``SLIDERS`` so they can never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from engine.theory import K_MAX
+
+MAX_SEED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Slider:
+    name: str
+    label: str
+    minimum: float
+    maximum: float
+    step: float
+    default: float
+    integer: bool = False
+
+    def describe_range(self) -> str:
+        kind = "a whole number" if self.integer else "a number"
+        return f"{self.name} must be {kind} from {fmt(self.minimum)} to {fmt(self.maximum)}"
+
+
+def fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+SLIDERS: dict[str, Slider] = {
+    s.name: s
+    for s in (
+        Slider("alpha", "acceptance rate α", 0.0, 1.0, 0.01, 0.70),
+        Slider("k", "draft length k", 1, K_MAX, 1, 4, integer=True),
+        Slider("c", "draft cost c", 0.0, 1.0, 0.01, 0.18),
+        Slider("v", "verification cost v", 0.5, 3.0, 0.01, 1.0),
+        Slider("step_ms", "target step (ms)", 1.0, 1000.0, 1.0, 22.0),
+        Slider("tokens", "output length N", 1, 100_000, 1, 500, integer=True),
+        Slider("seed", "seed", 0, MAX_SEED, 1, 1, integer=True),
+    )
+}
+
+
+@dataclass(frozen=True)
+class PageState:
+    alpha: float
+    k: int
+    c: float
+    v: float
+    step_ms: float
+    tokens: int
+    seed: int
+
+    def query(self, **changes: float) -> str:
+        values = {name: getattr(self, name) for name in SLIDERS} | changes
+        return urlencode({name: fmt(value) for name, value in values.items()})
+
+
+def _typed(slider: Slider, value: float) -> float | int:
+    return int(value) if slider.integer else value
+
+
+DEFAULT_STATE = PageState(**{name: _typed(s, s.default) for name, s in SLIDERS.items()})
+
+
+def _short(raw: str) -> str:
+    return raw if len(raw) <= 24 else raw[:21] + "..."
+
+
+def _parse_number(raw: str) -> float | None:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        return None
+    # Infinity (or a digit string too long for a float) is clamped like any big number.
+    return None if math.isnan(value) else value
+
+
+def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[str]]:
+    """Read the page state from query pairs; never fails.
+
+    Returns the state and a list of notices, one per value that was changed.
+    """
+    notices: list[str] = []
+    values: dict[str, float] = {}
+    for name, slider in SLIDERS.items():
+        raws = [raw for key, raw in query if key == name]
+        if not raws or raws[0].strip() == "":
+            values[name] = slider.default
+            continue
+        if len(raws) > 1:
+            notices.append(f"{name} was given {len(raws)} times; using the first value.")
+        raw = raws[0]
+        value = _parse_number(raw)
+        if value is None:
+            notices.append(
+                f"{name}={_short(raw)!r} is not a number; using the default {fmt(slider.default)}."
+            )
+            values[name] = slider.default
+            continue
+        clamped = min(max(value, slider.minimum), slider.maximum)
+        if clamped != value:
+            bound = "maximum" if value > slider.maximum else "minimum"
+            notices.append(
+                f"{name}={_short(raw)} is outside {fmt(slider.minimum)}–{fmt(slider.maximum)}; "
+                f"using the {bound} {fmt(clamped)}."
+            )
+        elif slider.integer and value != round(value):
+            clamped = float(round(value))
+            notices.append(f"{name}={_short(raw)} is not a whole number; using {fmt(clamped)}.")
+        values[name] = clamped
+    state = PageState(**{name: _typed(SLIDERS[name], v) for name, v in values.items()})
+    return state, notices

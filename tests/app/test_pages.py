@@ -1,0 +1,114 @@
+"""The slider page over HTTP: numbers from engine.theory, state from the link, never a 500."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine import theory
+
+
+def figure(html: str, name: str) -> str:
+    match = re.search(rf'data-figure="{name}">([^<]*)<', html)
+    assert match, f"figure {name} not on the page"
+    return match.group(1).strip()
+
+
+def test_default_page_shows_the_reference_case(client):
+    html = client.get("/").text
+    assert figure(html, "expected_accepted") == "1.77"
+    assert figure(html, "expected_tokens") == "2.77"
+    assert figure(html, "cycle_cost") == "4 × 0.18 + 1.00 = 1.72"
+    assert figure(html, "speedup") == "1.612×"
+    assert figure(html, "tok_s") == "45.5 → 73.3"
+    assert figure(html, "time") == "11.0 s → 6823 ms"
+    assert figure(html, "best_k") == "3 (1.64×)"
+
+
+def test_page_figures_follow_the_link(client):
+    html = client.get("/?alpha=0.9&k=6&c=0.05&v=1.2&step_ms=40&tokens=200").text
+    fig = theory.figures(0.9, 6, 0.05, 1.2, 40, 200)
+    assert figure(html, "speedup") == f"{fig.speedup:.3f}×"
+    assert figure(html, "expected_tokens") == f"{fig.expected_tokens:.2f}"
+    assert figure(html, "best_k").startswith(str(fig.best_k))
+    assert 'value="0.9"' in html and 'value="6"' in html
+
+
+def test_controls_are_a_get_form_with_every_parameter(client):
+    html = client.get("/").text
+    assert re.search(r'<form id="controls"[^>]*method="get"', html)
+    for name in ("alpha", "k", "c", "v", "step_ms", "tokens", "seed"):
+        assert f'name="{name}"' in html
+
+
+def test_chart_marks_current_and_best_k_and_break_even(client):
+    html = client.get("/?alpha=0.7&k=4&c=0.18").text
+    assert 'data-best-k="3"' in html and 'data-k="4"' in html
+    assert html.count('class="point current"') == 1
+    assert 'class="break-even"' in html
+    assert "best k = 3" in html
+
+
+def test_do_not_speculate_when_nothing_pays(client):
+    html = client.get("/?alpha=0.05&c=0.5").text
+    assert "Do not speculate" in html
+
+
+def test_strip_of_simulated_cycles_is_seeded(client):
+    strip = lambda html: re.findall(r'class="chip (\w+)"', html.split('class="cycles"')[1])  # noqa: E731
+    a = strip(client.get("/?alpha=0.5&seed=3").text)
+    assert a == strip(client.get("/?alpha=0.5&seed=3").text)
+    assert a != strip(client.get("/?alpha=0.5&seed=4").text)
+    expected = [kind for cycle in theory.simulate_cycles(0.5, 4, 12, seed=3) for kind in cycle]
+    assert a == expected
+
+
+def test_htmx_request_gets_only_the_results(client):
+    response = client.get("/?alpha=0.8", headers={"HX-Request": "true", "HX-Target": "results"})
+    assert response.text.lstrip().startswith('<div id="results"')
+    assert "<form" not in response.text
+    assert "HX-Target" in response.headers["vary"]
+
+
+@pytest.mark.parametrize(
+    "query,notice",
+    [
+        ("alpha=1.7", "alpha=1.7 is outside"),
+        ("k=abc", "k='abc' is not a number"),
+        ("k=0", "k=0 is outside"),
+        ("c=-1", "c=-1 is outside"),
+        ("k=2&k=5", "k was given 2 times"),
+        ("alpha=" + "7" * 50_000, "alpha=777"),
+        ("seed=-5", "seed=-5 is outside"),
+        ("tokens=%00", "is not a number"),
+    ],
+)
+def test_bad_links_render_with_a_visible_notice(client, query, notice):
+    response = client.get("/?" + query)
+    assert response.status_code == 200
+    assert 'class="notice"' in response.text
+    assert notice in response.text.replace("&#39;", "'")
+
+
+def test_security_headers(client):
+    headers = client.get("/").headers
+    assert "script-src 'self'" in headers["content-security-policy"]
+    assert "unsafe-inline" not in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff"
+
+
+def test_page_has_no_inline_script_or_style(client):
+    html = client.get("/").text
+    assert re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html) is None
+    assert "style=" not in html and "<style" not in html
+
+
+def test_page_loads_nothing_from_other_hosts(client):
+    html = client.get("/").text
+    assert re.search(r'(src|href)="(https?:)?//', html) is None
+
+
+def test_vendored_htmx_is_served(client):
+    response = client.get("/static/vendor/htmx-2.0.8.min.js")
+    assert response.status_code == 200 and "htmx" in response.text[:2000]

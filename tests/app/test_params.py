@@ -1,0 +1,67 @@
+"""Reading the page state from a link: forgiving, and always saying what it changed."""
+
+from __future__ import annotations
+
+from app.params import DEFAULT_STATE, SLIDERS, parse_page_state
+
+
+def test_missing_values_take_defaults_silently():
+    state, notices = parse_page_state([])
+    assert state == DEFAULT_STATE
+    assert notices == []
+
+
+def test_valid_values_pass_unchanged():
+    state, notices = parse_page_state(
+        [("alpha", "0.42"), ("k", "7"), ("c", "0.3"), ("v", "1.5"), ("step_ms", "35"),
+         ("tokens", "1000"), ("seed", "9")]
+    )
+    assert (state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens, state.seed) == (
+        0.42, 7, 0.3, 1.5, 35.0, 1000, 9)
+    assert notices == []
+
+
+def test_out_of_range_values_are_clamped_with_a_notice():
+    state, notices = parse_page_state([("alpha", "1.7"), ("k", "0"), ("c", "-1")])
+    assert (state.alpha, state.k, state.c) == (1.0, 1, 0.0)
+    assert any("alpha=1.7" in n and "maximum 1" in n for n in notices)
+    assert any("k=0" in n and "minimum 1" in n for n in notices)
+    assert any("c=-1" in n for n in notices)
+
+
+def test_malformed_values_fall_back_to_defaults_with_a_notice():
+    state, notices = parse_page_state([("k", "abc"), ("alpha", "nan"), ("v", "")])
+    assert (state.k, state.alpha, state.v) == (4, 0.7, 1.0)
+    assert len(notices) == 2 and all("not a number" in n for n in notices)
+
+
+def test_infinity_is_clamped():
+    state, notices = parse_page_state([("v", "inf"), ("c", "-inf"), ("k", "1e999")])
+    assert (state.v, state.c, state.k) == (3.0, 0.0, 16)
+    assert len(notices) == 3
+
+
+def test_repeated_keys_use_the_first_value():
+    state, notices = parse_page_state([("k", "3"), ("k", "9")])
+    assert state.k == 3
+    assert notices == ["k was given 2 times; using the first value."]
+
+
+def test_huge_strings_are_shortened_in_notices():
+    state, notices = parse_page_state([("alpha", "9" * 100_000)])
+    assert state.alpha == 1.0
+    assert len(notices[0]) < 120
+
+
+def test_fractional_k_is_rounded():
+    state, notices = parse_page_state([("k", "3.6")])
+    assert state.k == 4 and "whole number" in notices[0]
+
+
+def test_query_round_trips():
+    state, _ = parse_page_state([("alpha", "0.33"), ("k", "5"), ("seed", "12")])
+    from urllib.parse import parse_qsl
+
+    again, notices = parse_page_state(parse_qsl(state.query()))
+    assert again == state and notices == []
+    assert set(dict(parse_qsl(state.query()))) == set(SLIDERS)
