@@ -81,3 +81,52 @@ def speedup_chart(fig: Figures, width: int = 560, height: int = 260) -> SpeedupC
     ]
     path = "M" + " L".join(f"{p.x:.1f},{p.y:.1f}" for p in points)
     return SpeedupChart(width, height, left, right, top, bottom, points, ticks, y_of(1.0), path)
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    measured: float
+    model: float
+    x: float
+    width: float
+    y_measured: float
+    y_model: float
+
+
+@dataclass(frozen=True)
+class BarChart:
+    """Measured shares as bars, the model's prediction as dots joined by a line."""
+
+    width: int
+    height: int
+    left: int
+    right: int
+    top: int
+    bottom: int
+    bars: list[Bar]
+    y_ticks: list[Tick]
+    model_path: str
+
+
+def measured_vs_model(
+    labels: list[str], measured: list[float], model: list[float], width: int = 360,
+    height: int = 190,
+) -> BarChart:
+    left, right, top, bottom = 40, width - 8, 10, height - 30
+    peak = max([*measured, *model, 0.1])
+    y_max = min(1.0, nice_step(peak * 1.1, 4) * math.ceil(peak * 1.1 / nice_step(peak * 1.1, 4)))
+    step = nice_step(y_max, 4)
+    slot = (right - left) / len(labels)
+
+    def y_of(share: float) -> float:
+        return bottom - min(share, y_max) / y_max * (bottom - top)
+
+    bars = [
+        Bar(label, m, p, left + i * slot + slot * 0.15, slot * 0.7, y_of(m), y_of(p))
+        for i, (label, m, p) in enumerate(zip(labels, measured, model, strict=True))
+    ]
+    ticks = [Tick(i * step, y_of(i * step), f"{i * step:g}")
+             for i in range(int(round(y_max / step)) + 1)]
+    path = "M" + " L".join(f"{b.x + b.width / 2:.1f},{b.y_model:.1f}" for b in bars)
+    return BarChart(width, height, left, right, top, bottom, bars, ticks, path)

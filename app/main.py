@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,11 +15,19 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from app.errors import validation_error_handler
-from app.routes import api, pages
+from app.routes import api, pages, runs
+from app.runs import RunManager
 from app.security import SecurityHeaders
 from app.settings import REPO_ROOT, Settings
+from engine.loading import ModelPair, load_pair
 
 SWAGGER_VERSION = "5.35.0"
+log = logging.getLogger("specscope")
+
+
+def load_pairs(settings: Settings) -> dict[str, ModelPair]:
+    return {name: load_pair(spec.target, spec.draft, device=settings.device)
+            for name, spec in settings.pairs.items()}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -25,7 +35,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Models load once, here, never at import time; the slider page works without them.
+        manager = None
+        if settings.load_models:
+            try:
+                pairs = await asyncio.to_thread(load_pairs, settings)
+                manager = RunManager(pairs, settings.queue_size, settings.run_timeout_s)
+                app.state.runs = manager
+            except Exception as error:  # noqa: BLE001 - a page without live runs beats no page
+                log.exception("could not load the model pairs")
+                app.state.load_error = f"the models could not be loaded ({error})"
         yield
+        if manager is not None:
+            await asyncio.to_thread(manager.close)
 
     app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
@@ -35,6 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=REPO_ROOT / "static"), name="static")
     app.include_router(pages.router)
     app.include_router(api.router)
+    app.include_router(runs.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:

@@ -84,17 +84,19 @@ def _parse_number(raw: str) -> float | None:
     return None if math.isnan(value) else value
 
 
-def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[str]]:
-    """Read the page state from query pairs; never fails.
+def parse_controls(
+    query: Sequence[tuple[str, str]], controls: dict[str, Slider]
+) -> tuple[dict[str, float | int], list[str]]:
+    """Read ``controls`` from query pairs; never fails.
 
-    Returns the state and a list of notices, one per value that was changed.
+    Returns the values (defaults where missing) and a notice for each value that was changed.
     """
     notices: list[str] = []
-    values: dict[str, float] = {}
-    for name, slider in SLIDERS.items():
+    values: dict[str, float | int] = {}
+    for name, slider in controls.items():
         raws = [raw for key, raw in query if key == name]
+        values[name] = _typed(slider, slider.default)
         if not raws or raws[0].strip() == "":
-            values[name] = slider.default
             continue
         if len(raws) > 1:
             notices.append(f"{name} was given {len(raws)} times; using the first value.")
@@ -104,7 +106,6 @@ def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[
             notices.append(
                 f"{name}={_short(raw)!r} is not a number; using the default {fmt(slider.default)}."
             )
-            values[name] = slider.default
             continue
         clamped = min(max(value, slider.minimum), slider.maximum)
         if clamped != value:
@@ -116,6 +117,11 @@ def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[
         elif slider.integer and value != round(value):
             clamped = float(round(value))
             notices.append(f"{name}={_short(raw)} is not a whole number; using {fmt(clamped)}.")
-        values[name] = clamped
-    state = PageState(**{name: _typed(SLIDERS[name], v) for name, v in values.items()})
-    return state, notices
+        values[name] = _typed(slider, clamped)
+    return values, notices
+
+
+def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[str]]:
+    """The slider page's state from a link, and what had to be changed to read it."""
+    values, notices = parse_controls(query, SLIDERS)
+    return PageState(**values), notices

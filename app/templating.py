@@ -22,5 +22,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+def _token_label(text: str) -> str:
+    """Whitespace made visible, so a space or a newline token is still a chip you can see."""
+    if text == "":
+        return "⋯"  # a token ending inside a UTF-8 character; the next one carries it
+    return text.replace(" ", "·").replace("\n", "↵").replace("\t", "⇥")
+
+
 templates.env.filters["fixed"] = _fixed
+templates.env.filters["token_label"] = _token_label
 templates.env.filters["duration"] = _duration

@@ -44,3 +44,130 @@
     });
   });
 })();
+
+// Run live: POST the panel's settings to /runs and render the Server-Sent Events as they come.
+(function () {
+  var running = null;
+
+  function $(id) { return document.getElementById(id); }
+
+  function syncUrl() {
+    var params = new URLSearchParams(new FormData($("controls")));
+    new FormData($("live-form")).forEach(function (value, key) { params.set(key, value); });
+    history.replaceState(null, "", "/?" + params.toString());
+  }
+
+  function setStatus(text, isError) {
+    var status = $("live-status");
+    status.textContent = text;
+    status.classList.toggle("error", !!isError);
+  }
+
+  function body() {
+    var form = new FormData($("live-form"));
+    return JSON.stringify({
+      prompt: form.get("prompt"), pair: form.get("pair"),
+      k: Number(form.get("run_k")), temperature: Number(form.get("temperature")),
+      top_p: Number(form.get("top_p")), max_new_tokens: Number(form.get("max_new_tokens")),
+      seed: Number(form.get("run_seed"))
+    });
+  }
+
+  var handlers = {
+    queued: function (d) { setStatus("Waiting for the engine: place " + d.position + " in the queue."); },
+    cycle: function (d, max) {
+      $("live-cycles").insertAdjacentHTML("beforeend", d.chips);
+      $("live-text").appendChild(document.createTextNode(d.text));
+      $("live-figures").innerHTML = d.figures;
+      $("live-progress").value = d.generated;
+      setStatus("Generating: " + d.generated + " of " + max + " tokens.");
+    },
+    baseline: function () { setStatus("Measuring the target-only baseline on the same prompt and settings…"); },
+    summary: function (d) { $("live-summary").innerHTML = d.html; setStatus("Done."); },
+    error: function (d) { setStatus("The run stopped: " + d.message, true); }
+  };
+
+  function dispatch(block, max) {
+    var kind = "message", data = "";
+    block.split("\n").forEach(function (line) {
+      if (line.indexOf("event: ") === 0) kind = line.slice(7);
+      else if (line.indexOf("data: ") === 0) data += line.slice(6);
+    });
+    if (data && handlers[kind]) handlers[kind](JSON.parse(data), max);
+  }
+
+  async function start(event) {
+    event.preventDefault();
+    if (running) return;
+    var max = Number($("max_new_tokens").value);
+    $("live-output").hidden = false;
+    $("live-cycles").innerHTML = "";
+    var prompt = document.createElement("span");
+    prompt.className = "prompt-text";
+    prompt.textContent = $("prompt").value;
+    $("live-text").replaceChildren(prompt);
+    $("live-figures").innerHTML = "";
+    $("live-summary").innerHTML = "";
+    $("live-progress").max = max;
+    $("live-progress").value = 0;
+    setStatus("Starting…");
+    running = new AbortController();
+    $("run-live").disabled = true;
+    $("stop-live").disabled = false;
+    try {
+      var response = await fetch("/runs", {
+        method: "POST", body: body(), signal: running.signal,
+        headers: {"Content-Type": "application/json", "Accept": "text/event-stream"}
+      });
+      if (!response.ok) {
+        var problem = await response.json().catch(function () { return {}; });
+        setStatus(problem.message || ("The server answered " + response.status + "."), true);
+        return;
+      }
+      var reader = response.body.getReader();
+      var decoder = new TextDecoder();
+      var buffer = "";
+      for (;;) {
+        var chunk = await reader.read();
+        if (chunk.done) break;
+        buffer += decoder.decode(chunk.value, {stream: true});
+        var blocks = buffer.split("\n\n");
+        buffer = blocks.pop();
+        blocks.forEach(function (block) { dispatch(block, max); });
+      }
+    } catch (error) {
+      if (error.name === "AbortError") setStatus("Stopped.");
+      else setStatus("The connection to the server was lost.", true);
+    } finally {
+      running = null;
+      $("run-live").disabled = false;
+      $("stop-live").disabled = true;
+    }
+  }
+
+  function useNumbers(button) {
+    ["alpha", "k", "c", "v", "step_ms"].forEach(function (name) {
+      var input = $(name);
+      input.value = button.dataset[name];
+      var output = $(name + "-value");
+      if (output) output.value = Number(input.value).toFixed(name === "k" ? 0 : 2);
+    });
+    htmx.trigger($("controls"), "submit");
+    $("controls").scrollIntoView({behavior: "smooth"});
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var form = $("live-form");
+    if (!form) return;
+    form.addEventListener("submit", start);
+    form.addEventListener("input", syncUrl);
+    $("stop-live").addEventListener("click", function () { if (running) running.abort(); });
+    form.querySelectorAll(".preset").forEach(function (button) {
+      button.addEventListener("click", function () { $("prompt").value = button.dataset.prompt; syncUrl(); });
+    });
+    document.addEventListener("click", function (event) {
+      var button = event.target.closest("#use-numbers");
+      if (button) useNumbers(button);
+    });
+  });
+})();

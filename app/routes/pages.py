@@ -1,4 +1,4 @@
-"""The slider page: the full page on a plain GET, the results fragment for htmx."""
+"""The page: the full page on a plain GET, the results fragment for htmx."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from app.charts import speedup_chart
+from app.live import PRESETS, parse_live_state, run_controls
 from app.params import SLIDERS, parse_page_state
+from app.settings import Settings
 from app.templating import templates
 from engine.theory import figures, simulate_cycles
 
@@ -17,7 +19,9 @@ SIMULATED_CYCLES = 12
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def slider_page(request: Request) -> HTMLResponse:
-    state, notices = parse_page_state(list(request.query_params.multi_items()))
+    settings: Settings = request.app.state.settings
+    query = list(request.query_params.multi_items())
+    state, notices = parse_page_state(query)
     fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
     context = {
         "state": state,
@@ -28,8 +32,23 @@ def slider_page(request: Request) -> HTMLResponse:
         "sliders": SLIDERS,
     }
     # htmx asks for the results only, so a slider drag never re-renders the controls.
-    partial = request.headers.get("HX-Target") == "results"
-    template = "_results.html" if partial else "index.html"
+    if request.headers.get("HX-Target") == "results":
+        template = "_results.html"
+    else:
+        template = "index.html"
+        live, live_notices = parse_live_state(query, settings)
+        notices += live_notices
+        load_error = getattr(request.app.state, "load_error", None)
+        context |= {
+            "live": live,
+            "run_controls": run_controls(settings),
+            "presets": PRESETS,
+            "pairs": settings.pairs,
+            "max_prompt_chars": settings.max_prompt_chars,
+            "live_available": getattr(request.app.state, "runs", None) is not None,
+            "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS"
+                                                    " is off)",
+        }
     response = templates.TemplateResponse(request, template, context)
     response.headers["Vary"] = "HX-Request, HX-Target"
     return response

@@ -56,7 +56,10 @@ def test_do_not_speculate_when_nothing_pays(client):
 
 
 def test_strip_of_simulated_cycles_is_seeded(client):
-    strip = lambda html: re.findall(r'class="chip (\w+)"', html.split('class="cycles"')[1])  # noqa: E731
+    def strip(html: str) -> list[str]:
+        simulated = html.split('<ol class="cycles" id="simulated-cycles">')[1].split("</ol>")[0]
+        return re.findall(r'class="chip (\w+)"', simulated)
+
     a = strip(client.get("/?alpha=0.5&seed=3").text)
     assert a == strip(client.get("/?alpha=0.5&seed=3").text)
     assert a != strip(client.get("/?alpha=0.5&seed=4").text)

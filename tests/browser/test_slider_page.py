@@ -68,12 +68,12 @@ def test_copied_link_reopens_the_same_state(page, browser, slider_server):
     expect(page.locator("#copy-status")).to_have_text("Link copied")
     link = page.evaluate("navigator.clipboard.readText()")
     assert link == page.url
-    strip = page.locator("ol.cycles").inner_html()
+    strip = page.locator("#simulated-cycles").inner_html()
     numbers = page.locator("dl.stats").inner_text()
 
     other = browser.new_page()
     other.goto(link)
-    assert other.locator("ol.cycles").inner_html() == strip
+    assert other.locator("#simulated-cycles").inner_html() == strip
     assert other.locator("dl.stats").inner_text() == numbers
     assert other.locator("#c").input_value() == "0.12"
     assert other.locator("#k").input_value() == "6"
@@ -83,26 +83,26 @@ def test_copied_link_reopens_the_same_state(page, browser, slider_server):
 
 def test_resample_changes_the_strip_and_the_seed(page):
     page.goto("/?alpha=0.5&seed=1")
-    strip = page.locator("ol.cycles").inner_html()
+    strip = page.locator("#simulated-cycles").inner_html()
     page.locator("#resample").click()
-    expect(page).to_have_url(re.compile(r"seed=2$"))
-    assert page.locator("ol.cycles").inner_html() != strip
-    kinds = page.locator("ol.cycles .chip").evaluate_all("els => els.map(e => e.classList[1])")
+    expect(page).to_have_url(re.compile(r"[?&]seed=2(&|$)"))
+    assert page.locator("#simulated-cycles").inner_html() != strip
+    kinds = page.locator("#simulated-cycles .chip").evaluate_all("els => els.map(e => e.classList[1])")
     assert kinds == [k for c in theory.simulate_cycles(0.5, 4, 12, seed=2) for k in c]
 
 
 def test_bad_link_shows_a_notice_then_clears_on_the_next_move(page):
     page.goto("/?alpha=1.7&k=abc")
-    expect(page.locator(".notice")).to_contain_text("alpha=1.7 is outside 0–1")
+    expect(page.locator("#results .notice")).to_contain_text("alpha=1.7 is outside 0–1")
     assert page.locator("#alpha").input_value() == "1"
     page.locator("#alpha").fill("0.8")
-    expect(page.locator(".notice")).to_have_count(0)
+    expect(page.locator("#results .notice")).to_have_count(0)
 
 
 def test_four_token_kinds_have_distinct_non_colour_cues(page):
     page.goto("/?alpha=0.5&k=6&seed=3")
     style = page.evaluate("""() => Object.fromEntries(['accepted','rejected','discarded','target']
-        .map(kind => { const el = document.querySelector('ol.cycles .chip.' + kind);
+        .map(kind => { const el = document.querySelector('#simulated-cycles .chip.' + kind);
                        const s = getComputedStyle(el);
                        return [kind, {line: s.textDecorationLine, opacity: s.opacity,
                                       bg: s.backgroundColor,

@@ -1,0 +1,198 @@
+"""Live runs: one engine, one run at a time, a bounded queue, cancellation between cycles.
+
+A single worker thread owns the models, so torch never runs two generations at once. Each run
+gets an asyncio queue of ``RunMessage``; the thread posts to it through the event loop, and the
+web layer turns the messages into a stream. A run stops at the next cycle boundary when its
+client goes away, when it runs past the wall-time limit, or when the engine raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.baseline import target_only
+from engine.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent, SummaryEvent
+from engine.loading import ModelPair
+from engine.speculative import speculate
+from engine.stats import running_figures, summarize
+
+log = logging.getLogger("specscope.runs")
+
+
+class QueueFull(Exception):
+    """More runs are waiting than the server allows."""
+
+
+class RunStopped(Exception):
+    """The run was cancelled or ran past its time limit."""
+
+
+@dataclass
+class RunMessage:
+    """What the worker tells the web layer.
+
+    kind: "queued" (data: position), "cycle" (event, data: running figures), "baseline"
+    (the target-only run has started), "summary" (event), "error" (data: message), "end".
+    """
+
+    kind: str
+    event: CycleEvent | SummaryEvent | None = None
+    data: Any = None
+
+
+@dataclass
+class Run:
+    id: int
+    pair_name: str
+    config: GenerationConfig
+    loop: asyncio.AbstractEventLoop
+    messages: asyncio.Queue[RunMessage] = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    cycles: int = 0  # cycles computed so far
+    cycles_after_cancel: int = 0
+
+    def post(self, message: RunMessage) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.messages.put_nowait, message)
+        except RuntimeError:  # the event loop is gone: the server is shutting down
+            self.cancelled.set()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+class RunManager:
+    def __init__(self, pairs: dict[str, ModelPair], queue_size: int, run_timeout_s: float):
+        self.pairs = pairs
+        self.queue_size = queue_size
+        self.run_timeout_s = run_timeout_s
+        self.waiting: deque[Run] = deque()
+        self.active: Run | None = None
+        self.completed = 0
+        self._ids = itertools.count(1)
+        self._wake = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._work, name="specscope-engine", daemon=True)
+        self._thread.start()
+
+    # ---- called from the web layer --------------------------------------------------
+
+    def submit(self, pair_name: str, config: GenerationConfig) -> Run:
+        """Queue a run; raise ``QueueFull`` when the queue is at its bound."""
+        with self._wake:
+            if len(self.waiting) >= self.queue_size:
+                raise QueueFull
+            run = Run(next(self._ids), pair_name, config, asyncio.get_running_loop())
+            self.waiting.append(run)
+            position = len(self.waiting) if self.active else 0
+            self._wake.notify()
+        if position:
+            run.post(RunMessage("queued", data=position))
+        return run
+
+    def cancel(self, run: Run) -> None:
+        with self._wake:
+            run.cancel()
+            if run in self.waiting:
+                self.waiting.remove(run)
+                self._announce_positions()
+
+    def status(self) -> dict[str, Any]:
+        with self._wake:
+            return {"running": self.active is not None, "waiting": len(self.waiting),
+                    "completed": self.completed}
+
+    def close(self) -> None:
+        with self._wake:
+            self._closing = True
+            for run in [self.active, *self.waiting]:
+                if run is not None:
+                    run.cancel()
+            self._wake.notify()
+        self._thread.join(timeout=30)
+
+    # ---- the worker thread ------------------------------------------------------------
+
+    def _announce_positions(self) -> None:
+        for position, run in enumerate(self.waiting, start=1):
+            run.post(RunMessage("queued", data=position))
+
+    def _work(self) -> None:
+        while True:
+            with self._wake:
+                while not self.waiting and not self._closing:
+                    self._wake.wait()
+                if self._closing:
+                    return
+                self.active = self.waiting.popleft()
+                self._announce_positions()
+            run = self.active
+            try:
+                self._execute(run)
+            except RunStopped as stop:
+                if str(stop):
+                    run.post(RunMessage("error", data=str(stop)))
+            except ValueError as error:  # bad settings the engine caught: the user's to fix
+                run.post(RunMessage("error", data=str(error)))
+            except Exception as error:  # noqa: BLE001 - any engine fault ends only this run
+                log.exception("run %d failed", run.id)
+                run.post(RunMessage("error", data=_describe_fault(error)))
+            finally:
+                run.post(RunMessage("end"))
+                with self._wake:
+                    self.active = None
+                    self.completed += 1
+
+    def _execute(self, run: Run) -> None:
+        pair = self.pairs[run.pair_name]
+        deadline = time.monotonic() + self.run_timeout_s
+        cycles: list[CycleEvent] = []
+        for event in self._guarded(run, speculate(pair, run.config), deadline):
+            if isinstance(event, CycleEvent):
+                cycles.append(event)
+                run.cycles = len(cycles)
+                run.post(RunMessage("cycle", event, running_figures(cycles)))
+        run.post(RunMessage("baseline"))
+        step_ms = [
+            event.step_ms
+            for event in self._guarded(run, target_only(pair, run.config), deadline)
+            if isinstance(event, StepEvent)
+        ]
+        run.post(RunMessage("summary", summarize(cycles, step_ms)))
+
+    def _guarded(self, run: Run, events, deadline: float):
+        """Pass the engine's events on, stopping between two of them when the run must end."""
+        try:
+            for event in events:
+                if run.cancelled.is_set():
+                    run.cycles_after_cancel += isinstance(event, CycleEvent)
+                    raise RunStopped("")
+                if time.monotonic() > deadline:
+                    raise RunStopped(
+                        f"the run was stopped at the time limit of {self.run_timeout_s:g} s"
+                    )
+                if not isinstance(event, DoneEvent):
+                    yield event
+        finally:
+            events.close()
+
+
+def _describe_fault(error: Exception) -> str:
+    if "out of memory" in str(error).lower():
+        _free_accelerator_memory()
+        return "the engine ran out of memory on this run; try fewer new tokens or a smaller k"
+    return f"the engine failed on this run ({type(error).__name__}: {str(error)[:200]})"
+
+
+def _free_accelerator_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -1,0 +1,202 @@
+"""``specscope generate "PROMPT"``: run the engine from a terminal.
+
+Runs target-only decoding first (the baseline for c, v and the measured speedup), then
+speculative decoding, printing the text with the four kinds of token coloured as it goes,
+and the summary. ``--json`` prints one JSON object per line instead; ``--no-draft`` runs the
+target alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from engine.events import (
+    ACCEPTED,
+    DISCARDED,
+    REJECTED,
+    TARGET,
+    CycleEvent,
+    DoneEvent,
+    GenerationConfig,
+    StepEvent,
+    SummaryEvent,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TARGET = str(REPO_ROOT / "models" / "target")
+DEFAULT_DRAFT = str(REPO_ROOT / "models" / "draft")
+DEFAULT_MAX_NEW_TOKENS_LIMIT = 256
+
+# ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
+# the target's token underlined.
+STYLES = {
+    ACCEPTED: "\033[32m",  # green
+    REJECTED: "\033[31;9m",  # red, struck through
+    DISCARDED: "\033[90;2m",  # grey, faint
+    TARGET: "\033[34;4m",  # blue, underlined
+}
+RESET = "\033[0m"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def defaults() -> dict:
+    """Target, draft and token limit from ``app.settings`` when it is there."""
+    try:
+        from app.settings import Settings
+    except ImportError:
+        return {
+            "target": DEFAULT_TARGET,
+            "draft": DEFAULT_DRAFT,
+            "max_new_tokens_limit": DEFAULT_MAX_NEW_TOKENS_LIMIT,
+            "device": None,
+        }
+    settings = Settings()
+    return {
+        "target": settings.target,
+        "draft": settings.draft,
+        "max_new_tokens_limit": settings.max_new_tokens_limit,
+        "device": getattr(settings, "device", None),
+    }
+
+
+def build_parser(d: dict) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specscope", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="generate text with speculative decoding")
+    gen.add_argument("prompt")
+    gen.add_argument("--target", default=d["target"], help="path or Hugging Face id")
+    gen.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    gen.add_argument("--no-draft", action="store_true", help="run the target alone")
+    gen.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
+    gen.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
+    gen.add_argument("--top-p", type=float, default=1.0)
+    gen.add_argument("--top-k", type=int, default=0, help="0 = off")
+    gen.add_argument("--max-new-tokens", type=int, default=64)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument(
+        "--device", default=d["device"], help="cuda, cpu, ... (default: CUDA if present)"
+    )
+    gen.add_argument(
+        "--dtype", choices=sorted(DTYPES), help="default: bfloat16 on CUDA, else float32"
+    )
+    gen.add_argument("--json", action="store_true", help="one JSON object per line")
+    gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    d = defaults()
+    args = build_parser(d).parse_args(argv)
+    config = GenerationConfig(
+        prompt=args.prompt,
+        k=args.k,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+    )
+    try:
+        config.validate(d["max_new_tokens_limit"])
+        return _generate(args, config)
+    except BrokenPipeError:  # the reader went away (`specscope ... | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (ValueError, OSError) as exc:  # bad settings, mismatched pair, missing model
+        print(f"specscope: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _generate(args, config: GenerationConfig) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from engine.baseline import run_target_only, target_only
+    from engine.loading import load_pair
+    from engine.speculative import speculate
+
+    hf_logging.disable_progress_bar()
+    draft = None if args.no_draft else args.draft
+    pair = load_pair(args.target, draft, device=args.device, dtype=DTYPES.get(args.dtype))
+    color = args.color == "always" or (
+        args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    )
+    out = Printer(json_lines=args.json, color=color)
+    if args.no_draft:
+        events = target_only(pair, config)
+    else:
+        steps, _ = run_target_only(pair, config)
+        events = speculate(pair, config, baseline_step_ms=[s.step_ms for s in steps])
+    if not args.json:
+        out.write(config.prompt)
+    for event in events:
+        out.show(event)
+    return 0
+
+
+class Printer:
+    """Events to stdout: coloured text and a summary, or JSON lines."""
+
+    def __init__(self, json_lines: bool, color: bool):
+        self.json_lines, self.color = json_lines, color
+
+    def write(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def show(self, event) -> None:
+        if self.json_lines:
+            self.write(json.dumps(asdict(event), ensure_ascii=False) + "\n")
+        elif isinstance(event, CycleEvent):
+            self.write("".join(self._token(t.text, t.kind) for t in event.tokens))
+        elif isinstance(event, StepEvent):
+            self.write(event.token.text)
+        elif isinstance(event, SummaryEvent):
+            self.write("\n\n" + format_summary(event) + "\n")
+        elif isinstance(event, DoneEvent):
+            self.write("\n" + format_done(event) + "\n")
+
+    def _token(self, text: str, kind: str) -> str:
+        if self.color:
+            return f"{STYLES[kind]}{text}{RESET}"
+        # Without colour only the output is printed: rejected and discarded drafts are not text.
+        return text if kind in (ACCEPTED, TARGET) else ""
+
+
+def format_summary(s: SummaryEvent) -> str:
+    positions = " ".join(f"{x:.2f}" for x in s.per_position_acceptance)
+    histogram = " ".join(f"{a}:{n}" for a, n in enumerate(s.acceptance_length_histogram))
+    return "\n".join(
+        [
+            f"summary (k = {s.k}): {s.tokens} tokens in {s.cycles} cycles",
+            f"  alpha                  counted {s.alpha_counted:.3f} ({s.accepted}/{s.trials}), "
+            f"expected {s.alpha_expected:.3f}",
+            f"  draft acceptance rate  {s.draft_acceptance_rate:.3f} ({s.accepted}/{s.drafted})",
+            f"  mean acceptance length {s.mean_acceptance_length:.2f}",
+            f"  per-position accepted  {positions}",
+            f"  accepted per cycle     {histogram}",
+            f"  c = {s.c:.3f}, v = {s.v:.3f}     draft step {s.draft_step_ms:.2f} ms, "
+            f"verification {s.verify_ms:.2f} ms, target step {s.step_ms:.2f} ms",
+            f"  tokens/s               target-only {s.baseline_tok_s:.1f}, "
+            f"speculative {s.spec_tok_s:.1f}",
+            f"  speedup                measured {s.speedup_measured:.3f}x, "
+            f"predicted {s.speedup_predicted:.3f}x",
+        ]
+    )
+
+
+def format_done(d: DoneEvent) -> str:
+    return (
+        f"{d.mode}: {len(d.token_ids)} tokens, stopped at {d.stop_reason}, "
+        f"{d.tok_s:.1f} tok/s (prefill {d.prefill_ms:.1f} ms)"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Plain dataclasses: the settings of one generation, and the events the engine yields.
+
+Every event turns into JSON with ``dataclasses.asdict``; its ``event`` field names its type.
+Times are milliseconds of wall time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from engine.theory import ACCEPTED, DISCARDED, KINDS, REJECTED, TARGET
+
+__all__ = [
+    "ACCEPTED",
+    "DISCARDED",
+    "KINDS",
+    "MAX_K",
+    "REJECTED",
+    "TARGET",
+    "CycleEvent",
+    "DoneEvent",
+    "GenerationConfig",
+    "StepEvent",
+    "SummaryEvent",
+    "Token",
+]
+
+MAX_K = 32  # a verification pass over more than 33 positions is never worth it
+
+
+@dataclass
+class GenerationConfig:
+    """What to generate and how. ``top_k = 0`` and ``top_p = 1`` switch those filters off;
+    ``temperature = 0`` is greedy decoding."""
+
+    prompt: str
+    k: int = 4
+    temperature: float = 0.8
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 64
+    seed: int = 0
+
+    def validate(self, max_new_tokens_limit: int | None = None) -> GenerationConfig:
+        """Raise ``ValueError`` with a readable message for the first bad setting."""
+        if not isinstance(self.prompt, str) or not self.prompt.strip():
+            raise ValueError("the prompt is empty: give some text to continue")
+        if not _is_int(self.k) or not 1 <= self.k <= MAX_K:
+            raise ValueError(
+                f"k (draft tokens per cycle) must be an integer 1..{MAX_K}, got {self.k!r}"
+            )
+        if not _is_number(self.temperature) or self.temperature < 0:
+            raise ValueError(f"temperature must be a number >= 0, got {self.temperature!r}")
+        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
+            raise ValueError(f"top-p must be in (0, 1], got {self.top_p!r}")
+        if not _is_int(self.top_k) or self.top_k < 0:
+            raise ValueError(f"top-k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+            raise ValueError(f"max new tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+        if max_new_tokens_limit is not None and self.max_new_tokens > max_new_tokens_limit:
+            raise ValueError(
+                f"max new tokens is {self.max_new_tokens}, over the configured limit "
+                f"of {max_new_tokens_limit}"
+            )
+        if not _is_int(self.seed):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        return self
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass
+class Token:
+    """One token as shown: ``kind`` is "accepted", "rejected", "discarded" or "target".
+
+    ``text`` is the token's share of the decoded text; a token that ends inside a UTF-8
+    character has text "" and the next one carries the whole character.
+    """
+
+    id: int
+    text: str
+    kind: str
+
+
+@dataclass
+class CycleEvent:
+    """One cycle: k draft steps and one verification pass.
+
+    ``tokens`` lists the drafts in order (accepted, then at most one rejected, then the
+    discarded rest) and then the target's token. ``n_accepted`` and ``rejected`` are the
+    verification outcome, which the statistics use; when the run stops inside the cycle
+    (end of sequence or the token budget) the tokens past the stop are not emitted: accepted
+    drafts past it are listed as discarded and the target token is left out.
+    """
+
+    index: int
+    tokens: list[Token]
+    draft_ms: float  # the k draft steps together
+    verify_ms: float  # the target pass over k+1 positions, the rule, the cache rollback
+    cycle_ms: float  # the whole cycle (draft + verification + bookkeeping)
+    k: int
+    n_accepted: int
+    rejected: bool
+    draft_step_ms: list[float]
+    overlap: list[float]  # sum_x min(p(x), q(x)) at each verified position
+    n_emitted: int  # tokens this cycle added to the output
+    event: str = "cycle"
+
+    @property
+    def text(self) -> str:
+        return "".join(t.text for t in self.tokens if t.kind in (ACCEPTED, TARGET))
+
+
+@dataclass
+class StepEvent:
+    """One step of target-only decoding (the baseline)."""
+
+    index: int
+    token: Token
+    step_ms: float
+    event: str = "step"
+
+
+@dataclass
+class SummaryEvent:
+    """A speculative run measured against the target-only run (DESIGN.md, "Measuring")."""
+
+    k: int
+    cycles: int
+    tokens: int
+    accepted: int
+    drafted: int
+    trials: int
+    alpha_counted: float
+    alpha_expected: float
+    draft_acceptance_rate: float
+    mean_acceptance_length: float
+    per_position_acceptance: list[float]  # share of cycles accepting draft position i = 1..k
+    acceptance_length_histogram: list[int]  # cycles that accepted a = 0..k drafts
+    draft_step_ms: float  # median
+    verify_ms: float  # median
+    step_ms: float  # median target-only decode step
+    c: float
+    v: float
+    baseline_tok_s: float
+    spec_tok_s: float
+    speedup_measured: float
+    speedup_predicted: float
+    baseline_tokens: int
+    event: str = "summary"
+
+
+@dataclass
+class DoneEvent:
+    """The end of a run (speculative or target-only)."""
+
+    mode: str  # "speculative" or "target-only"
+    text: str
+    token_ids: list[int]
+    stop_reason: str  # "length" (max new tokens) or "eos"
+    prefill_ms: float
+    decode_ms: float  # cycles (or steps) only, the prefill excluded
+    tok_s: float  # tokens / decode time
+    event: str = "done"
+
+
+class TextDecoder:
+    """Incremental detokenisation that never splits a UTF-8 character.
+
+    Each new token's text is the growth of the decoded tail of the sequence; while that tail
+    ends in an incomplete character (U+FFFD) the token gets "" and the text waits for the
+    next one. A few tokens of left context keep word-initial spaces right (the method vLLM
+    and text-generation-inference use).
+    """
+
+    CONTEXT = 5
+
+    def __init__(self, tokenizer, prompt_ids: list[int]):
+        self.tokenizer = tokenizer
+        self.ids = list(prompt_ids)
+        self.prefix = max(len(self.ids) - self.CONTEXT, 0)
+        self.read = len(self.ids)
+
+    def push(self, token_id: int) -> str:
+        """Commit ``token_id`` to the sequence; its share of the text."""
+        self.ids.append(token_id)
+        text, self.prefix, self.read = self._delta(self.ids, self.prefix, self.read)
+        return text
+
+    def peek(self, token_ids: list[int]) -> list[str]:
+        """The texts ``token_ids`` would get if they came next, without committing them."""
+        ids, prefix, read, texts = list(self.ids), self.prefix, self.read, []
+        for token_id in token_ids:
+            ids.append(token_id)
+            text, prefix, read = self._delta(ids, prefix, read)
+            texts.append(text)
+        return texts
+
+    def _delta(self, ids: list[int], prefix: int, read: int) -> tuple[str, int, int]:
+        before = self.tokenizer.decode(ids[prefix:read], skip_special_tokens=True)
+        after = self.tokenizer.decode(ids[prefix:], skip_special_tokens=True)
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            return after[len(before) :], read, len(ids)
+        return "", prefix, read

@@ -1,0 +1,178 @@
+"""The model side: loading a target and a draft once, refusing pairs that cannot speculate
+together, and the forward pass with a KV cache that can be rolled back."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
+
+# Encoded by both tokenizers of a pair; any difference means they do not share a tokenizer.
+_PROBE = "Hello, world! The 3 quick foxes: héllo wörld ✓ 日本語\n\tdef f(x): return x**2"
+
+
+class PairError(ValueError):
+    """The draft cannot speculate for the target (most often: different tokenizers)."""
+
+
+@dataclass
+class ModelPair:
+    """A target, an optional draft (None for target-only runs) and their shared tokenizer.
+
+    ``shared_vocab_size`` is the number of logit rows both models have; distributions are
+    compared over these ids only (Qwen2.5-0.5B has 151936 rows, Qwen2.5-7B 152064).
+    """
+
+    target: PreTrainedModel
+    draft: PreTrainedModel | None
+    tokenizer: object
+    device: torch.device
+    shared_vocab_size: int
+    stop_token_ids: frozenset[int]
+    dtype: torch.dtype
+    target_name: str = ""
+    draft_name: str | None = None
+
+
+def load_pair(
+    target: str,
+    draft: str | None,
+    device: str | None = None,
+    dtype: torch.dtype | None = None,
+    warmup: bool = True,
+) -> ModelPair:
+    """Load ``target`` and ``draft`` (local paths or Hugging Face ids) and their tokenizer.
+
+    Device: CUDA when present, else CPU, unless ``device`` says otherwise. Dtype: bfloat16 on
+    CUDA, float32 elsewhere, unless ``dtype`` says otherwise. Raises :class:`PairError` when
+    the two do not share a tokenizer.
+    """
+    for name in (target, draft):
+        _check_local(name)
+    dev = resolve_device(device)
+    dt = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    if draft is not None and draft != target:
+        check_same_tokenizer(tokenizer, AutoTokenizer.from_pretrained(draft))
+    target_model = _load_model(target, dev, dt)
+    draft_model = None
+    if draft is not None:
+        draft_model = target_model if draft == target else _load_model(draft, dev, dt)
+    rows = [logit_rows(target_model)] + ([logit_rows(draft_model)] if draft_model else [])
+    pair = ModelPair(
+        target=target_model,
+        draft=draft_model,
+        tokenizer=tokenizer,
+        device=dev,
+        shared_vocab_size=min(rows),
+        stop_token_ids=stop_token_ids(tokenizer, target_model),
+        dtype=dt,
+        target_name=target,
+        draft_name=draft,
+    )
+    if warmup:
+        warm_up(pair)
+    return pair
+
+
+def resolve_device(device: str | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but CUDA is not available here")
+    return dev
+
+
+def _check_local(name: str | None) -> None:
+    """A name that is clearly a path (absolute or relative to ".") must exist; anything else
+    may be a Hugging Face id."""
+    if name and name.startswith(("/", "./", "../")) and not Path(name).is_dir():
+        raise ValueError(f"no model at {name}: the directory does not exist")
+
+
+def _load_model(name: str, device: torch.device, dtype: torch.dtype) -> PreTrainedModel:
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+    return model.to(device).eval()
+
+
+def check_same_tokenizer(target_tok, draft_tok) -> None:
+    """Raise :class:`PairError` unless both tokenizers map the same strings to the same ids.
+
+    End-of-sequence tokens may differ (a base draft for an instruct target is a fine pair).
+    """
+    tv, dv = target_tok.get_vocab(), draft_tok.get_vocab()
+    if tv != dv:
+        differ = sum(1 for tok, i in tv.items() if dv.get(tok) != i) + len(dv.keys() - tv.keys())
+        raise PairError(
+            "the target and the draft do not share a tokenizer "
+            f"(vocabularies of {len(tv)} and {len(dv)} entries, {differ} differ); "
+            "speculative decoding needs the draft to speak the target's token ids"
+        )
+    if target_tok(_PROBE).input_ids != draft_tok(_PROBE).input_ids:
+        raise PairError(
+            "the target and the draft tokenizers have the same vocabulary but split text "
+            "differently; speculative decoding needs one shared tokenizer"
+        )
+
+
+def logit_rows(model: PreTrainedModel) -> int:
+    """How many token ids the model scores (its output embedding rows)."""
+    head = model.get_output_embeddings()
+    if head is not None:
+        return int(head.weight.shape[0])
+    return int(model.config.get_text_config().vocab_size)
+
+
+def stop_token_ids(tokenizer, model: PreTrainedModel) -> frozenset[int]:
+    """End-of-sequence ids: the tokenizer's and the target's generation config's."""
+    ids: set[int] = set()
+    for eos in (tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
+        if isinstance(eos, int):
+            ids.add(eos)
+        elif eos is not None:
+            ids.update(int(i) for i in eos)
+    return frozenset(ids)
+
+
+@torch.inference_mode()
+def warm_up(pair: ModelPair) -> None:
+    """A short prefill and two decode steps per model, so first-call costs stay out of the
+    timings."""
+    ids = torch.zeros((1, 4), dtype=torch.long, device=pair.device)
+    for model in {id(m): m for m in (pair.target, pair.draft) if m is not None}.values():
+        cache = new_cache(model)
+        forward(model, cache, ids, keep=1)
+        for _ in range(2):
+            forward(model, cache, ids[:, :1], keep=1)
+
+
+def new_cache(model: PreTrainedModel) -> DynamicCache:
+    return DynamicCache(config=model.config)
+
+
+def forward(
+    model: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, keep: int
+) -> torch.Tensor:
+    """Run ``ids [1, n]`` after what ``cache`` holds, appending them to it; the logits
+    ``[keep, V]`` of the last ``keep`` positions."""
+    cache_arg = {_cache_kwarg(type(model)): cache}
+    out = model(input_ids=ids, use_cache=True, logits_to_keep=keep, **cache_arg)
+    return out.logits[0]
+
+
+def rollback(cache: DynamicCache, n: int) -> None:
+    """Forget the last ``n`` positions of ``cache``."""
+    if n > 0:
+        cache.crop(-n)  # negative: tokens to remove (the meaning every 5.x release shares)
+
+
+@functools.cache
+def _cache_kwarg(model_class: type) -> str:
+    # transformers renamed ``past_key_values`` to ``cache`` during 5.x
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"

@@ -1,0 +1,61 @@
+"""Turning logits into the distributions ``p`` and ``q``, and drawing tokens from them.
+
+Both models' logits go through the same :func:`warp` (temperature, then top-k, then top-p),
+so the verification rule compares like with like. Temperature 0 is greedy decoding,
+represented as a one-hot distribution on the argmax: fed to the rejection rule, one-hot
+``p`` and ``q`` reduce it exactly to "accept while the draft's token is the target's argmax".
+
+Shapes: ``logits`` is ``[..., V]``; every function keeps the leading dimensions.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def warp(
+    logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
+    """Probabilities ``[..., V]`` (float32, rows sum to 1) from logits ``[..., V]``.
+
+    ``top_k = 0`` and ``top_p = 1`` switch those filters off.
+    """
+    logits = logits.float()
+    if temperature == 0:
+        return greedy(logits)
+    logits = logits / temperature
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    if top_p < 1.0:
+        probs = _top_p(probs, top_p)
+    return probs
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """One-hot ``[..., V]`` on the argmax of ``logits [..., V]``."""
+    probs = torch.zeros_like(logits, dtype=torch.float32)
+    return probs.scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
+
+
+def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Keep the smallest set of most likely tokens whose mass reaches ``top_p``; renormalise."""
+    sorted_p, order = torch.sort(probs, dim=-1, descending=True)
+    # A token survives when the mass strictly before it is still short of top_p,
+    # so the most likely token always survives.
+    drop = (sorted_p.cumsum(dim=-1) - sorted_p) >= top_p
+    sorted_p = sorted_p.masked_fill(drop, 0.0)
+    kept = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token id per row of ``probs [..., V]``, shape ``[...]`` (int64, same device).
+
+    Exponential-race sampling: ``argmax(probs / E)`` with ``E ~ Exp(1)`` i.i.d. picks ``x``
+    with probability ``probs[x] / sum(probs)``. It needs no normalisation and, unlike
+    ``torch.multinomial``, no host synchronisation.
+    """
+    noise = torch.empty_like(probs).exponential_(1.0, generator=generator)
+    return (probs / noise.clamp_min_(torch.finfo(noise.dtype).tiny)).argmax(dim=-1)

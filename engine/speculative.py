@@ -1,0 +1,194 @@
+"""Speculative decoding (Leviathan et al. 2023, Algorithm 1), one event per cycle.
+
+    prefill both models with the prompt
+    repeat until max new tokens or end of sequence:
+        draft:   x_1..x_k, x_i ~ q(. | prefix, x_1..x_{i-1})      k small steps, draft KV cache
+        verify:  p_1..p_{k+1} from ONE target pass over [last, x_1..x_k]
+                 (n, t) = verify(x, q, p)                          modified rejection sampling
+        output:  x_1..x_n, t
+        rollback both KV caches to the accepted prefix
+
+Cache invariant (both models): the cache holds every token of the sequence except the
+newest, which is the next input. After a cycle that accepted n < k drafts the draft cache
+holds prefix, x_1..x_{n}; after a full acceptance it lacks x_k, so the next draft step feeds
+[x_k, t] together and the draft stays in step without an extra pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from engine.baseline import Clock, done_event, encode_prompt, new_generator, prefill
+from engine.events import (
+    ACCEPTED,
+    DISCARDED,
+    REJECTED,
+    TARGET,
+    CycleEvent,
+    DoneEvent,
+    GenerationConfig,
+    SummaryEvent,
+    TextDecoder,
+    Token,
+)
+from engine.loading import ModelPair, forward, new_cache, rollback
+from engine.sampling import sample, warp
+from engine.stats import summarize
+from engine.verify import verify
+
+
+def speculate(
+    pair: ModelPair,
+    config: GenerationConfig,
+    *,
+    baseline_step_ms: Sequence[float] | None = None,
+    on_verify: Callable[[list[int], Outcome], None] | None = None,
+) -> Iterator[CycleEvent | SummaryEvent | DoneEvent]:
+    """Speculative decoding: a :class:`CycleEvent` per cycle, then a :class:`SummaryEvent`
+    when ``baseline_step_ms`` (the target-only run's step times) is given, then a
+    :class:`DoneEvent`. Without it, call :func:`engine.stats.summarize` afterwards.
+
+    Bad settings raise ``ValueError`` here, before anything runs. The iterator may be closed
+    between cycles; it holds nothing but its own caches. ``on_verify`` sees each
+    cycle's :class:`Outcome` with the token ids before it (for tests and debugging).
+    """
+    if pair.draft is None:
+        raise ValueError("speculative decoding needs a draft model; this pair has none")
+    config.validate()
+    prompt_ids = encode_prompt(pair, config, lookahead=config.k)
+    return _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify)
+
+
+@dataclass
+class _State:
+    target_cache: object
+    draft_cache: object
+    last: torch.Tensor  # [1], the newest token: in neither cache yet
+    draft_input: torch.Tensor  # [1, 1] or [1, 2]: what the draft has not seen yet
+
+
+@dataclass
+class Outcome:
+    """What one cycle computed, before it is turned into an event."""
+
+    drafts: list[int]
+    q: torch.Tensor  # [k, V]
+    p: torch.Tensor  # [k+1, V]
+    n_accepted: int
+    next_token: int
+    draft_step_ms: list[float]
+    draft_ms: float
+    verify_ms: float
+
+
+def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify):
+    clock = Clock(pair.device)
+    generator = new_generator(pair, config.seed)
+    state = _State(new_cache(pair.target), new_cache(pair.draft), None, None)
+    prefill_ms = prefill(pair.target, state.target_cache, prompt_ids, clock)
+    prefill_ms += prefill(pair.draft, state.draft_cache, prompt_ids, clock)
+    state.last = torch.tensor([prompt_ids[-1]], device=pair.device)
+    state.draft_input = state.last.view(1, 1)
+
+    decoder = TextDecoder(pair.tokenizer, prompt_ids)
+    out_ids: list[int] = []
+    cycles: list[CycleEvent] = []
+    decode_ms, stop_reason = 0.0, "length"
+    while len(out_ids) < config.max_new_tokens and stop_reason != "eos":
+        start = clock()
+        outcome = _cycle(pair, state, config, generator, clock)
+        cycle_ms = clock() - start
+        if on_verify is not None:
+            on_verify(prompt_ids + out_ids, outcome)
+        emitted = outcome.drafts[: outcome.n_accepted] + [outcome.next_token]
+        keep = min(len(emitted), config.max_new_tokens - len(out_ids))
+        stops = [i for i, t in enumerate(emitted[:keep]) if t in pair.stop_token_ids]
+        if stops:
+            keep, stop_reason = stops[0] + 1, "eos"
+        out_ids += emitted[:keep]
+        decode_ms += cycle_ms
+        event = _cycle_event(len(cycles), outcome, keep, decoder, cycle_ms, config.k)
+        cycles.append(event)
+        yield event
+
+    if baseline_step_ms is not None:
+        yield summarize(cycles, baseline_step_ms)
+    yield done_event("speculative", pair, out_ids, stop_reason, prefill_ms, decode_ms)
+
+
+@torch.inference_mode()
+def _cycle(pair: ModelPair, state: _State, config: GenerationConfig, generator, clock) -> Outcome:
+    start = clock()
+    drafts, q, step_ms = _draft(pair, state, config, generator, clock)
+    mid = clock()
+    n, next_token, p = _verify(pair, state, drafts, q, config, generator)
+    end = clock()
+    return Outcome(drafts.tolist(), q, p, n, next_token, step_ms, mid - start, end - mid)
+
+
+def _draft(pair, state, config, generator, clock):
+    """k draft steps: tokens ``[k]``, their distributions ``q [k, V]``, step times (ms)."""
+    tokens, qs, step_ms = [], [], []
+    ids = state.draft_input
+    for _ in range(config.k):
+        start = clock()
+        logits = forward(pair.draft, state.draft_cache, ids, keep=1)[-1, : pair.shared_vocab_size]
+        q = warp(logits, config.temperature, config.top_k, config.top_p)
+        token = sample(q, generator)  # stays on the device: no synchronisation
+        step_ms.append(clock() - start)
+        tokens.append(token)
+        qs.append(q)
+        ids = token.view(1, 1)
+    return torch.stack(tokens), torch.stack(qs), step_ms
+
+
+def _verify(pair, state, drafts, q, config, generator):
+    """One target pass over ``[last, x_1..x_k]``, the rule, and both caches rolled back."""
+    k = drafts.shape[0]
+    ids = torch.cat([state.last, drafts]).view(1, k + 1)
+    logits = forward(pair.target, state.target_cache, ids, keep=k + 1)[:, : pair.shared_vocab_size]
+    p = warp(logits, config.temperature, config.top_k, config.top_p)  # [k+1, V]
+    n, next_token = verify(drafts, q, p, generator)
+
+    # The target cache now holds ..., last, x_1..x_k; keep ..., last, x_1..x_n.
+    rollback(state.target_cache, k - n)
+    nxt = torch.tensor([next_token], device=pair.device)
+    if n < k:
+        # The draft cache holds ..., last, x_1..x_{k-1}; keep ..., last, x_1..x_n.
+        rollback(state.draft_cache, k - 1 - n)
+        state.draft_input = nxt.view(1, 1)
+    else:
+        # All accepted: the draft never ran on x_k; feed it with t in the next step.
+        state.draft_input = torch.cat([drafts[-1:], nxt]).view(1, 2)
+    state.last = nxt
+    return n, next_token, p
+
+
+def _cycle_event(index, outcome: Outcome, keep, decoder: TextDecoder, cycle_ms, k) -> CycleEvent:
+    """The cycle as shown; ``keep`` of its ``n + 1`` output tokens made it into the output."""
+    n = outcome.n_accepted
+    shown = min(n, keep)  # accepted drafts inside the output
+    kinds = [ACCEPTED] * shown + [REJECTED if i == n else DISCARDED for i in range(shown, k)]
+    texts = [decoder.push(t) for t in outcome.drafts[:shown]]
+    texts += decoder.peek(outcome.drafts[shown:])
+    tokens = [Token(t, s, kind) for t, s, kind in zip(outcome.drafts, texts, kinds, strict=True)]
+    if keep > n:
+        tokens.append(Token(outcome.next_token, decoder.push(outcome.next_token), TARGET))
+    verified = n + (n < k)
+    overlap = torch.minimum(outcome.p[:verified], outcome.q[:verified]).sum(dim=-1)
+    return CycleEvent(
+        index=index,
+        tokens=tokens,
+        draft_ms=outcome.draft_ms,
+        verify_ms=outcome.verify_ms,
+        cycle_ms=cycle_ms,
+        k=k,
+        n_accepted=n,
+        rejected=n < k,
+        draft_step_ms=outcome.draft_step_ms,
+        overlap=overlap.tolist(),
+        n_emitted=keep,
+    )

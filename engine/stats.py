@@ -1,0 +1,89 @@
+"""The summary of a speculative run against a target-only run (DESIGN.md, "Measuring")."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from engine import theory
+from engine.events import CycleEvent, SummaryEvent
+
+
+@dataclass
+class Acceptance:
+    """What the cycles alone tell, before any target-only run: the figures shown live."""
+
+    tokens: int
+    cycles: int
+    accepted: int
+    drafted: int
+    trials: int
+    alpha_counted: float
+    alpha_expected: float
+    draft_acceptance_rate: float
+    mean_acceptance_length: float
+    spec_tok_s: float
+
+
+def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
+    if not cycles:
+        raise ValueError("no cycles to summarise")
+    accepted = sum(c.n_accepted for c in cycles)
+    drafted = sum(c.k for c in cycles)
+    # A cycle's trials: its accepted drafts, plus the rejected one if it had one.
+    trials = sum(c.n_accepted + c.rejected for c in cycles)
+    overlaps = [o for c in cycles for o in c.overlap]
+    tokens = sum(c.n_emitted for c in cycles)
+    return Acceptance(
+        tokens=tokens,
+        cycles=len(cycles),
+        accepted=accepted,
+        drafted=drafted,
+        trials=trials,
+        alpha_counted=accepted / trials if trials else 0.0,
+        alpha_expected=statistics.fmean(overlaps),
+        draft_acceptance_rate=accepted / drafted,
+        mean_acceptance_length=1.0 + accepted / len(cycles),
+        spec_tok_s=1000.0 * tokens / sum(c.cycle_ms for c in cycles),
+    )
+
+
+def running_figures(cycles: Sequence[CycleEvent]) -> dict[str, float]:
+    """:func:`acceptance` as a plain dict, for the page while a run is going."""
+    return asdict(acceptance(cycles))
+
+
+def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> SummaryEvent:
+    """Counted and expected alpha, the vLLM-style rates, c, v, and measured against predicted
+    speedup. ``baseline_step_ms``: the target-only run's per-token step times."""
+    counts = acceptance(cycles)
+    if not baseline_step_ms:
+        raise ValueError("no target-only steps to compare with")
+    k = cycles[0].k
+    histogram = [0] * (k + 1)
+    for c in cycles:
+        histogram[c.n_accepted] += 1
+    # Draft position i is accepted in every cycle that accepted at least i drafts.
+    per_position = [sum(histogram[i:]) / len(cycles) for i in range(1, k + 1)]
+
+    step_ms = statistics.median(baseline_step_ms)
+    draft_step_ms = statistics.median(ms for c in cycles for ms in c.draft_step_ms)
+    verify_ms = statistics.median(c.verify_ms for c in cycles)
+    c_cost, v_cost = draft_step_ms / step_ms, verify_ms / step_ms
+    baseline_tok_s = 1000.0 * len(baseline_step_ms) / sum(baseline_step_ms)
+    return SummaryEvent(
+        k=k,
+        **asdict(counts),
+        per_position_acceptance=per_position,
+        acceptance_length_histogram=histogram,
+        draft_step_ms=draft_step_ms,
+        verify_ms=verify_ms,
+        step_ms=step_ms,
+        c=c_cost,
+        v=v_cost,
+        baseline_tok_s=baseline_tok_s,
+        speedup_measured=counts.spec_tok_s / baseline_tok_s,
+        speedup_predicted=theory.speedup(counts.alpha_counted, k, c_cost, v_cost),
+        baseline_tokens=len(baseline_step_ms),
+    )

@@ -1,0 +1,37 @@
+"""Engine events rendered for the page: token text is always escaped."""
+
+from __future__ import annotations
+
+from app.render import render_page_message
+from app.runs import RunMessage
+from engine.events import CycleEvent, Token
+from engine.stats import running_figures
+
+
+def cycle(texts_and_kinds: list[tuple[str, str]]) -> CycleEvent:
+    tokens = [Token(i, text, kind) for i, (text, kind) in enumerate(texts_and_kinds)]
+    drafts = [t for t in tokens if t.kind != "target"]
+    accepted = sum(t.kind == "accepted" for t in tokens)
+    return CycleEvent(index=0, tokens=tokens, draft_ms=1.0, verify_ms=2.0, cycle_ms=3.2,
+                      k=len(drafts), n_accepted=accepted, rejected=accepted < len(drafts),
+                      draft_step_ms=[0.5] * len(drafts), overlap=[0.9] * len(drafts),
+                      n_emitted=accepted + 1)
+
+
+def test_token_text_with_markup_is_escaped():
+    event = cycle([("<script>alert(1)</script>", "accepted"), ("<img src=x onerror=y>", "rejected"),
+                   ("&amp;", "discarded"), ('"/><b>', "target")])
+    out = render_page_message(RunMessage("cycle", event, running_figures([event])))
+    for markup in ("<script", "<img", "<b>"):
+        assert markup not in out["chips"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out["chips"]
+    assert "&amp;amp;" in out["chips"]
+    # The output text travels as plain text, for the page to insert as a text node.
+    assert out["text"] == '<script>alert(1)</script>"/><b>'
+
+
+def test_chips_carry_their_kind_and_visible_whitespace():
+    event = cycle([(" the", "accepted"), ("\n", "accepted"), ("x", "rejected"), ("", "target")])
+    chips = render_page_message(RunMessage("cycle", event, running_figures([event])))["chips"]
+    assert chips.count('class="chip accepted"') == 2 and chips.count('class="chip rejected"') == 1
+    assert "·the" in chips and "↵" in chips and "⋯" in chips

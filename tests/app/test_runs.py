@@ -1,0 +1,222 @@
+"""Live runs over HTTP: the event stream, its invariants, limits, cancellation and faults.
+
+A real server (uvicorn on a free localhost port) runs a tiny real pair built by the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from engine.theory import KINDS
+
+BODY = {"prompt": "the quick brown fox", "k": 3, "temperature": 1.0, "top_p": 1.0,
+        "max_new_tokens": 24, "seed": 5, "pair": "tiny"}
+
+
+def read_events(response: httpx.Response) -> list[tuple[str, dict]]:
+    events, kind = [], None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            events.append((kind, json.loads(line[6:])))
+    return events
+
+
+def run(server, body=None, path="/api/runs") -> list[tuple[str, dict]]:
+    with httpx.stream("POST", server.url + path, json=body or BODY, timeout=60) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return read_events(response)
+
+
+def wait_until_idle(server, timeout: float = 10.0) -> float:
+    start = time.monotonic()
+    while httpx.get(server.url + "/api/runs/status").json()["running"]:
+        assert time.monotonic() - start < timeout, "the engine was not freed"
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def test_stream_is_cycles_then_one_summary(live_server):
+    events = run(live_server)
+    kinds = [kind for kind, _ in events]
+    assert kinds[0] == "cycle" and kinds[-1] == "summary"
+    assert set(kinds) == {"cycle", "baseline", "summary"}
+    assert kinds.index("baseline") == len(kinds) - 2
+    cycles = [data for kind, data in events if kind == "cycle"]
+    assert [c["index"] for c in cycles] == list(range(len(cycles)))
+    for c in cycles:
+        assert set(c) >= {"index", "tokens", "draft_ms", "verify_ms"}
+        assert c["draft_ms"] > 0 and c["verify_ms"] > 0
+
+
+def test_cycle_invariants_and_counts_add_up(live_server, tiny_tokenizer):
+    events = run(live_server)
+    cycles = [data for kind, data in events if kind == "cycle"]
+    summary = events[-1][1]
+    output_ids, output_text = [], ""
+    for c in cycles:
+        kinds = [t["kind"] for t in c["tokens"]]
+        assert set(kinds) <= set(KINDS)
+        drafts = [k for k in kinds if k != "target"]
+        assert len(drafts) == BODY["k"]
+        n = drafts.count("accepted")
+        # accepted*, then at most one rejected, then discarded*; the target token last.
+        assert drafts[:n] == ["accepted"] * n
+        assert drafts[n:] in ([], ["rejected"] + ["discarded"] * (len(drafts) - n - 1),
+                              ["discarded"] * (len(drafts) - n))
+        assert kinds.count("target") <= 1 and (kinds[-1] == "target" or c is cycles[-1])
+        for t in c["tokens"]:
+            if t["kind"] in ("accepted", "target"):
+                output_ids.append(t["id"])
+                output_text += t["text"]
+    # The text shown is exactly the decoded output: accepted plus target tokens.
+    assert output_text == tiny_tokenizer.decode(output_ids, skip_special_tokens=True)
+    assert summary["tokens"] == len(output_ids) <= BODY["max_new_tokens"]
+    assert summary["cycles"] == len(cycles)
+    accepted = sum(t["kind"] == "accepted" for c in cycles for t in c["tokens"])
+    assert summary["accepted"] >= accepted  # drafts past a stop are shown as discarded
+    assert summary["drafted"] == BODY["k"] * len(cycles)
+
+
+def test_summary_has_every_figure(live_server):
+    summary = run(live_server)[-1][1]
+    for key in ("alpha_counted", "alpha_expected", "draft_acceptance_rate",
+                "mean_acceptance_length", "c", "v", "baseline_tok_s", "spec_tok_s",
+                "speedup_measured", "speedup_predicted"):
+        assert isinstance(summary[key], float), key
+    assert 0 <= summary["alpha_counted"] <= 1 and 0 <= summary["alpha_expected"] <= 1
+    assert summary["speedup_measured"] == pytest.approx(
+        summary["spec_tok_s"] / summary["baseline_tok_s"])
+
+
+def test_same_seed_same_tokens(live_server):
+    ids = lambda events: [t["id"] for k, d in events if k == "cycle" for t in d["tokens"]]  # noqa: E731
+    assert ids(run(live_server)) == ids(run(live_server))
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"prompt": ""}, "prompt"),
+        ({"prompt": "   "}, "prompt"),
+        ({"prompt": "x" * 5000}, "prompt"),
+        ({"k": 0}, "k"),
+        ({"k": 17}, "k"),
+        ({"temperature": -0.5}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"max_new_tokens": 100_000}, "max_new_tokens"),
+        ({"pair": "../../etc/passwd"}, "pair"),
+        ({"seed": "abc"}, "seed"),
+        ({"model_path": "/tmp/x"}, "model_path"),
+    ],
+)
+def test_invalid_bodies_get_422_before_any_stream(live_server, change, field):
+    response = httpx.post(live_server.url + "/api/runs", json=BODY | change)
+    assert response.status_code == 422
+    assert response.json()["message"].startswith(field)
+
+
+def test_non_json_body_gets_422(live_server):
+    response = httpx.post(live_server.url + "/api/runs", content=b"not json",
+                          headers={"Content-Type": "application/json"})
+    assert response.status_code == 422
+
+
+@contextmanager
+def slow_target(app_state, seconds: float):
+    """Every target forward pass takes ``seconds`` longer: a run that lasts long enough to
+    be cancelled or queued behind."""
+    hook = app_state.runs.pairs["tiny"].target.register_forward_hook(
+        lambda *_: time.sleep(seconds))
+    try:
+        yield
+    finally:
+        hook.remove()
+
+
+def test_client_going_away_cancels_within_one_cycle(live_server, app_state):
+    body = BODY | {"max_new_tokens": 256, "k": 2}
+    with slow_target(app_state, 0.05):
+        with httpx.stream("POST", live_server.url + "/api/runs", json=body, timeout=60) as r:
+            seen = 0
+            for line in r.iter_lines():
+                seen += line.startswith("event: cycle")
+                if seen == 3:
+                    break
+            run = app_state.runs.active
+        freed_after = wait_until_idle(live_server)
+    assert run.cancelled.is_set()
+    assert run.cycles_after_cancel <= 1
+    assert run.cycles < 10  # of the ~100 cycles the full run would take
+    assert freed_after < 1.0
+    assert run_summary_ok(live_server)
+
+
+def run_summary_ok(server) -> bool:
+    return run(server)[-1][0] == "summary"
+
+
+def test_engine_fault_ends_the_run_with_an_error_and_the_next_run_works(live_server, app_state):
+    target = app_state.runs.pairs["tiny"].target
+
+    def out_of_memory(module, args, output):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    hook = target.register_forward_hook(out_of_memory)
+    try:
+        events = run(live_server)
+    finally:
+        hook.remove()
+    assert events[-1][0] == "error"
+    assert "ran out of memory" in events[-1][1]["message"]
+    assert run_summary_ok(live_server)
+
+
+def test_queue_is_bounded_with_429_and_retry_after(live_server, app_state):
+    body = BODY | {"max_new_tokens": 200}
+    first = httpx.stream("POST", live_server.url + "/api/runs", json=body, timeout=60)
+    second = httpx.stream("POST", live_server.url + "/api/runs", json=body, timeout=60)
+    with slow_target(app_state, 0.05), first as a:
+        running = a.iter_lines()  # held: a dropped iterator closes its stream
+        assert next(running) == "event: cycle"
+        with second as b:
+            waiting = b.iter_lines()
+            assert next(waiting) == "event: queued"
+            assert json.loads(next(waiting)[6:]) == {"position": 1}
+            assert httpx.get(live_server.url + "/api/runs/status").json()["waiting"] == 1
+            third = httpx.post(live_server.url + "/api/runs", json=body)
+            assert third.status_code == 429
+            assert int(third.headers["retry-after"]) > 0
+            assert "try again" in third.json()["message"]
+    wait_until_idle(live_server)
+
+
+def test_page_stream_renders_escaped_html_fragments(live_server):
+    events = run(live_server, BODY | {"prompt": "<script>alert(1)</script> the"}, path="/runs")
+    cycles = [data for kind, data in events if kind == "cycle"]
+    assert cycles and all(c["chips"].lstrip().startswith('<li class="cycle"') for c in cycles)
+    assert "<script" not in "".join(c["chips"] for c in cycles)
+    assert 'class="live-summary"' in events[-1][1]["html"]
+    assert "Use these numbers" in events[-1][1]["html"]
+
+
+def test_run_past_the_time_limit_is_stopped(live_server, app_state):
+    app_state.runs.run_timeout_s = 0.0
+    try:
+        events = run(live_server)
+    finally:
+        app_state.runs.run_timeout_s = 60.0
+    assert events[-1][0] == "error" and "time limit" in events[-1][1]["message"]
+
+
+def test_status_reports_the_engine(live_server):
+    status = httpx.get(live_server.url + "/api/runs/status").json()
+    assert status["available"] is True and status["running"] is False

@@ -1,0 +1,97 @@
+"""Run live in real Chromium: streamed chips of every kind, the summary, and "Use these
+numbers" moving the sliders and the address bar."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def page(browser, live_server) -> Page:
+    context = browser.new_context(base_url=live_server.url)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # A 4xx answer is the server explaining bad input, which the page shows; not a page error.
+    expected = re.compile(r"Failed to load resource: .* status of 4\d\d")
+    page.on("console", lambda m: m.type == "error" and not expected.search(m.text)
+            and errors.append(m.text))
+    yield page
+    context.close()
+    assert errors == [], f"the page logged errors: {errors}"
+
+
+def start_run(page: Page, prompt: str, **fields: str) -> None:
+    page.locator("#prompt").fill(prompt)
+    for name, value in fields.items():
+        page.locator(f"#{name}").fill(value)
+    page.locator("#run-live").click()
+
+
+def test_run_live_streams_every_kind_and_fills_the_summary(page):
+    page.goto("/?temperature=1&run_k=4&max_new_tokens=60&run_seed=3")
+    start_run(page, "the quick brown fox")
+    expect(page.locator("#live-summary .live-summary")).to_be_visible(timeout=60_000)
+    chips = page.locator("#live-cycles .chip")
+    kinds = set(chips.evaluate_all("els => els.map(e => e.classList[1])"))
+    assert kinds == {"accepted", "rejected", "discarded", "target"}
+    assert page.locator("#live-progress").evaluate("p => p.value") == 60
+    assert page.locator("#live-text").inner_text().startswith("the quick brown fox")
+    for figure in ("speedup_measured", "speedup_predicted", "alpha_counted", "c", "v"):
+        assert page.locator(f'[data-summary="{figure}"]').inner_text().strip()
+    assert page.locator(".live-summary svg.bar-chart").count() == 2
+    expect(page.locator("#live-status")).to_have_text("Done.")
+
+
+def test_use_these_numbers_moves_the_sliders_and_the_link(page):
+    page.goto("/?max_new_tokens=30&run_k=3")
+    start_run(page, "the lazy dog")
+    button = page.locator("#use-numbers")
+    expect(button).to_be_visible(timeout=60_000)
+    alpha, c = button.get_attribute("data-alpha"), button.get_attribute("data-c")
+    button.click()
+    expect(page).to_have_url(re.compile(rf"alpha={float(alpha):g}&k=3&c={float(c):g}&"))
+    assert page.locator("#alpha").input_value() == f"{float(alpha):g}"
+    expect(page.locator("#alpha-value")).to_have_text(f"{float(alpha):.2f}")
+    expect(page.locator('[data-figure="headline"]')).to_contain_text(f"α = {float(alpha):.2f}")
+    # The live output stays on the page: nothing was reloaded.
+    assert page.locator("#live-cycles .chip").count() > 0
+
+
+def test_markup_in_the_prompt_is_shown_as_text(page):
+    page.goto("/?max_new_tokens=5")
+    start_run(page, "<img src=x onerror=alert(1)><b>bold</b>")
+    expect(page.locator("#live-status")).to_have_text("Done.", timeout=60_000)
+    assert page.locator("#live-text img, #live-text b").count() == 0
+    assert "<b>bold</b>" in page.locator("#live-text").inner_text()
+
+
+def test_bad_settings_show_the_servers_message(page):
+    page.goto("/")
+    page.locator("#prompt").fill("   ")
+    page.locator("#run-live").click()
+    expect(page.locator("#live-status")).to_contain_text("prompt")
+    expect(page.locator("#live-status")).to_have_class(re.compile("error"))
+
+
+def test_stop_ends_the_run(page, live_server):
+    page.goto("/?max_new_tokens=256&run_k=1")
+    start_run(page, "the quick brown fox jumps")
+    expect(page.locator("#live-cycles .cycle").first).to_be_visible(timeout=60_000)
+    page.locator("#stop-live").click()
+    expect(page.locator("#live-status")).to_have_text(re.compile("Stopped|Done"))
+    expect(page.locator("#run-live")).to_be_enabled()
+
+
+def test_live_settings_are_part_of_the_link(page):
+    page.goto("/?alpha=0.6&prompt=hello%20there&run_k=7&temperature=0.3")
+    assert page.locator("#prompt").input_value() == "hello there"
+    assert page.locator("#run_k").input_value() == "7"
+    page.locator("#temperature").fill("0.5")
+    expect(page).to_have_url(re.compile(r"temperature=0\.5"))
+    assert "alpha=0.6" in page.url and "prompt=hello+there" in page.url

@@ -1,0 +1,91 @@
+import json
+
+import pytest
+
+from engine import cli
+
+
+def generate(capsys, model_dirs, *extra: str, draft: str = "good"):
+    argv = ["generate", "the quick brown fox", "--target", model_dirs["target"]]
+    argv += ["--draft", model_dirs[draft], "--device", "cpu", "--max-new-tokens", "12", *extra]
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_prints_one_object_per_cycle_and_one_summary(capsys, model_dirs):
+    code, out, _ = generate(capsys, model_dirs, "--json", "--k", "3", "--seed", "1")
+    assert code == 0
+    events = [json.loads(line) for line in out.splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[-2:] == ["summary", "done"] and set(kinds[:-2]) == {"cycle"}
+    summary, done = events[-2], events[-1]
+    assert summary["k"] == 3 and summary["tokens"] == len(done["token_ids"]) <= 12
+    assert summary["speedup_measured"] > 0 and summary["speedup_predicted"] > 0
+    assert {t["kind"] for e in events[:-2] for t in e["tokens"]} <= {
+        "accepted",
+        "rejected",
+        "discarded",
+        "target",
+    }
+
+
+def test_text_with_colours_and_the_summary(capsys, model_dirs):
+    code, out, _ = generate(
+        capsys,
+        model_dirs,
+        "--color",
+        "always",
+        "--temperature",
+        "1.0",
+        "--top-p",
+        "0.95",
+        draft="bad",
+    )
+    assert code == 0
+    assert out.startswith("the quick brown fox")
+    assert cli.STYLES["accepted"] in out and cli.STYLES["target"] in out
+    assert cli.STYLES["rejected"] in out  # a bad draft is rejected now and then
+    for label in ("alpha", "draft acceptance rate", "mean acceptance length", "c = ", "speedup"):
+        assert label in out
+
+
+def test_without_colour_only_the_output_text_is_printed(capsys, model_dirs):
+    code, out, _ = generate(capsys, model_dirs, "--color", "never", "--temperature", "0")
+    assert code == 0 and "\033[" not in out and "summary (k = 4)" in out
+
+
+def test_no_draft_runs_the_target_alone(capsys, model_dirs):
+    code, out, _ = generate(capsys, model_dirs, "--no-draft", "--json", "--temperature", "0")
+    events = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [e["event"] for e in events] == ["step"] * 12 + ["done"]
+    assert events[-1]["mode"] == "target-only"
+    assert [e["token"]["id"] for e in events[:-1]] == events[-1]["token_ids"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--k", "0"], "k (draft tokens per cycle)"),
+        (["--temperature", "-1"], "temperature"),
+        (["--top-p", "1.5"], "top-p"),
+        (["--max-new-tokens", "100000"], "over the configured limit"),
+    ],
+)
+def test_bad_arguments_exit_with_a_clear_message(capsys, model_dirs, extra, message):
+    code, out, err = generate(capsys, model_dirs, *extra)
+    assert code == 2 and message in err and out == ""
+
+
+def test_a_mismatched_pair_exits_with_a_clear_message(capsys, model_dirs):
+    code, _, err = generate(capsys, model_dirs, draft="foreign")
+    assert code == 2 and "do not share a tokenizer" in err
+
+
+def test_defaults_come_from_settings():
+    from app.settings import Settings
+
+    settings = Settings()
+    args = cli.build_parser(cli.defaults()).parse_args(["generate", "hi"])
+    assert (args.target, args.draft) == (settings.target, settings.draft)
+    assert (args.k, args.temperature, args.max_new_tokens) == (4, 0.8, 64)

@@ -1,0 +1,44 @@
+import torch
+from scipy.stats import chisquare
+
+from engine.sampling import greedy, sample, warp
+
+LOGITS = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0], [0.0, 0.0, 3.0, 1.0, 2.0]])
+
+
+def test_warp_keeps_shape_and_gives_probabilities():
+    probs = warp(LOGITS, temperature=0.7, top_k=0, top_p=1.0)
+    assert probs.shape == LOGITS.shape and probs.dtype == torch.float32
+    assert torch.allclose(probs.sum(-1), torch.ones(2))
+    assert torch.allclose(probs, torch.softmax(LOGITS / 0.7, -1))
+
+
+def test_temperature_zero_is_one_hot_argmax():
+    probs = warp(LOGITS, temperature=0.0, top_k=2, top_p=0.5)
+    assert torch.equal(probs, greedy(LOGITS))
+    assert probs.argmax(-1).tolist() == [0, 2] and probs.sum().item() == 2.0
+
+
+def test_top_k_keeps_the_k_most_likely():
+    probs = warp(LOGITS, temperature=1.0, top_k=2)
+    assert (probs > 0).sum(-1).tolist() == [2, 2]
+    assert torch.allclose(probs[0, :2], torch.softmax(LOGITS[0, :2], -1))
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    probs = torch.softmax(LOGITS[0], -1)  # about 0.55, 0.20, 0.12, 0.07, 0.03
+    kept = warp(LOGITS[0], temperature=1.0, top_p=0.6)
+    assert (kept > 0).tolist() == [True, True, False, False, False]
+    assert torch.allclose(kept[:2], probs[:2] / probs[:2].sum())
+    assert (warp(LOGITS[0], 1.0, top_p=0.5) > 0).sum() == 1  # the top token alone reaches 0.5
+    assert (warp(LOGITS[0], 1.0, top_p=1.0) > 0).all()
+
+
+def test_sample_follows_the_distribution_and_is_seeded():
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0])
+    draws = sample(probs.expand(20_000, 5), torch.Generator().manual_seed(0))
+    counts = torch.bincount(draws, minlength=5)
+    assert counts[4] == 0
+    assert chisquare(counts[:4].numpy(), (probs[:4] * 20_000).numpy()).pvalue > 1e-3
+    again = sample(probs.expand(20_000, 5), torch.Generator().manual_seed(0))
+    assert torch.equal(draws, again)

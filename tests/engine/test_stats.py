@@ -1,0 +1,56 @@
+"""Figures of a run from its cycles, as DESIGN.md ("Measuring a live run") defines them."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import theory
+from engine.events import CycleEvent
+from engine.stats import running_figures, summarize
+
+
+def cycle(n: int, k: int = 4, rejected: bool | None = None, ms=(1.0, 2.0)) -> CycleEvent:
+    return CycleEvent(
+        index=0,
+        tokens=[],
+        draft_ms=k * ms[0],
+        verify_ms=ms[1],
+        cycle_ms=k * ms[0] + ms[1],
+        k=k,
+        n_accepted=n,
+        rejected=n < k if rejected is None else rejected,
+        draft_step_ms=[ms[0]] * k,
+        overlap=[0.5] * (n + (n < k)),
+        n_emitted=n + 1,
+    )
+
+
+def test_summary_figures_follow_the_design_definitions():
+    cycles = [cycle(2), cycle(4), cycle(0)]
+    s = summarize(cycles, baseline_step_ms=[4.0, 4.0, 5.0, 4.0])
+    assert (s.accepted, s.trials, s.drafted, s.tokens) == (6, 8, 12, 9)
+    assert s.alpha_counted == 6 / 8
+    assert s.alpha_expected == 0.5
+    assert s.draft_acceptance_rate == 6 / 12
+    assert s.mean_acceptance_length == 1 + 6 / 3
+    assert s.acceptance_length_histogram == [1, 0, 1, 0, 1]
+    assert s.per_position_acceptance == [2 / 3, 2 / 3, 1 / 3, 1 / 3]
+    assert (s.step_ms, s.c, s.v) == (4.0, 0.25, 0.5)
+    assert s.baseline_tok_s == pytest.approx(1000 * 4 / 17)
+    assert s.spec_tok_s == pytest.approx(1000 * 9 / 18)
+    assert s.speedup_measured == pytest.approx(s.spec_tok_s / s.baseline_tok_s)
+    assert s.speedup_predicted == pytest.approx(theory.speedup(0.75, 4, 0.25, 0.5))
+
+
+def test_running_figures_need_no_baseline_and_agree_with_the_summary():
+    cycles = [cycle(2), cycle(4), cycle(0)]
+    live = running_figures(cycles)
+    final = summarize(cycles, baseline_step_ms=[4.0])
+    for key, value in live.items():
+        assert getattr(final, key) == value, key
+    assert live["alpha_counted"] == 6 / 8 and live["tokens"] == 9
+
+
+def test_no_cycles_is_an_error():
+    with pytest.raises(ValueError, match="no cycles"):
+        running_figures([])

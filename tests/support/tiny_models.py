@@ -1,0 +1,86 @@
+"""Small models built by the tests and saved like hub models: a byte-level BPE tokenizer and
+tiny random Llamas. Nothing is downloaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+VOCAB = 300
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog and the cat sat on the mat",
+    "speculative decoding drafts tokens with a small model and verifies them with a large one",
+    "héllo wörld, ça va? naïve café ✓ 日本語のテキスト 🙂",
+]
+
+
+def build_tokenizer(corpus: list[str], vocab_size: int = VOCAB) -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(corpus * 20, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
+
+
+def build_llama(seed: int, vocab_size: int = VOCAB, layers: int = 2) -> LlamaForCausalLM:
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=0,
+        eos_token_id=1,
+        initializer_range=0.1,  # peaked distributions: greedy ties are practically impossible
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config).eval()
+
+
+def perturbed(model: LlamaForCausalLM, scale: float, seed: int) -> LlamaForCausalLM:
+    """A copy of ``model`` with Gaussian noise of ``scale`` times each tensor's std."""
+    copy = build_llama(0, model.config.vocab_size, model.config.num_hidden_layers)
+    copy.load_state_dict(model.state_dict())
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in copy.parameters():
+            if param.dim() > 1:
+                param.add_(torch.randn(param.shape, generator=gen) * param.std() * scale)
+    return copy
+
+
+def widened(model: LlamaForCausalLM, extra_rows: int) -> LlamaForCausalLM:
+    """``model`` with ``extra_rows`` more (random) embedding and logit rows, like a model
+    whose matrices were padded past the tokenizer (Qwen2.5-7B's 152064 vs 151936)."""
+    wide = build_llama(7, model.config.vocab_size + extra_rows, model.config.num_hidden_layers)
+    state = model.state_dict()
+    with torch.no_grad():
+        for name, param in wide.named_parameters():
+            src = state[name]
+            param[tuple(slice(0, s) for s in src.shape)] = src
+    return wide
+
+
+def save(root: Path, name: str, model, tokenizer) -> str:
+    path = root / name
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def tiny_pair(root: Path) -> tuple[str, str]:
+    """A target and a draft that is a noisy copy of it (so every token kind occurs)."""
+    tokenizer = build_tokenizer(CORPUS)
+    target = build_llama(seed=0)
+    return (save(root, "target", target, tokenizer),
+            save(root, "draft", perturbed(target, scale=0.3, seed=1), tokenizer))
