@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench-page install install-dev chromium
+.PHONY: run test lint bench-page bench-first-cycle install install-dev chromium
 
 run: install
 	$(PY) -m app.main
@@ -18,6 +18,9 @@ lint: install-dev
 
 bench-page: install-dev chromium
 	$(PY) benchmarks/page_latency.py
+
+bench-first-cycle: install-dev chromium
+	$(PY) benchmarks/first_cycle.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)

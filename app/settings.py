@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -41,10 +41,19 @@ class Settings(BaseSettings):
     default_pair: str = "shipped"
     device: str | None = None  # "cuda", "cpu"; None picks CUDA when present
     load_models: bool = True  # False serves the slider page only
-    max_new_tokens_limit: int = 256
-    max_prompt_chars: int = 2000
-    run_timeout_s: float = 120.0
-    queue_size: int = 4
+    max_new_tokens_limit: int = Field(256, ge=1)
+    max_prompt_chars: int = Field(2000, ge=1)
+    run_timeout_s: float = Field(120.0, gt=0)
+    queue_size: int = Field(4, ge=0)  # runs that may wait while one runs
+
+    @model_validator(mode="after")
+    def _default_pair_is_offered(self) -> Settings:
+        if self.default_pair not in self.pairs:
+            raise ValueError(
+                f"default_pair {self.default_pair!r} is not one of the pairs "
+                f"({', '.join(sorted(self.pairs))})"
+            )
+        return self
 
     @property
     def target(self) -> str:

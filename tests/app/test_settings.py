@@ -1,0 +1,43 @@
+"""Settings come from SPECSCOPE_ environment variables and are checked when read."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import SHIPPED_MODELS, Settings
+
+
+def test_defaults_serve_the_shipped_pair_on_localhost(monkeypatch):
+    for name in ("SPECSCOPE_HOST", "SPECSCOPE_PORT", "SPECSCOPE_PAIRS", "SPECSCOPE_DEFAULT_PAIR"):
+        monkeypatch.delenv(name, raising=False)
+    settings = Settings()
+    assert (settings.host, settings.port) == ("127.0.0.1", 8000)
+    assert settings.target == str(SHIPPED_MODELS / "target")
+    assert settings.draft == str(SHIPPED_MODELS / "draft")
+
+
+def test_environment_overrides(monkeypatch):
+    monkeypatch.setenv("SPECSCOPE_PORT", "9001")
+    monkeypatch.setenv("SPECSCOPE_PAIRS", '{"qwen": {"target": "Qwen/Qwen2.5-7B", '
+                                          '"draft": "Qwen/Qwen2.5-0.5B", "label": "Qwen 7B"}}')
+    monkeypatch.setenv("SPECSCOPE_DEFAULT_PAIR", "qwen")
+    monkeypatch.setenv("SPECSCOPE_MAX_NEW_TOKENS_LIMIT", "128")
+    settings = Settings()
+    assert settings.port == 9001 and settings.max_new_tokens_limit == 128
+    assert settings.target == "Qwen/Qwen2.5-7B" and settings.pairs["qwen"].label == "Qwen 7B"
+
+
+def test_default_pair_must_be_offered(monkeypatch):
+    monkeypatch.setenv("SPECSCOPE_DEFAULT_PAIR", "missing")
+    with pytest.raises(ValidationError, match="not one of the pairs"):
+        Settings()
+
+
+@pytest.mark.parametrize("name,value", [("SPECSCOPE_PORT", "http"),
+                                        ("SPECSCOPE_MAX_NEW_TOKENS_LIMIT", "0"),
+                                        ("SPECSCOPE_QUEUE_SIZE", "-1")])
+def test_bad_values_are_refused(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        Settings()
