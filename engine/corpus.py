@@ -2,9 +2,10 @@
 
 Two domains, both from Debian packages, both public domain:
 
-- ``kjv``: the King James Bible (``bible-kjv-text``, read through its ``bible`` program). The
-  translation dates from 1611; its copyright has long expired. Formulaic and repetitive
-  ("And it came to pass ..."), so a small draft guesses the target well: high alpha.
+- ``kjv``: the King James Bible (``bible-kjv-text``, read through the ``bible`` program of
+  ``bible-kjv``). The translation dates from 1611; its copyright has long expired.
+  Formulaic and repetitive ("And it came to pass ..."), so a small draft guesses the target
+  well: high alpha.
 - ``jargon``: the Jargon File 4.4.7 (``jargon-text``), placed in the public domain by its editors.
   Hacker slang, pronunciations, cross-references, and quotations: far less predictable, so
   alpha is lower. Mixing the two lets the page show that alpha depends on the text.
@@ -53,7 +54,7 @@ def _missing(package: str) -> CorpusMissing:
 def kjv_documents() -> list[str]:
     """The King James Bible, one document per chapter ("Genesis 1", then numbered verses)."""
     if shutil.which("bible") is None:
-        raise _missing("bible-kjv-text")
+        raise _missing("bible-kjv")  # the reader; it pulls in bible-kjv-text, the text
     # -l with a huge width keeps each verse on one line instead of wrapping at 80 columns.
     text = subprocess.run(
         ["bible", "-l100000", "gen1:1-rev22:21"], capture_output=True, text=True, check=True

@@ -107,7 +107,7 @@ def test_same_seed_same_weights(run, tmp_path) -> None:
 
 def test_missing_package_says_how_to_install(monkeypatch) -> None:
     monkeypatch.setattr(corpus.shutil, "which", lambda _: None)
-    with pytest.raises(corpus.CorpusMissing, match="apt-get install -y bible-kjv-text"):
+    with pytest.raises(corpus.CorpusMissing, match="apt-get install -y bible-kjv"):
         corpus.kjv_documents()
     with pytest.raises(corpus.CorpusMissing, match="apt-get install -y jargon-text"):
         corpus.jargon_documents(Path("/nonexistent/jargon.txt.gz"))
@@ -117,3 +117,13 @@ def test_file_corpus_holds_out_documents() -> None:
     [c] = corpus.load_file(FIXTURE)
     assert c.heldout and c.train
     assert not set(c.heldout) & set(c.train)
+
+
+def test_measure_pair_runs_the_engine_on_heldout_prompts(run) -> None:
+    out, _ = run
+    result = train_pair.measure_pair(
+        out, temperatures=(1.0,), ks=range(1, 3), n_prompts=1, max_new_tokens=4
+    )
+    [r] = result["alpha_k4"].values()
+    assert 0 <= r["alpha_counted"] <= 1 and r["c"] > 0 and r["speedup"] > 0
+    assert set(result["k_sweep"]["T=1.0"]["runs"]) == {1, 2}
