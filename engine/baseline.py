@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import torch
 
 from engine.events import TARGET, DoneEvent, GenerationConfig, StepEvent, TextDecoder, Token
-from engine.loading import ModelPair, forward, new_cache
+from engine.forward import forward, new_cache
+from engine.loading import ModelPair
 from engine.sampling import sample, warp
 
 
@@ -37,10 +38,10 @@ def _target_only(
 ) -> Iterator[StepEvent | DoneEvent]:
     clock = Clock(pair.device)
     generator = new_generator(pair, config.seed)
-    cache = new_cache(pair.target)
+    cache = new_cache(pair.target, capacity=len(prompt_ids) + config.max_new_tokens)
     prefill_ms = prefill(pair.target, cache, prompt_ids, clock)
     last = torch.tensor([prompt_ids[-1]], device=pair.device)
-    decoder = TextDecoder(pair.tokenizer, prompt_ids)
+    decoder = TextDecoder(detokenizer(pair.tokenizer), prompt_ids)
     out_ids: list[int] = []
     decode_ms, stop_reason = 0.0, "length"
     for index in range(config.max_new_tokens):
@@ -58,7 +59,10 @@ def _target_only(
 def _step(pair, cache, last, config, generator, clock) -> tuple[torch.Tensor, int, float]:
     start = clock()
     logits = forward(pair.target, cache, last.view(1, 1), keep=1)[-1, : pair.shared_vocab_size]
-    token = sample(warp(logits, config.temperature, config.top_k, config.top_p), generator)
+    if config.temperature == 0:
+        token = logits.argmax()  # what sampling the one-hot warp(logits, 0) would give
+    else:
+        token = sample(warp(logits, config.temperature, config.top_k, config.top_p), generator)
     token_id = int(token)
     return token.view(1), token_id, clock() - start
 
@@ -96,6 +100,24 @@ class Clock:
         if self.cuda:
             torch.cuda.synchronize(self.device)
         return time.perf_counter() * 1000.0
+
+
+def detokenizer(tokenizer):
+    """What :class:`engine.events.TextDecoder` decodes with: the Rust tokenizer itself when
+    that gives the same text as ``tokenizer.decode`` (no clean-up of spaces), which skips
+    transformers' Python layers (about 3x faster per call); else ``tokenizer``."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
+        return tokenizer
+    return _Backend(backend)
+
+
+class _Backend:
+    def __init__(self, backend):
+        self.backend = backend
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
 
 
 def new_generator(pair: ModelPair, seed: int) -> torch.Generator:

@@ -4,6 +4,9 @@ Runs target-only decoding first (the baseline for c, v and the measured speedup)
 speculative decoding, printing the text with the four kinds of token coloured as it goes,
 and the summary. ``--json`` prints one JSON object per line instead; ``--no-draft`` runs the
 target alone.
+
+``specscope bench``: the engine against transformers' ``generate`` and assisted generation
+on one pair (see :mod:`engine.bench`); a Markdown report, or ``--json``.
 """
 
 from __future__ import annotations
@@ -88,12 +91,60 @@ def build_parser(d: dict) -> argparse.ArgumentParser:
     )
     gen.add_argument("--json", action="store_true", help="one JSON object per line")
     gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+
+    bench = sub.add_parser(
+        "bench", help="our engine against transformers (generate, assisted generation)"
+    )
+    bench.add_argument("--target", default=d["target"], help="path or Hugging Face id")
+    bench.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    bench.add_argument("--ks", type=_int_list, default=[1, 2, 3, 4, 5, 6, 7, 8],
+                       help="draft lengths, e.g. 1-8 or 2,4 (default 1-8)")
+    bench.add_argument("--temperatures", type=_float_list, default=[0.0, 1.0],
+                       help="comma-separated (default 0,1; 0 = greedy)")
+    bench.add_argument("--max-new-tokens", type=int, default=64)
+    bench.add_argument("--prompts", type=int, default=4,
+                       help="how many prompts (the pair's held-out prompts when it has them)")
+    bench.add_argument("--prompts-file", type=Path,
+                       help="a JSON list of prompts to use instead")
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--threads", type=int, default=None,
+                       help="torch.set_num_threads (default: 1 on a CPU, torch's own on CUDA)")
+    bench.add_argument(
+        "--device", default=d["device"], help="cuda, cpu, ... (default: CUDA if present)"
+    )
+    bench.add_argument(
+        "--dtype", choices=sorted(DTYPES), help="default: bfloat16 on CUDA, else float32"
+    )
+    bench.add_argument("--ours-only", action="store_true", help="skip transformers' runs")
+    bench.add_argument("--json", action="store_true", help="print the JSON result instead")
+    bench.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    bench.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
+
+
+def _int_list(text: str) -> list[int]:
+    """"1-8" or "1,2,4" (or a mix)."""
+    values: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        values += list(range(int(first), int(last or first) + 1))
+    return values
+
+
+def _float_list(text: str) -> list[float]:
+    return [float(x) for x in text.split(",")]
 
 
 def main(argv: list[str] | None = None) -> int:
     d = defaults()
     args = build_parser(d).parse_args(argv)
+    if args.command == "bench":
+        try:
+            return _bench(args, argv)
+        except (ValueError, OSError) as exc:
+            print(f"specscope: error: {exc}", file=sys.stderr)
+            return 2
     config = GenerationConfig(
         prompt=args.prompt,
         k=args.k,
@@ -138,6 +189,63 @@ def _generate(args, config: GenerationConfig) -> int:
     for event in events:
         out.show(event)
     return 0
+
+
+def _bench(args, argv: list[str] | None) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from engine.bench import BenchConfig, heldout_prompts, markdown, run_bench
+    from engine.events import MAX_K
+    from engine.loading import load_pair, resolve_device
+
+    if not args.ks or min(args.ks) < 1 or max(args.ks) > MAX_K:
+        raise ValueError(f"--ks must be draft lengths in 1..{MAX_K}")
+    if args.max_new_tokens < 1 or args.repeats < 1 or args.prompts < 1:
+        raise ValueError("--max-new-tokens, --repeats and --prompts must be at least 1")
+    if any(t < 0 for t in args.temperatures):
+        raise ValueError("--temperatures must be >= 0")
+    if args.prompts_file:
+        prompts = json.loads(args.prompts_file.read_text(encoding="utf-8"))
+        if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
+            raise ValueError(f"{args.prompts_file} must hold a JSON list of strings")
+    else:
+        from engine.bench import FALLBACK_PROMPTS
+
+        prompts = heldout_prompts(args.target, per_domain=args.prompts) or FALLBACK_PROMPTS
+    prompts = prompts[: args.prompts]
+    threads = args.threads
+    if threads is None and resolve_device(args.device).type == "cpu":
+        threads = 1  # small models on a CPU: one thread is fastest and steadiest
+    if threads:
+        torch.set_num_threads(threads)
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()  # assisted generation warns about its own internals
+    pair = load_pair(args.target, args.draft, device=args.device, dtype=DTYPES.get(args.dtype))
+    config = BenchConfig(
+        ks=args.ks,
+        temperatures=args.temperatures,
+        max_new_tokens=args.max_new_tokens,
+        prompts=prompts,
+        repeats=args.repeats,
+        seed=args.seed,
+        transformers=not args.ours_only,
+    )
+
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(f"specscope bench: {message}", file=sys.stderr, flush=True)
+
+    result = run_bench(pair, config, log)
+    command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
+    result["command"] = command
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(markdown(result, command))
+    check = result["figures"]["greedy_check"]
+    return 0 if check is None or check["match"] else 1
 
 
 class Printer:

@@ -1,15 +1,16 @@
-"""The model side: loading a target and a draft once, refusing pairs that cannot speculate
-together, and the forward pass with a KV cache that can be rolled back."""
+"""Loading a target and a draft once, and refusing pairs that cannot speculate together.
+
+The forward pass over a KV cache that can be rolled back lives in :mod:`engine.forward`."""
 
 from __future__ import annotations
 
-import functools
-import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from engine.forward import forward, new_cache
 
 # Encoded by both tokenizers of a pair; any difference means they do not share a tokenizer.
 _PROBE = "Hello, world! The 3 quick foxes: héllo wörld ✓ 日本語\n\tdef f(x): return x**2"
@@ -149,30 +150,3 @@ def warm_up(pair: ModelPair) -> None:
         forward(model, cache, ids, keep=1)
         for _ in range(2):
             forward(model, cache, ids[:, :1], keep=1)
-
-
-def new_cache(model: PreTrainedModel) -> DynamicCache:
-    return DynamicCache(config=model.config)
-
-
-def forward(
-    model: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, keep: int
-) -> torch.Tensor:
-    """Run ``ids [1, n]`` after what ``cache`` holds, appending them to it; the logits
-    ``[keep, V]`` of the last ``keep`` positions."""
-    cache_arg = {_cache_kwarg(type(model)): cache}
-    out = model(input_ids=ids, use_cache=True, logits_to_keep=keep, **cache_arg)
-    return out.logits[0]
-
-
-def rollback(cache: DynamicCache, n: int) -> None:
-    """Forget the last ``n`` positions of ``cache``."""
-    if n > 0:
-        cache.crop(-n)  # negative: tokens to remove (the meaning every 5.x release shares)
-
-
-@functools.cache
-def _cache_kwarg(model_class: type) -> str:
-    # transformers renamed ``past_key_values`` to ``cache`` during 5.x
-    params = inspect.signature(model_class.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"

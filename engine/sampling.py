@@ -53,9 +53,15 @@ def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """One token id per row of ``probs [..., V]``, shape ``[...]`` (int64, same device).
 
-    Exponential-race sampling: ``argmax(probs / E)`` with ``E ~ Exp(1)`` i.i.d. picks ``x``
-    with probability ``probs[x] / sum(probs)``. It needs no normalisation and, unlike
-    ``torch.multinomial``, no host synchronisation.
+    Inverse-transform sampling: with ``u ~ U(0, 1]`` and the running sums ``F`` of a row,
+    the first ``x`` with ``F(x) >= u F(V)`` has probability ``probs[x] / sum(probs)``. It
+    needs one uniform per row (drawing ``V`` exponentials costs ~10x more on a CPU), no
+    normalisation and, unlike ``torch.multinomial``, no host synchronisation. A token of
+    probability 0 is never picked: its ``F`` equals its predecessor's, and ``u F(V) > 0``.
     """
-    noise = torch.empty_like(probs).exponential_(1.0, generator=generator)
-    return (probs / noise.clamp_min_(torch.finfo(noise.dtype).tiny)).argmax(dim=-1)
+    cdf = probs.cumsum(dim=-1)
+    u = torch.rand(
+        (*probs.shape[:-1], 1), generator=generator, device=probs.device, dtype=cdf.dtype
+    )
+    threshold = (1.0 - u) * cdf[..., -1:]  # in (0, F(V)]
+    return torch.searchsorted(cdf, threshold).squeeze(-1)

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.baseline import Clock, done_event, encode_prompt, new_generator, prefill
+from engine.baseline import (
+    Clock,
+    detokenizer,
+    done_event,
+    encode_prompt,
+    new_generator,
+    prefill,
+)
 from engine.events import (
     ACCEPTED,
     DISCARDED,
@@ -34,10 +41,12 @@ from engine.events import (
     TextDecoder,
     Token,
 )
-from engine.loading import ModelPair, forward, new_cache, rollback
+from engine.forward import forward, new_cache, rollback
+from engine.loading import ModelPair
+from engine.sampling import greedy as greedy_probs
 from engine.sampling import sample, warp
 from engine.stats import summarize
-from engine.verify import verify
+from engine.verify import verify, verify_greedy
 
 
 def speculate(
@@ -82,18 +91,20 @@ class Outcome:
     draft_step_ms: list[float]
     draft_ms: float
     verify_ms: float
+    overlap: list[float]  # sum_x min(p(x), q(x)) at the verified positions
 
 
 def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify):
     clock = Clock(pair.device)
     generator = new_generator(pair, config.seed)
-    state = _State(new_cache(pair.target), new_cache(pair.draft), None, None)
+    capacity = len(prompt_ids) + config.max_new_tokens + config.k + 1
+    state = _State(new_cache(pair.target, capacity), new_cache(pair.draft, capacity), None, None)
     prefill_ms = prefill(pair.target, state.target_cache, prompt_ids, clock)
     prefill_ms += prefill(pair.draft, state.draft_cache, prompt_ids, clock)
     state.last = torch.tensor([prompt_ids[-1]], device=pair.device)
     state.draft_input = state.last.view(1, 1)
 
-    decoder = TextDecoder(pair.tokenizer, prompt_ids)
+    decoder = TextDecoder(detokenizer(pair.tokenizer), prompt_ids)
     out_ids: list[int] = []
     cycles: list[CycleEvent] = []
     decode_ms, stop_reason = 0.0, "length"
@@ -126,23 +137,38 @@ def _cycle(pair: ModelPair, state: _State, config: GenerationConfig, generator, 
     mid = clock()
     n, next_token, p = _verify(pair, state, drafts, q, config, generator)
     end = clock()
-    return Outcome(drafts.tolist(), q, p, n, next_token, step_ms, mid - start, end - mid)
+    rejected = n < config.k
+    if config.temperature == 0:  # one-hot p and q: they overlap fully where they agree
+        overlap = [1.0] * n + [0.0] * rejected
+    else:
+        overlap = torch.minimum(p[: n + rejected], q[: n + rejected]).sum(dim=-1).tolist()
+    drafts = drafts.tolist()
+    return Outcome(drafts, q, p, n, next_token, step_ms, mid - start, end - mid, overlap)
 
 
 def _draft(pair, state, config, generator, clock):
-    """k draft steps: tokens ``[k]``, their distributions ``q [k, V]``, step times (ms)."""
-    tokens, qs, step_ms = [], [], []
+    """k draft steps: tokens ``[k]``, their distributions ``q [k, V]``, step times (ms).
+
+    At temperature 0 a step is the argmax of the logits and ``q`` (one-hot) is made once for
+    the cycle; otherwise a step warps the logits and samples from them.
+    """
+    greedy = config.temperature == 0
+    tokens, rows, step_ms = [], [], []
     ids = state.draft_input
     for _ in range(config.k):
         start = clock()
         logits = forward(pair.draft, state.draft_cache, ids, keep=1)[-1, : pair.shared_vocab_size]
-        q = warp(logits, config.temperature, config.top_k, config.top_p)
-        token = sample(q, generator)  # stays on the device: no synchronisation
+        if greedy:
+            row, token = logits, logits.argmax()
+        else:
+            row = warp(logits, config.temperature, config.top_k, config.top_p)
+            token = sample(row, generator)  # stays on the device: no synchronisation
         step_ms.append(clock() - start)
         tokens.append(token)
-        qs.append(q)
+        rows.append(row)
         ids = token.view(1, 1)
-    return torch.stack(tokens), torch.stack(qs), step_ms
+    q = torch.stack(rows)
+    return torch.stack(tokens), (greedy_probs(q) if greedy else q), step_ms
 
 
 def _verify(pair, state, drafts, q, config, generator):
@@ -150,8 +176,12 @@ def _verify(pair, state, drafts, q, config, generator):
     k = drafts.shape[0]
     ids = torch.cat([state.last, drafts]).view(1, k + 1)
     logits = forward(pair.target, state.target_cache, ids, keep=k + 1)[:, : pair.shared_vocab_size]
-    p = warp(logits, config.temperature, config.top_k, config.top_p)  # [k+1, V]
-    n, next_token = verify(drafts, q, p, generator)
+    if config.temperature == 0:
+        p = greedy_probs(logits)
+        n, next_token = verify_greedy(drafts.tolist(), logits.argmax(dim=-1).tolist())
+    else:
+        p = warp(logits, config.temperature, config.top_k, config.top_p)  # [k+1, V]
+        n, next_token = verify(drafts, q, p, generator)
 
     # The target cache now holds ..., last, x_1..x_k; keep ..., last, x_1..x_n.
     rollback(state.target_cache, k - n)
@@ -177,8 +207,6 @@ def _cycle_event(index, outcome: Outcome, keep, decoder: TextDecoder, cycle_ms, 
     tokens = [Token(t, s, kind) for t, s, kind in zip(outcome.drafts, texts, kinds, strict=True)]
     if keep > n:
         tokens.append(Token(outcome.next_token, decoder.push(outcome.next_token), TARGET))
-    verified = n + (n < k)
-    overlap = torch.minimum(outcome.p[:verified], outcome.q[:verified]).sum(dim=-1)
     return CycleEvent(
         index=index,
         tokens=tokens,
@@ -189,6 +217,6 @@ def _cycle_event(index, outcome: Outcome, keep, decoder: TextDecoder, cycle_ms, 
         n_accepted=n,
         rejected=n < k,
         draft_step_ms=outcome.draft_step_ms,
-        overlap=overlap.tolist(),
+        overlap=outcome.overlap,
         n_emitted=keep,
     )

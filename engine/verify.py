@@ -10,7 +10,8 @@ For draft tokens ``x_1..x_k`` drawn from ``q`` and the target's ``p`` at the sam
 
 Every emitted token is then distributed exactly as under ``p`` alone. With one-hot (greedy)
 ``p`` and ``q`` the ratio is 1 when the draft token is the target's argmax and 0 otherwise,
-and the correction is the target's argmax: the rule becomes greedy verification.
+and the correction is the target's argmax: the rule becomes greedy verification, which
+:func:`verify_greedy` computes from the argmaxes alone.
 """
 
 from __future__ import annotations
@@ -57,3 +58,22 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     r = (p - q).clamp_min_(0.0)
     total = r.sum()
     return torch.where(total > 0, r / total, p)
+
+
+def verify_greedy(draft_tokens: list[int], target_tokens: list[int]) -> tuple[int, int]:
+    """:func:`verify` at temperature 0, where ``p`` and ``q`` are one-hot: accept while the
+    draft's token is the target's argmax; the next token is the target's argmax after the
+    accepted prefix (the correction, or the bonus token when all ``k`` match).
+
+    Args:
+        draft_tokens: the ``k`` draft tokens.
+        target_tokens: the target's argmax at the same ``k`` positions plus one more.
+
+    Returns:
+        ``(n_accepted, next_token)``, as :func:`verify` gives for one-hot ``p`` and ``q``
+        (without drawing random numbers).
+    """
+    n = 0
+    while n < len(draft_tokens) and draft_tokens[n] == target_tokens[n]:
+        n += 1
+    return n, target_tokens[n]

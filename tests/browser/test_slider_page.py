@@ -87,7 +87,8 @@ def test_resample_changes_the_strip_and_the_seed(page):
     page.locator("#resample").click()
     expect(page).to_have_url(re.compile(r"[?&]seed=2(&|$)"))
     assert page.locator("#simulated-cycles").inner_html() != strip
-    kinds = page.locator("#simulated-cycles .chip").evaluate_all("els => els.map(e => e.classList[1])")
+    chips = page.locator("#simulated-cycles .chip")
+    kinds = chips.evaluate_all("els => els.map(e => e.classList[1])")
     assert kinds == [k for c in theory.simulate_cycles(0.5, 4, 12, seed=2) for k in c]
 
 

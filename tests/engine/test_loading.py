@@ -1,15 +1,7 @@
 import pytest
 import torch
 
-from engine.loading import (
-    ModelPair,
-    PairError,
-    forward,
-    load_pair,
-    new_cache,
-    resolve_device,
-    rollback,
-)
+from engine.loading import ModelPair, PairError, load_pair, resolve_device
 
 
 def test_load_pair_gives_models_tokenizer_and_vocabulary(good_pair):
@@ -50,21 +42,6 @@ def test_device_resolution():
         assert resolve_device(None) == torch.device("cpu")
         with pytest.raises(ValueError, match="CUDA is not available"):
             resolve_device("cuda")
-
-
-def test_rollback_forgets_the_last_positions(target_only_pair):
-    model = target_only_pair.target
-    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
-    with torch.inference_mode():
-        scratch = forward(model, new_cache(model), ids, keep=6)
-        cache = new_cache(model)
-        forward(model, cache, ids[:, :5], keep=1)
-        rollback(cache, 2)
-        assert cache.get_seq_length() == 3
-        rollback(cache, 0)
-        assert cache.get_seq_length() == 3
-        again = forward(model, cache, ids[:, 3:], keep=3)
-    torch.testing.assert_close(again, scratch[3:], atol=1e-5, rtol=1e-5)
 
 
 def test_a_missing_local_model_is_named(tmp_path):

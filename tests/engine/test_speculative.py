@@ -17,7 +17,7 @@ from engine.events import (
     SummaryEvent,
     TextDecoder,
 )
-from engine.loading import forward, new_cache
+from engine.forward import forward, new_cache
 from engine.sampling import warp
 from engine.speculative import speculate
 from engine.stats import summarize

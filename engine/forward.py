@@ -1,0 +1,356 @@
+"""The forward pass with a KV cache that can be rolled back: ``new_cache``, ``forward`` and
+``rollback`` are all the loops use. Llama-family decoders take a fast path written out here;
+any other model runs through transformers with a ``DynamicCache``."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+import weakref
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.nn.modules import module as nn_module
+from transformers import DynamicCache, PreTrainedModel
+
+log = logging.getLogger("specscope")
+
+
+def new_cache(model: PreTrainedModel, capacity: int = 256, fast: bool = True):
+    """An empty KV cache for ``model``: the engine's own :class:`KVCache` when
+    :class:`FastDecoder` can run the model (Llama-family decoders), else a transformers
+    ``DynamicCache``. ``capacity``: positions to reserve (it grows when needed).
+
+    A model with forward hooks (instrumentation, fault injection) gets transformers' path,
+    where the hooks run."""
+    decoder = FastDecoder.of(model) if fast else None
+    if decoder is None or decoder.hooked():
+        return DynamicCache(config=model.config)
+    return KVCache(decoder, capacity)
+
+
+def forward(model: PreTrainedModel, cache, ids: torch.Tensor, keep: int) -> torch.Tensor:
+    """Run ``ids [1, n]`` after what ``cache`` holds, appending them to it; the logits
+    ``[keep, V]`` of the last ``keep`` positions."""
+    if isinstance(cache, KVCache):
+        return cache.decoder(cache, ids, keep)
+    cache_arg = {_cache_kwarg(type(model)): cache}
+    out = model(input_ids=ids, use_cache=True, logits_to_keep=keep, **cache_arg)
+    return out.logits[0]
+
+
+def rollback(cache, n: int) -> None:
+    """Forget the last ``n`` positions of ``cache``."""
+    if n > 0:
+        cache.crop(-n)  # negative: tokens to remove (the meaning every 5.x release shares)
+
+
+# ---- the fast path -------------------------------------------------------------------------
+#
+# transformers' forward pass spends most of a small model's decode step outside arithmetic:
+# a module call per layer and sub-layer, keyword plumbing, a causal mask built every step and
+# a DynamicCache that concatenates (copies) every layer's keys and values on every step. For
+# the decoders below the engine runs the same operations itself, in the same order, on the
+# model's own weights (nothing is copied), with keys and values written into one
+# preallocated tensor. Rolling back is moving a length. The logits are bit-for-bit those of
+# ``model(...)`` (tests/engine/test_forward.py checks it); anything else falls back to
+# ``model(...)``.
+#
+# On CUDA a small model's step costs kernel launches, not arithmetic: there the decode steps
+# (every pass after the prefill) are recorded once per shape as CUDA graphs and replayed.
+# A graph needs fixed shapes, so it attends over the whole cache under a mask: its logits
+# equal the eager pass's up to rounding (tests/engine/test_gpu.py; the static pass it
+# records is checked on the CPU too). SPECSCOPE_CUDA_GRAPHS=0 turns graphs off.
+
+
+class KVSlot:
+    """Keys and values of every layer, ``[layers, 2, kv_heads, capacity, head_dim]``, and the
+    CUDA graphs recorded on that memory. Slots return to their decoder's pool when their cache
+    is dropped: allocating and first touching the memory can cost more than a short run's
+    decode steps, and a graph replays only on the memory it was recorded on."""
+
+    def __init__(self, kv: torch.Tensor):
+        self.kv = kv
+        self.layers = [(kv[i, 0], kv[i, 1]) for i in range(kv.shape[0])]  # views, made once
+        self.graphs: dict[tuple[int, int], _Graph | None] = {}
+
+
+class KVCache:
+    """The engine's KV cache: a :class:`KVSlot` whose first ``length`` positions are valid."""
+
+    def __init__(self, decoder: FastDecoder, capacity: int):
+        self.decoder = decoder
+        self.length = 0
+        self.slot = decoder.take_slot(max(capacity, 1))
+
+    @property
+    def kv(self) -> torch.Tensor:
+        return self.slot.kv
+
+    def reserve(self, end: int) -> None:
+        """Make room for positions up to ``end`` (doubling, so growth is rare)."""
+        capacity = self.kv.shape[3]
+        if end > capacity:
+            slot = self.decoder.take_slot(max(end, 2 * capacity))
+            slot.kv[:, :, :, : self.length] = self.kv[:, :, :, : self.length]
+            self.decoder.give_slot(self.slot)
+            self.slot = slot
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` positions; a negative ``length`` removes that many."""
+        self.length = max(self.length + length if length < 0 else min(length, self.length), 0)
+
+    def __del__(self) -> None:
+        if getattr(self, "slot", None) is not None:  # None: __init__ failed
+            self.decoder.give_slot(self.slot)
+
+
+class FastDecoder:
+    """The forward pass of a Llama, Mistral or Qwen2 decoder, written out (see above)."""
+
+    TYPES = frozenset({"llama", "mistral", "qwen2"})
+    ROPE_TYPES = frozenset({"default", "linear", "llama3"})  # tables that depend on position only
+    POOL = 4  # free slots kept per model
+    GRAPH_MAX_TOKENS = 64  # passes of at most this many tokens are replayed as CUDA graphs
+    _made: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, model: PreTrainedModel) -> FastDecoder | None:
+        """The (cached) fast path for ``model``, or None when it does not apply."""
+        if model not in cls._made:
+            cls._made[model] = cls(model) if cls.applies_to(model) else None
+        return cls._made[model]
+
+    @classmethod
+    def applies_to(cls, model: PreTrainedModel) -> bool:
+        config = model.config
+        rope = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+        layer_types = getattr(config, "layer_types", None) or ["full_attention"]
+        sliding = getattr(config, "sliding_window", None) and config.model_type == "mistral"
+        inner = getattr(model, "model", None)
+        return (
+            config.model_type in cls.TYPES
+            and config._attn_implementation == "sdpa"
+            and config.hidden_act == "silu"
+            and rope in cls.ROPE_TYPES
+            and set(layer_types) == {"full_attention"}
+            and not sliding
+            and getattr(config, "pretraining_tp", 1) == 1
+            and not getattr(config, "mlp_bias", False)
+            and inner is not None
+            and hasattr(inner, "rotary_emb")
+            and model.lm_head.bias is None
+        )
+
+    def __init__(self, model: PreTrainedModel):
+        config, inner = model.config, model.model
+        attn = inner.layers[0].self_attn
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = attn.head_dim
+        self.groups = self.heads // self.kv_heads
+        self.scale = attn.scaling
+        self.embed = inner.embed_tokens.weight
+        self.head = model.lm_head.weight
+        self.norm = (inner.norm.weight, inner.norm.variance_epsilon)
+        self.layers = [_layer_weights(layer) for layer in inner.layers]
+        self.rotary = inner.rotary_emb
+        self.cos = self.sin = self.embed.new_empty((0, self.head_dim))  # grown on demand
+        self.modules = list(model.modules())
+        self.pool: list[KVSlot] = []
+        self.graphs = self.embed.device.type == "cuda" and os.environ.get(
+            "SPECSCOPE_CUDA_GRAPHS", "1"
+        ) != "0"
+        self._graph_pool = None
+
+    def hooked(self) -> bool:
+        """Whether forward hooks are registered (on the model, a submodule or globally)."""
+        if nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks:
+            return True
+        return any(m._forward_hooks or m._forward_pre_hooks for m in self.modules)
+
+    # -- memory --
+
+    def take_slot(self, capacity: int) -> KVSlot:
+        """A free slot of at least ``capacity`` positions (the smallest such), or a new one."""
+        fits = [s for s in self.pool if s.kv.shape[3] >= capacity and self._current(s.kv)]
+        if fits:
+            slot = min(fits, key=lambda s: s.kv.shape[3])
+            self.pool.remove(slot)
+            return slot
+        shape = (len(self.layers), 2, self.kv_heads, capacity, self.head_dim)
+        return KVSlot(self.embed.new_zeros(shape))
+
+    def give_slot(self, slot: KVSlot) -> None:
+        self.pool.append(slot)
+        if len(self.pool) > self.POOL:
+            self.pool.remove(min(self.pool, key=lambda s: s.kv.shape[3]))
+
+    def _current(self, t: torch.Tensor) -> bool:
+        return t.dtype == self.embed.dtype and t.device == self.embed.device
+
+    def _rope_table(self, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin ``[>= end, head_dim]``, made by the model's own rotary module."""
+        if end > self.cos.shape[0] or not self._current(self.cos):
+            positions = torch.arange(max(end, 2 * self.cos.shape[0]), device=self.embed.device)
+            cos, sin = self.rotary(self.embed[:1][None], positions[None])
+            self.cos, self.sin = cos[0], sin[0]
+        return self.cos, self.sin
+
+    # -- the pass --
+
+    @torch.inference_mode()
+    def __call__(self, cache: KVCache, ids: torch.Tensor, keep: int) -> torch.Tensor:
+        n, start = ids.shape[-1], cache.length
+        cache.reserve(start + n)
+        logits = None
+        if self.graphs and start > 0 and n <= self.GRAPH_MAX_TOKENS and keep in (1, n):
+            logits = self._replay(cache.slot, ids, start, keep)
+        if logits is None:
+            cos, sin = self._rope_table(start + n)
+            # transformers' SDPA path: no mask (is_causal for a first chunk) or a boolean one
+            mask = None
+            if n > 1 and start > 0:
+                mask = torch.ones((n, start + n), dtype=torch.bool, device=ids.device)
+                mask = mask.tril(start)
+            where = slice(start, start + n)
+            logits = self._pass(cache.slot, ids, keep, cos[where], sin[where], where, mask)
+        cache.length = start + n
+        return logits
+
+    def static_pass(self, slot: KVSlot, ids, start: torch.Tensor, keep: int, rope):
+        """The pass with every shape fixed by ``ids`` and ``slot`` alone, as a CUDA graph
+        needs: ``start`` is a tensor, keys and values go in by index, and attention spans the
+        whole capacity under a mask. Same results as :meth:`__call__` up to rounding."""
+        n, capacity = ids.shape[-1], slot.kv.shape[3]
+        positions = start + torch.arange(n, device=ids.device)
+        mask = torch.arange(capacity, device=ids.device) <= positions[:, None]
+        cos, sin = rope[0][positions], rope[1][positions]
+        return self._pass(slot, ids, keep, cos, sin, positions, mask)
+
+    def _pass(self, slot: KVSlot, ids, keep, cos, sin, where, mask) -> torch.Tensor:
+        """``ids [1, n]`` through every layer; new keys and values go to positions ``where``
+        (a slice or an index tensor) and each query attends to the cache up to the end of
+        ``where`` (or the whole of it, when ``mask`` spans it)."""
+        n = ids.shape[-1]
+        upto = mask.shape[-1] if mask is not None else where.stop
+        x = F.embedding(ids.reshape(-1), self.embed)  # [n, hidden]
+        for (norm1, attn, norm2, mlp), (k_cache, v_cache) in zip(
+            self.layers, slot.layers, strict=True
+        ):
+            (wq, bq), (wk, bk), (wv, bv), (wo, bo) = attn
+            h = _rms_norm(x, *norm1)
+            q = F.linear(h, wq, bq).view(n, -1, self.head_dim).transpose(0, 1)
+            k = F.linear(h, wk, bk).view(n, -1, self.head_dim).transpose(0, 1)
+            v = F.linear(h, wv, bv).view(n, -1, self.head_dim).transpose(0, 1)
+            q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+            k_cache[:, where] = k
+            v_cache[:, where] = v
+            keys, values = k_cache[None, :, :upto], v_cache[None, :, :upto]
+            gqa = self.groups > 1 and mask is None  # else repeat the heads, as transformers does
+            if self.groups > 1 and mask is not None:
+                keys, values = self._repeat_kv(keys), self._repeat_kv(values)
+            o = F.scaled_dot_product_attention(
+                q[None], keys, values, mask, scale=self.scale, is_causal=n > 1 and mask is None,
+                enable_gqa=gqa,
+            )
+            x = x + F.linear(o[0].transpose(0, 1).reshape(n, -1), wo, bo)
+            h = _rms_norm(x, *norm2)
+            gate, up, down = mlp
+            x = x + F.linear(F.silu(F.linear(h, gate)) * F.linear(h, up), down)
+        return F.linear(_rms_norm(x[-keep:], *self.norm), self.head)
+
+    def _repeat_kv(self, x: torch.Tensor) -> torch.Tensor:
+        """``[1, kv_heads, L, d]`` to ``[1, heads, L, d]``, as transformers' ``repeat_kv`` (by
+        expanding: ``repeat_interleave`` would wait for the GPU, which a graph cannot)."""
+        _, kv_heads, length, dim = x.shape
+        x = x[:, :, None].expand(1, kv_heads, self.groups, length, dim)
+        return x.reshape(1, kv_heads * self.groups, length, dim)
+
+    # -- CUDA graphs --
+
+    def _replay(self, slot: KVSlot, ids, start: int, keep: int) -> torch.Tensor | None:
+        key = (ids.shape[-1], keep)
+        if key not in slot.graphs:
+            slot.graphs[key] = self._record(slot, *key)
+        graph = slot.graphs[key]
+        if graph is None:
+            return None
+        graph.ids.copy_(ids.view(1, -1))
+        graph.start.fill_(start)
+        graph.graph.replay()
+        return graph.logits.clone()  # the next replay overwrites the output
+
+    def _record(self, slot: KVSlot, n: int, keep: int) -> _Graph | None:
+        capacity = slot.kv.shape[3]
+        rope = tuple(t[:capacity] for t in self._rope_table(capacity))
+        device = self.embed.device
+        ids = torch.zeros((1, n), dtype=torch.long, device=device)
+        # The warm-up runs write past every valid position (the cache was reserved for them).
+        start = torch.full((), capacity - n, dtype=torch.long, device=device)
+        try:
+            if self._graph_pool is None:
+                self._graph_pool = torch.cuda.graph_pool_handle()
+            stream = torch.cuda.Stream(device)
+            stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    self.static_pass(slot, ids, start, keep, rope)
+            torch.cuda.current_stream(device).wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self._graph_pool):
+                logits = self.static_pass(slot, ids, start, keep, rope)
+        except Exception as error:  # noqa: BLE001 - eager decoding is always a fallback
+            log.warning("CUDA graphs are off for this model: %s", error)
+            self.graphs = False
+            return None
+        return _Graph(graph, ids, start, logits, rope)
+
+
+@dataclass
+class _Graph:
+    graph: object  # torch.cuda.CUDAGraph
+    ids: torch.Tensor  # [1, n] input, copied in before each replay
+    start: torch.Tensor  # the first position, filled in before each replay
+    logits: torch.Tensor  # [keep, V] output
+    rope: tuple  # the cos and sin tables the graph reads (kept alive)
+
+
+def _layer_weights(layer) -> tuple:
+    """A decoder layer's weights, in the order :meth:`FastDecoder.__call__` uses them."""
+    a, m = layer.self_attn, layer.mlp
+    norm1, norm2 = layer.input_layernorm, layer.post_attention_layernorm
+    return (
+        (norm1.weight, norm1.variance_epsilon),
+        [(p.weight, p.bias) for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj)],
+        (norm2.weight, norm2.variance_epsilon),
+        [m.gate_proj.weight, m.up_proj.weight, m.down_proj.weight],
+    )
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    if x.dtype == torch.float32 and x.device.type == "cpu":
+        # one call instead of six; the same bits as the sequence below (tested)
+        return F.rms_norm(x, weight.shape, weight, eps)
+    # transformers' LlamaRMSNorm, operation for operation
+    x32 = x.to(torch.float32)
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x32.to(x.dtype)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # transformers' apply_rotary_pos_emb: x cos + rotate_half(x) sin
+    half = x.shape[-1] // 2
+    return (x * cos) + (torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin)
+
+
+@functools.cache
+def _cache_kwarg(model_class: type) -> str:
+    # transformers renamed ``past_key_values`` to ``cache`` during 5.x
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"

@@ -1,0 +1,140 @@
+"""The engine's speed-ups keep its results: the written-out forward pass gives transformers'
+logits bit for bit, greedy verification is the general rule on one-hot distributions, and
+the sampler never draws a token of probability zero."""
+
+import pytest
+import torch
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+from engine.forward import FastDecoder, KVCache, KVSlot, forward, new_cache, rollback
+from engine.sampling import greedy, sample, warp
+from engine.verify import verify, verify_greedy
+
+SHAPE = dict(
+    vocab_size=300,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,  # grouped-query attention
+    max_position_embeddings=512,
+    initializer_range=0.1,
+)
+
+
+def build(kind: str):
+    torch.manual_seed(0)
+    if kind == "llama":
+        return LlamaForCausalLM(LlamaConfig(**SHAPE)).eval()
+    if kind == "qwen2":  # biases on q, k and v
+        return Qwen2ForCausalLM(Qwen2Config(**SHAPE)).eval()
+    return MistralForCausalLM(MistralConfig(**SHAPE, sliding_window=None)).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "mistral"])
+def test_fast_forward_gives_transformers_logits_bit_for_bit(kind, dtype):
+    model = build(kind).to(dtype)
+    ids = torch.randint(0, 300, (1, 60), generator=torch.Generator().manual_seed(1))
+    fast, slow = new_cache(model, capacity=8), new_cache(model, fast=False)
+    assert isinstance(fast, KVCache) and not isinstance(slow, KVCache)
+    with torch.inference_mode():
+        # a prefill, single steps, verification-sized chunks, rollbacks; the cache grows twice
+        pos = 0
+        for n, back in [(12, 0), (1, 0), (1, 0), (5, 2), (1, 0), (9, 9), (3, 0), (7, 1), (1, 0)]:
+            chunk = ids[:, pos : pos + n]
+            assert torch.equal(forward(model, fast, chunk, n), forward(model, slow, chunk, n))
+            rollback(fast, back)
+            rollback(slow, back)
+            pos += n - back
+            assert fast.get_seq_length() == slow.get_seq_length() == pos
+    assert fast.kv.shape[3] >= pos
+
+
+def test_models_the_fast_path_does_not_cover_use_transformers():
+    eager = build("llama")
+    eager.config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    windowed = MistralForCausalLM(MistralConfig(**SHAPE, sliding_window=16)).eval()
+    for model in (eager, windowed):
+        assert FastDecoder.of(model) is None
+        assert not isinstance(new_cache(model), KVCache)
+    assert FastDecoder.of(build("llama")) is not None
+
+
+def test_greedy_verification_is_the_rule_on_one_hot_distributions():
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        k = int(torch.randint(1, 6, (1,), generator=gen))
+        p_logits = torch.randn(k + 1, 5, generator=gen)
+        q_logits = torch.randn(k, 5, generator=gen)
+        # agree on a random prefix, so every acceptance length occurs
+        agree = int(torch.randint(0, k + 1, (1,), generator=gen))
+        q_logits[:agree] = p_logits[:agree]
+        drafts = q_logits.argmax(-1)
+        expected = verify(drafts, greedy(q_logits), greedy(p_logits), gen)
+        assert verify_greedy(drafts.tolist(), p_logits.argmax(-1).tolist()) == expected
+
+
+def test_sampling_never_draws_a_token_of_probability_zero():
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0, -1.0, -2.0]]).expand(50_000, 6)
+    probs = warp(logits, temperature=1.0, top_p=0.8)  # the tail is cut to exactly 0
+    draws = sample(probs, torch.Generator().manual_seed(0))
+    allowed = (probs[0] > 0).nonzero().flatten().tolist()
+    assert set(draws.tolist()) == set(allowed)
+    leading_zero = torch.tensor([0.0, 0.0, 0.7, 0.0, 0.3])
+    assert set(sample(leading_zero.expand(5000, 5), None).tolist()) == {2, 4}
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_the_static_pass_for_cuda_graphs_matches_the_eager_pass(kind):
+    """What a CUDA graph replays (fixed shapes, the start as a tensor, masked attention over
+    the whole cache), checked here on the CPU against the eager pass."""
+    model = build(kind)
+    decoder = FastDecoder.of(model)
+    ids = torch.randint(0, 300, (1, 40), generator=torch.Generator().manual_seed(2))
+    cache = new_cache(model, capacity=64)
+    with torch.inference_mode():
+        forward(model, cache, ids[:, :10], 1)
+        rope = tuple(t[:64] for t in decoder._rope_table(64))
+        for pos, n, keep in [(10, 1, 1), (11, 5, 5), (16, 2, 1), (18, 1, 1)]:
+            copy = KVSlot(cache.kv.clone())
+            start = torch.tensor(pos)
+            static = decoder.static_pass(copy, ids[:, pos : pos + n], start, keep, rope)
+            eager = forward(model, cache, ids[:, pos : pos + n], keep)
+            torch.testing.assert_close(static, eager, atol=1e-5, rtol=1e-5)
+            valid = cache.length
+            torch.testing.assert_close(copy.kv[:, :, :, :valid], cache.kv[:, :, :, :valid])
+
+
+def test_caches_reuse_their_memory():
+    model = build("llama")
+    first = new_cache(model, capacity=100)
+    kv = first.kv
+    del first
+    again = new_cache(model, capacity=50)
+    assert again.kv is kv and again.get_seq_length() == 0
+    other = new_cache(model, capacity=50)
+    assert other.kv is not kv
+
+
+def test_rollback_forgets_the_last_positions(target_only_pair):
+    model = target_only_pair.target
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.inference_mode():
+        scratch = forward(model, new_cache(model), ids, keep=6)
+        cache = new_cache(model)
+        forward(model, cache, ids[:, :5], keep=1)
+        rollback(cache, 2)
+        assert cache.get_seq_length() == 3
+        rollback(cache, 0)
+        assert cache.get_seq_length() == 3
+        again = forward(model, cache, ids[:, 3:], keep=3)
+    torch.testing.assert_close(again, scratch[3:], atol=1e-5, rtol=1e-5)
