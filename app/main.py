@@ -19,13 +19,14 @@ from app.routes import api, pages, runs
 from app.runs import RunManager
 from app.security import SecurityHeaders
 from app.settings import REPO_ROOT, Settings
-from engine.loading import ModelPair, load_pair
+from engine.loading import ModelPair, load_pair, set_threads
 
 SWAGGER_VERSION = "5.35.0"
 log = logging.getLogger("specscope")
 
 
 def load_pairs(settings: Settings) -> dict[str, ModelPair]:
+    set_threads(settings.torch_threads, settings.device)
     return {name: load_pair(spec.target, spec.draft, device=settings.device)
             for name, spec in settings.pairs.items()}
 

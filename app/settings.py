@@ -40,6 +40,7 @@ class Settings(BaseSettings):
     pairs: dict[str, PairSpec] = _shipped_pairs()
     default_pair: str = "shipped"
     device: str | None = None  # "cuda", "cpu"; None picks CUDA when present
+    torch_threads: int | None = Field(None, ge=1)  # None: 1 on a CPU, torch's choice on CUDA
     load_models: bool = True  # False serves the slider page only
     max_new_tokens_limit: int = Field(256, ge=1)
     max_prompt_chars: int = Field(2000, ge=1)

@@ -32,11 +32,6 @@ from engine.events import (
     SummaryEvent,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TARGET = str(REPO_ROOT / "models" / "target")
-DEFAULT_DRAFT = str(REPO_ROOT / "models" / "draft")
-DEFAULT_MAX_NEW_TOKENS_LIMIT = 256
-
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
 # the target's token underlined.
 STYLES = {
@@ -50,22 +45,15 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def defaults() -> dict:
-    """Target, draft and token limit from ``app.settings`` when it is there."""
-    try:
-        from app.settings import Settings
-    except ImportError:
-        return {
-            "target": DEFAULT_TARGET,
-            "draft": DEFAULT_DRAFT,
-            "max_new_tokens_limit": DEFAULT_MAX_NEW_TOKENS_LIMIT,
-            "device": None,
-        }
+    """Target, draft, device and token limit from the server's settings (SPECSCOPE_...)."""
+    from app.settings import Settings
+
     settings = Settings()
     return {
         "target": settings.target,
         "draft": settings.draft,
         "max_new_tokens_limit": settings.max_new_tokens_limit,
-        "device": getattr(settings, "device", None),
+        "device": settings.device,
     }
 
 
@@ -169,10 +157,11 @@ def _generate(args, config: GenerationConfig) -> int:
     from transformers.utils import logging as hf_logging
 
     from engine.baseline import run_target_only, target_only
-    from engine.loading import load_pair
+    from engine.loading import load_pair, set_threads
     from engine.speculative import speculate
 
     hf_logging.disable_progress_bar()
+    set_threads(None, args.device)
     draft = None if args.no_draft else args.draft
     pair = load_pair(args.target, draft, device=args.device, dtype=DTYPES.get(args.dtype))
     color = args.color == "always" or (
@@ -196,7 +185,7 @@ def _bench(args, argv: list[str] | None) -> int:
 
     from engine.bench import BenchConfig, heldout_prompts, markdown, run_bench
     from engine.events import MAX_K
-    from engine.loading import load_pair, resolve_device
+    from engine.loading import load_pair, set_threads
 
     if not args.ks or min(args.ks) < 1 or max(args.ks) > MAX_K:
         raise ValueError(f"--ks must be draft lengths in 1..{MAX_K}")
@@ -213,11 +202,7 @@ def _bench(args, argv: list[str] | None) -> int:
 
         prompts = heldout_prompts(args.target, per_domain=args.prompts) or FALLBACK_PROMPTS
     prompts = prompts[: args.prompts]
-    threads = args.threads
-    if threads is None and resolve_device(args.device).type == "cpu":
-        threads = 1  # small models on a CPU: one thread is fastest and steadiest
-    if threads:
-        torch.set_num_threads(threads)
+    set_threads(args.threads, args.device)
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()  # assisted generation warns about its own internals
     pair = load_pair(args.target, args.draft, device=args.device, dtype=DTYPES.get(args.dtype))

@@ -89,6 +89,17 @@ def resolve_device(device: str | None) -> torch.device:
     return dev
 
 
+def set_threads(threads: int | None, device: str | None) -> int:
+    """Set torch's CPU threads; ``None`` means 1 on a CPU (small models run fastest and
+    steadiest on one thread, and the other core stays free for the server) and torch's own
+    choice on CUDA. Returns the number in use."""
+    if threads is None and resolve_device(device).type == "cpu":
+        threads = 1
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
 def _check_local(name: str | None) -> None:
     """A name that is clearly a path (absolute or relative to ".") must exist; anything else
     may be a Hugging Face id."""

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from engine.loading import ModelPair, PairError, load_pair, resolve_device
+from engine.loading import ModelPair, PairError, load_pair, resolve_device, set_threads
 
 
 def test_load_pair_gives_models_tokenizer_and_vocabulary(good_pair):
@@ -47,3 +47,12 @@ def test_device_resolution():
 def test_a_missing_local_model_is_named(tmp_path):
     with pytest.raises(ValueError, match="no model at .*nowhere"):
         load_pair(str(tmp_path / "nowhere"), None, device="cpu")
+
+
+def test_threads_default_to_one_on_a_cpu():
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(None, "cpu") == 1
+        assert set_threads(2, "cpu") == 2
+    finally:
+        torch.set_num_threads(before)
