@@ -26,13 +26,19 @@ class Point:
 
 
 @dataclass(frozen=True)
-class SpeedupChart:
+class Frame:
+    """An SVG viewBox and the plotting area inside it."""
+
     width: int
     height: int
     left: int
     right: int
     top: int
     bottom: int
+
+
+@dataclass(frozen=True)
+class SpeedupChart(Frame):
     points: list[Point]
     y_ticks: list[Tick]
     break_even_y: float
@@ -95,15 +101,9 @@ class Bar:
 
 
 @dataclass(frozen=True)
-class BarChart:
+class BarChart(Frame):
     """Measured shares as bars, the model's prediction as dots joined by a line."""
 
-    width: int
-    height: int
-    left: int
-    right: int
-    top: int
-    bottom: int
     bars: list[Bar]
     y_ticks: list[Tick]
     model_path: str

@@ -10,18 +10,9 @@ the page, the time from the click to the first chip in the cycle strip.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
-import sys
-import time
-import urllib.request
 
-from playwright.sync_api import sync_playwright
-
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]
+from browser_session import page_on_server
 
 MEASURE = """() => new Promise(resolve => {
   const strip = document.getElementById('live-cycles');
@@ -39,32 +30,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = os.environ | {"SPECSCOPE_PORT": str(port)}
-    server = subprocess.Popen([sys.executable, "-m", "app.main"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/?max_new_tokens=32"
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
-            page = browser.new_page()
-            page.goto(url, wait_until="networkidle")
-            times = []
-            for _ in range(args.runs):
-                times.append(page.evaluate(MEASURE))
-                page.wait_for_selector("#live-status:text('Done.')", timeout=120_000)
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait()
+    with page_on_server("/?max_new_tokens=32") as page:
+        times = []
+        for _ in range(args.runs):
+            times.append(page.evaluate(MEASURE))
+            page.wait_for_selector("#live-status:text('Done.')", timeout=120_000)
     ordered = sorted(times)
     print(f"Run live -> first coloured cycle, {len(times)} runs: "
           f"median {statistics.median(times):.0f} ms, max {ordered[-1]:.0f} ms")

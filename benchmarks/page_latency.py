@@ -11,18 +11,9 @@ person's would. Prints p50/p95/max and the total bytes the page transferred.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
-import sys
-import time
-import urllib.request
 
-from playwright.sync_api import sync_playwright
-
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]
+from browser_session import page_on_server
 
 MEASURE = """async ([moves, idle]) => {
   const slider = document.getElementById('alpha');
@@ -47,6 +38,10 @@ MEASURE = """async ([moves, idle]) => {
 }"""
 
 
+TRANSFERRED = """(field) => performance.getEntriesByType('navigation')
+  .concat(performance.getEntriesByType('resource')).reduce((sum, e) => sum + e[field], 0)"""
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -59,35 +54,10 @@ def main() -> None:
                         help="start each move as soon as the last one settled (a fast drag)")
     args = parser.parse_args()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = os.environ | {"SPECSCOPE_PORT": str(port), "SPECSCOPE_LOAD_MODELS": "false"}
-    server = subprocess.Popen([sys.executable, "-m", "app.main"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
-            page = browser.new_page()
-            page.goto(url, wait_until="networkidle")
-            weight = page.evaluate("""() => performance.getEntriesByType('navigation')
-                .concat(performance.getEntriesByType('resource'))
-                .reduce((sum, e) => sum + e.transferSize, 0)""")
-            decoded = page.evaluate("""() => performance.getEntriesByType('navigation')
-                .concat(performance.getEntriesByType('resource'))
-                .reduce((sum, e) => sum + e.decodedBodySize, 0)""")
-            times = page.evaluate(MEASURE, [args.moves, not args.back_to_back])
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait()
+    with page_on_server("/", {"SPECSCOPE_LOAD_MODELS": "false"}) as page:
+        weight = page.evaluate(TRANSFERRED, "transferSize")
+        decoded = page.evaluate(TRANSFERRED, "decodedBodySize")
+        times = page.evaluate(MEASURE, [args.moves, not args.back_to_back])
 
     mode = "back to back" if args.back_to_back else "each from an idle page"
     print(f"slider input -> updated figures, {len(times)} moves ({mode}): "

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_K",
     "REJECTED",
     "TARGET",
+    "Acceptance",
     "CycleEvent",
     "DoneEvent",
     "GenerationConfig",
@@ -129,12 +130,11 @@ class StepEvent:
 
 
 @dataclass
-class SummaryEvent:
-    """A speculative run measured against the target-only run (DESIGN.md, "Measuring")."""
+class Acceptance:
+    """What the cycles alone tell, before any target-only run: the figures shown live."""
 
-    k: int
-    cycles: int
     tokens: int
+    cycles: int
     accepted: int
     drafted: int
     trials: int
@@ -142,6 +142,14 @@ class SummaryEvent:
     alpha_expected: float
     draft_acceptance_rate: float
     mean_acceptance_length: float
+    spec_tok_s: float
+
+
+@dataclass
+class SummaryEvent(Acceptance):
+    """A speculative run measured against the target-only run (DESIGN.md, "Measuring")."""
+
+    k: int
     per_position_acceptance: list[float]  # share of cycles accepting draft position i = 1..k
     acceptance_length_histogram: list[int]  # cycles that accepted a = 0..k drafts
     draft_step_ms: float  # median
@@ -150,7 +158,6 @@ class SummaryEvent:
     c: float
     v: float
     baseline_tok_s: float
-    spec_tok_s: float
     speedup_measured: float
     speedup_predicted: float
     baseline_tokens: int

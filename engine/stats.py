@@ -4,26 +4,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from engine import theory
-from engine.events import CycleEvent, SummaryEvent
-
-
-@dataclass
-class Acceptance:
-    """What the cycles alone tell, before any target-only run: the figures shown live."""
-
-    tokens: int
-    cycles: int
-    accepted: int
-    drafted: int
-    trials: int
-    alpha_counted: float
-    alpha_expected: float
-    draft_acceptance_rate: float
-    mean_acceptance_length: float
-    spec_tok_s: float
+from engine.events import Acceptance, CycleEvent, SummaryEvent
 
 
 def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
