@@ -1,0 +1,42 @@
+"""Chart geometry: the curve, the marks and the break-even line always in view."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.charts import measured_vs_model, nice_step, speedup_chart
+from engine.theory import figures
+
+
+@pytest.mark.parametrize("span,step", [(1.0, 0.2), (1.9, 0.5), (7.3, 2), (0.3, 0.1), (17, 5)])
+def test_nice_steps_are_1_2_5(span, step):
+    assert nice_step(span) == pytest.approx(step)
+
+
+@pytest.mark.parametrize("alpha,c", [(0.0, 0.5), (0.3, 0.2), (0.7, 0.18), (0.95, 0.05), (1.0, 0.0)])
+def test_speedup_chart_keeps_everything_in_view(alpha, c):
+    fig = figures(alpha, 4, c)
+    chart = speedup_chart(fig)
+    for p in chart.points:
+        assert chart.top <= p.y <= chart.bottom and chart.left <= p.x <= chart.right
+    assert chart.top < chart.break_even_y <= chart.bottom
+    assert chart.current.k == 4 and chart.best.k == fig.best_k
+    assert chart.y_ticks[0].value == 0 and chart.y_ticks[-1].value >= max(
+        p.speedup for p in fig.curve)
+
+
+def test_higher_speedup_is_drawn_higher():
+    chart = speedup_chart(figures(0.8, 4, 0.1))
+    by_k = {p.k: p for p in chart.points}
+    for a in chart.points:
+        for b in chart.points:
+            if a.speedup > b.speedup:
+                assert by_k[a.k].y < by_k[b.k].y
+
+
+def test_bars_and_model_points_share_one_scale():
+    chart = measured_vs_model(["1", "2", "3"], [0.9, 0.5, 0.2], [0.8, 0.64, 0.51])
+    assert [b.label for b in chart.bars] == ["1", "2", "3"]
+    assert chart.bars[0].y_measured < chart.bars[0].y_model  # 0.9 is drawn above 0.8
+    assert chart.bars[2].y_measured > chart.bars[2].y_model
+    assert all(chart.top <= b.y_measured <= chart.bottom for b in chart.bars)

@@ -1,0 +1,29 @@
+"""The live panel's state in the link: forgiving like the sliders, limited by the settings."""
+
+from __future__ import annotations
+
+from app.live import DEFAULT_PROMPT, parse_live_state
+from app.settings import Settings
+
+SETTINGS = Settings(load_models=False, max_new_tokens_limit=100, max_prompt_chars=100)
+
+
+def test_defaults():
+    live, notices = parse_live_state([], SETTINGS)
+    assert live.prompt == DEFAULT_PROMPT and live.pair == "shipped" and notices == []
+    assert (live.run_k, live.temperature, live.top_p, live.max_new_tokens) == (4, 0.8, 1.0, 64)
+
+
+def test_values_are_read_and_clamped_to_the_settings():
+    live, notices = parse_live_state(
+        [("prompt", "hello"), ("run_k", "40"), ("max_new_tokens", "1000"), ("top_p", "0")],
+        SETTINGS)
+    assert live.prompt == "hello" and live.run_k == 16 and live.max_new_tokens == 100
+    assert live.top_p == 0.01
+    assert len(notices) == 3
+
+
+def test_long_prompts_are_cut_and_unknown_pairs_replaced():
+    live, notices = parse_live_state([("prompt", "x" * 150), ("pair", "/etc/passwd")], SETTINGS)
+    assert live.prompt == "x" * 100 and live.pair == "shipped"
+    assert any("cut to 100" in n for n in notices) and any("not offered" in n for n in notices)
