@@ -9,6 +9,7 @@ client goes away, when it runs past the wall-time limit, or when the engine rais
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import threading
@@ -160,9 +161,14 @@ class RunManager:
                 run.cycles = len(cycles)
                 run.post(RunMessage("cycle", event, running_figures(cycles)))
         run.post(RunMessage("baseline"))
+        # The baseline decodes the same prompt with the same settings for as many tokens as
+        # the speculative run produced, past an end of sequence if need be: equal samples.
+        tokens = sum(c.n_emitted for c in cycles)
+        baseline_pair = dataclasses.replace(pair, stop_token_ids=frozenset())
+        baseline_config = dataclasses.replace(run.config, max_new_tokens=max(tokens, 1))
         step_ms = [
             event.step_ms
-            for event in self._guarded(run, target_only(pair, run.config), deadline)
+            for event in self._guarded(run, target_only(baseline_pair, baseline_config), deadline)
             if isinstance(event, StepEvent)
         ]
         run.post(RunMessage("summary", summarize(cycles, step_ms)))

@@ -94,6 +94,8 @@ def test_summary_has_every_figure(live_server):
     assert 0 <= summary["alpha_counted"] <= 1 and 0 <= summary["alpha_expected"] <= 1
     assert summary["speedup_measured"] == pytest.approx(
         summary["spec_tok_s"] / summary["baseline_tok_s"])
+    # The baseline decoded as many tokens as the speculative run, end of sequence or not.
+    assert summary["baseline_tokens"] == summary["tokens"]
 
 
 def test_same_seed_same_tokens(live_server):
