@@ -36,8 +36,8 @@ timeout 120 "$PY" -m engine.cli bench --device cuda --dtype float32 --ks 1-8 \
     | tee "$OUT/gpu_float32.md"
 
 echo "== 3. benchmark, bfloat16, ours only: CUDA graphs on, then off"
-timeout 45 "$PY" -m engine.cli bench --device cuda --ks 2,4,6 --temperatures 0 \
-    --max-new-tokens 64 --prompts 2 --repeats 2 --ours-only --out "$OUT/gpu_graphs_on.json" \
+SPECSCOPE_CUDA_GRAPHS=1 timeout 45 "$PY" -m engine.cli bench --device cuda --ks 2,4,6 \
+    --temperatures 0 --max-new-tokens 64 --prompts 2 --repeats 2 --ours-only --out "$OUT/gpu_graphs_on.json" \
     | tee "$OUT/gpu_graphs_on.md" || echo "(bfloat16: exit $? - see the greedy check above)"
 SPECSCOPE_CUDA_GRAPHS=0 timeout 45 "$PY" -m engine.cli bench --device cuda --ks 2,4,6 \
     --temperatures 0 --max-new-tokens 64 --prompts 2 --repeats 2 --ours-only \

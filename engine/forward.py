@@ -63,7 +63,8 @@ def rollback(cache, n: int) -> None:
 # (every pass after the prefill) are recorded once per shape as CUDA graphs and replayed.
 # A graph needs fixed shapes, so it attends over the whole cache under a mask: its logits
 # equal the eager pass's up to rounding (tests/engine/test_gpu.py; the static pass it
-# records is checked on the CPU too). SPECSCOPE_CUDA_GRAPHS=0 turns graphs off.
+# records is checked on the CPU too). Graphs are opt-in, SPECSCOPE_CUDA_GRAPHS=1, until the
+# GPU check (benchmarks/gpu_check.sh) has run them on a real device.
 
 
 class KVSlot:
@@ -163,9 +164,10 @@ class FastDecoder:
         self.cos = self.sin = self.embed.new_empty((0, self.head_dim))  # grown on demand
         self.modules = list(model.modules())
         self.pool: list[KVSlot] = []
+        # Opt-in until benchmarks/gpu_check.sh has validated them on a real GPU.
         self.graphs = self.embed.device.type == "cuda" and os.environ.get(
-            "SPECSCOPE_CUDA_GRAPHS", "1"
-        ) != "0"
+            "SPECSCOPE_CUDA_GRAPHS", "0"
+        ) == "1"
         self._graph_pool = None
 
     def hooked(self) -> bool:

@@ -29,7 +29,8 @@ def cuda_pair(model_dirs):
     return load_pair(model_dirs["target"], model_dirs["good"], device="cuda", dtype=torch.float32)
 
 
-def test_cuda_graph_replays_give_the_eager_logits():
+def test_cuda_graph_replays_give_the_eager_logits(monkeypatch):
+    monkeypatch.setenv("SPECSCOPE_CUDA_GRAPHS", "1")
     model = build_llama(seed=0).to("cuda")
     decoder = FastDecoder.of(model)
     assert decoder is not None and decoder.graphs
@@ -83,6 +84,8 @@ def test_the_benchmark_runs_on_cuda(cuda_pair):
     assert result["figures"]["greedy_check"]["match"]
 
 
-def test_cuda_graphs_can_be_turned_off(monkeypatch):
-    monkeypatch.setenv("SPECSCOPE_CUDA_GRAPHS", "0")
+def test_cuda_graphs_are_opt_in(monkeypatch):
+    monkeypatch.delenv("SPECSCOPE_CUDA_GRAPHS", raising=False)
     assert not FastDecoder(build_llama(seed=0).to("cuda")).graphs
+    monkeypatch.setenv("SPECSCOPE_CUDA_GRAPHS", "1")
+    assert FastDecoder(build_llama(seed=0).to("cuda")).graphs
