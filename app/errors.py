@@ -10,14 +10,13 @@ from app.params import SLIDERS
 
 
 def _message(error: dict) -> str:
-    loc = [str(part) for part in error.get("loc", ()) if part not in ("query", "body")]
-    name = ".".join(loc) or "request"
-    given = error.get("input")
-    slider = SLIDERS.get(name)
-    allowed = slider.describe_range() if slider else error.get("msg", "is invalid")
-    if slider is None:
-        return f"{name}: {allowed}"
-    return f"{allowed} (got {str(given)[:40]!r})"
+    where, *path = [str(part) for part in error.get("loc", ())] or ["request"]
+    name = ".".join(p for p in path if not p.isdigit()) or where  # ("body", 0): the body
+    given = str(error.get("input"))[:40]
+    # The theory API's query parameters are the sliders: state their range in full.
+    if where == "query" and name in SLIDERS:
+        return f"{SLIDERS[name].describe_range()} (got {given!r})"
+    return f"{name}: {error.get('msg', 'is invalid')}"
 
 
 async def validation_error_handler(request: Request, exc: RequestValidationError) -> JSONResponse:
