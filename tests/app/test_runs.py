@@ -130,6 +130,7 @@ def test_non_json_body_gets_422(live_server):
     response = httpx.post(live_server.url + "/api/runs", content=b"not json",
                           headers={"Content-Type": "application/json"})
     assert response.status_code == 422
+    assert response.json()["message"].startswith("body:")
 
 
 @contextmanager
