@@ -45,6 +45,18 @@ class SpeedupChart(Frame):
     path: str
 
     @property
+    def best_label_y(self) -> float:
+        """Above the best point's marker, lifted clear of the 1x line when it would sit on it."""
+        y = self.best.y - 28
+        return self.break_even_y - 8 if abs(y - self.break_even_y) < 12 else y
+
+    @property
+    def break_even_label_y(self) -> float:
+        """Above the 1x line, or below it where the curve ends above: never on the curve."""
+        curve_ends_above = self.points[-1].y < self.break_even_y
+        return self.break_even_y + (14 if curve_ends_above else -5)
+
+    @property
     def current(self) -> Point:
         return next(p for p in self.points if p.current)
 

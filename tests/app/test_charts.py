@@ -40,3 +40,11 @@ def test_bars_and_model_points_share_one_scale():
     assert chart.bars[0].y_measured < chart.bars[0].y_model  # 0.9 is drawn above 0.8
     assert chart.bars[2].y_measured > chart.bars[2].y_model
     assert all(chart.top <= b.y_measured <= chart.bottom for b in chart.bars)
+
+
+@pytest.mark.parametrize("alpha,c", [(0.95, 0.02), (0.3, 0.3)])
+def test_break_even_label_sits_on_the_side_away_from_the_curve_end(alpha, c):
+    chart = speedup_chart(figures(alpha, 4, c))
+    end_above = chart.points[-1].y < chart.break_even_y
+    label_above = chart.break_even_label_y < chart.break_even_y
+    assert end_above != label_above
