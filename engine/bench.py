@@ -38,6 +38,7 @@ from engine.baseline import run_target_only
 from engine.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent
 from engine.loading import ModelPair
 from engine.speculative import speculate
+from engine.stats import summarize
 
 OURS_BASE, HF_GENERATE, OURS_SPEC, HF_ASSISTED = (
     "ours-baseline",
@@ -310,12 +311,9 @@ def figures(bench: Bench) -> dict:
             spec = rate(OURS_SPEC, k)
             spec_decode = rate(OURS_SPEC, k, decode=True)
             hf = rate(HF_ASSISTED, k)
-            accepted = sum(c.n_accepted for c in cycles)
-            trials = sum(c.n_accepted + c.rejected for c in cycles)
-            alpha = accepted / trials if trials else 0.0
-            c_cost = statistics.median(ms for c in cycles for ms in c.draft_step_ms) / step_ms
-            v_cost = statistics.median(c.verify_ms for c in cycles) / step_ms
-            predicted = theory.speedup(alpha, k, c_cost, v_cost)
+            summary = summarize(cycles, [s.step_ms for s in steps])
+            alpha, c_cost, v_cost = summary.alpha_counted, summary.c, summary.v
+            predicted = summary.speedup_predicted
             measured = decode_rate(runs, OURS_SPEC, k) / decode_rate(runs, OURS_BASE, None)
             # the two halves of the prediction, measured: tokens per cycle and cycle cost
             tokens_per_cycle = statistics.fmean(c.n_accepted + 1 for c in cycles)
@@ -326,8 +324,8 @@ def figures(bench: Bench) -> dict:
                 "hf_assisted": hf,
                 "ours_over_hf": spec["median"] / hf["median"] if hf else None,
                 "alpha": alpha,
-                "alpha_expected": statistics.fmean(o for c in cycles for o in c.overlap),
-                "mean_acceptance_length": 1.0 + accepted / len(cycles),
+                "alpha_expected": summary.alpha_expected,
+                "mean_acceptance_length": summary.mean_acceptance_length,
                 "c": c_cost,
                 "v": v_cost,
                 "predicted_speedup": predicted,
