@@ -42,6 +42,7 @@ from transformers import (
 )
 
 from engine.corpus import DOMAINS, Corpus, CorpusMissing, load_domains, load_file
+from engine.sampling import warp
 
 EOS = "<|endoftext|>"
 TEMPERATURES = (0.0, 0.7, 1.0)
@@ -148,25 +149,37 @@ def autocast(args: argparse.Namespace) -> torch.autocast:
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16)
 
 
-def train_target(model, stream, args, gen: torch.Generator) -> list[float]:
-    opt = optimizer(model, args.target_lr)
+def fit(model, steps: int, lr: float, desc: str, next_batch, step_loss, args) -> list[float]:
+    """The loop both models share: AdamW with the lr schedule, clipping, a progress bar.
+
+    ``step_loss(x)`` gives the loss to minimise, the figure to record and the figures to show.
+    """
+    opt = optimizer(model, lr)
     losses: list[float] = []
     model.train()
-    bar = tqdm(range(args.target_steps), desc="target", disable=args.quiet)
+    bar = tqdm(range(steps), desc=desc, disable=args.quiet)
     for step in bar:
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, args.target_steps, args.target_lr)
-        x = batches(stream, args.batch_size, args.seq_len, gen)
-        with autocast(args):
-            logits = model(input_ids=x[:, :-1]).logits
-        loss = F.cross_entropy(logits.float().flatten(0, 1), x[:, 1:].flatten())
+            group["lr"] = lr_at(step, steps, lr)
+        loss, recorded, shown = step_loss(next_batch())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(loss.item())
-        bar.set_postfix(loss=f"{statistics.fmean(losses[-20:]):.3f}")
+        losses.append(recorded)
+        bar.set_postfix(**shown(statistics.fmean(losses[-20:])))
     return losses
+
+
+def train_target(model, stream, args, gen: torch.Generator) -> list[float]:
+    def step_loss(x):
+        with autocast(args):
+            logits = model(input_ids=x[:, :-1]).logits
+        loss = F.cross_entropy(logits.float().flatten(0, 1), x[:, 1:].flatten())
+        return loss, loss.item(), lambda mean: {"loss": f"{mean:.3f}"}
+
+    return fit(model, args.target_steps, args.target_lr, "target",
+               lambda: batches(stream, args.batch_size, args.seq_len, gen), step_loss, args)
 
 
 def train_draft(draft, target, stream, args, gen: torch.Generator) -> list[float]:
@@ -175,16 +188,10 @@ def train_draft(draft, target, stream, args, gen: torch.Generator) -> list[float
     Forward KL pulls q to cover everything p proposes; that is what acceptance rewards, since
     a token the draft never proposes can never be accepted.
     """
-    opt = optimizer(draft, args.draft_lr)
     w = args.kd_weight
-    losses: list[float] = []
-    draft.train()
     target.eval()
-    bar = tqdm(range(args.draft_steps), desc="draft", disable=args.quiet)
-    for step in bar:
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, args.draft_steps, args.draft_lr)
-        x = batches(stream, args.batch_size, args.seq_len, gen)
+
+    def step_loss(x):
         with torch.inference_mode(), autocast(args):
             p_log = F.log_softmax(target(input_ids=x[:, :-1]).logits.float(), -1).flatten(0, 1)
         with autocast(args):
@@ -192,25 +199,15 @@ def train_draft(draft, target, stream, args, gen: torch.Generator) -> list[float
         q_log = F.log_softmax(q_logits, -1)
         kl = F.kl_div(q_log, p_log.clone(), log_target=True, reduction="batchmean")
         ce = F.cross_entropy(q_logits, x[:, 1:].flatten())
-        loss = w * kl + (1 - w) * ce
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        opt.step()
-        losses.append(ce.item())
-        bar.set_postfix(ce=f"{statistics.fmean(losses[-20:]):.3f}", kl=f"{kl.item():.3f}")
-    return losses
+        return w * kl + (1 - w) * ce, ce.item(), lambda mean: {"ce": f"{mean:.3f}",
+                                                              "kl": f"{kl.item():.3f}"}
+
+    return fit(draft, args.draft_steps, args.draft_lr, "draft",
+               lambda: batches(stream, args.batch_size, args.seq_len, gen), step_loss, args)
 
 
 # ---------------------------------------------------------------------------------------------
 # evaluation
-
-
-def warp(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Next-token distribution at a temperature; temperature 0 is the one-hot argmax."""
-    if temperature == 0:
-        return F.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    return F.softmax(logits.float() / temperature, -1)
 
 
 @torch.inference_mode()
