@@ -203,7 +203,8 @@ class TextDecoder:
 
     def peek(self, token_ids: list[int]) -> list[str]:
         """The texts ``token_ids`` would get if they came next, without committing them."""
-        ids, prefix, read, texts = list(self.ids), self.prefix, self.read, []
+        # Only the undecoded tail matters: copy that, not the whole sequence, every cycle.
+        ids, prefix, read, texts = self.ids[self.prefix :], 0, self.read - self.prefix, []
         for token_id in token_ids:
             ids.append(token_id)
             text, prefix, read = self._delta(ids, prefix, read)
