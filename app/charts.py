@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.theory import Figures
+from engine.analytic.theory import Figures
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.params import MAX_SEED, Slider, parse_controls
 from app.settings import Settings
-from engine.theory import K_MAX
+from engine.analytic.theory import K_MAX
 
 # Prompts of different kinds: acceptance depends on how predictable the text is.
 PRESETS: dict[str, str] = {

@@ -19,7 +19,7 @@ from app.routes import api, pages, runs
 from app.runs import RunManager
 from app.security import SecurityHeaders
 from app.settings import REPO_ROOT, Settings
-from engine.loading import ModelPair, load_pair, set_threads
+from engine.decoder.loading import ModelPair, load_pair, set_threads
 
 SWAGGER_VERSION = "5.35.0"
 log = logging.getLogger("specscope")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from engine.theory import K_MAX
+from engine.analytic.theory import K_MAX
 
 MAX_SEED = 2**31 - 1
 

@@ -7,8 +7,8 @@ from typing import Any
 from app.charts import measured_vs_model
 from app.runs import RunMessage
 from app.templating import templates
-from engine import theory
-from engine.events import SummaryEvent
+from engine.analytic import theory
+from engine.decoder.events import SummaryEvent
 
 
 def _render(name: str, **context: Any) -> str:

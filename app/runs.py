@@ -18,11 +18,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.baseline import target_only
-from engine.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent, SummaryEvent
-from engine.loading import ModelPair
-from engine.speculative import speculate
-from engine.stats import running_figures, summarize
+from engine.decoder.baseline import target_only
+from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent, SummaryEvent
+from engine.decoder.loading import ModelPair
+from engine.decoder.speculative import speculate
+from engine.decoder.stats import running_figures, summarize
 
 log = logging.getLogger("specscope.runs")
 

@@ -6,7 +6,7 @@ and the summary. ``--json`` prints one JSON object per line instead; ``--no-draf
 target alone.
 
 ``specscope bench``: the engine against transformers' ``generate`` and assisted generation
-on one pair (see :mod:`engine.bench`); a Markdown report, or ``--json``.
+on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from engine.events import (
+from engine.decoder.events import (
     ACCEPTED,
     DISCARDED,
     REJECTED,
@@ -156,9 +156,9 @@ def main(argv: list[str] | None = None) -> int:
 def _generate(args, config: GenerationConfig) -> int:
     from transformers.utils import logging as hf_logging
 
-    from engine.baseline import run_target_only, target_only
-    from engine.loading import load_pair, set_threads
-    from engine.speculative import speculate
+    from engine.decoder.baseline import run_target_only, target_only
+    from engine.decoder.loading import load_pair, set_threads
+    from engine.decoder.speculative import speculate
 
     hf_logging.disable_progress_bar()
     set_threads(None, args.device)
@@ -183,9 +183,9 @@ def _generate(args, config: GenerationConfig) -> int:
 def _bench(args, argv: list[str] | None) -> int:
     from transformers.utils import logging as hf_logging
 
-    from engine.bench import BenchConfig, heldout_prompts, markdown, run_bench
-    from engine.events import MAX_K
-    from engine.loading import load_pair, set_threads
+    from engine.decoder.events import MAX_K
+    from engine.decoder.loading import load_pair, set_threads
+    from engine.measure.bench import BenchConfig, heldout_prompts, markdown, run_bench
 
     if not args.ks or min(args.ks) < 1 or max(args.ks) > MAX_K:
         raise ValueError(f"--ks must be draft lengths in 1..{MAX_K}")
@@ -198,7 +198,7 @@ def _bench(args, argv: list[str] | None) -> int:
         if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
             raise ValueError(f"{args.prompts_file} must hold a JSON list of strings")
     else:
-        from engine.bench import FALLBACK_PROMPTS
+        from engine.measure.bench import FALLBACK_PROMPTS
 
         prompts = heldout_prompts(args.target, per_domain=args.prompts) or FALLBACK_PROMPTS
     prompts = prompts[: args.prompts]

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from app.params import SLIDERS
-from engine.theory import figures
+from engine.analytic.theory import figures
 
 router = APIRouter(prefix="/api", tags=["theory"])
 

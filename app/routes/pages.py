@@ -10,7 +10,7 @@ from app.live import PRESETS, parse_live_state, run_controls
 from app.params import SLIDERS, parse_page_state
 from app.settings import Settings
 from app.templating import templates
-from engine.theory import figures, simulate_cycles
+from engine.analytic.theory import figures, simulate_cycles
 
 router = APIRouter()
 

@@ -19,7 +19,7 @@ from app.live import RunRequest
 from app.render import render_page_message
 from app.runs import QueueFull, Run, RunManager, RunMessage
 from app.settings import Settings
-from engine.events import GenerationConfig
+from engine.decoder.events import GenerationConfig
 
 router = APIRouter(tags=["runs"])
 

@@ -1,10 +1,10 @@
-"""GET /api/theory: the same figures as engine.theory, strict about its input."""
+"""GET /api/theory: the same figures as engine.analytic.theory, strict about its input."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine import theory
+from engine.analytic import theory
 
 KEYS = {"expected_accepted", "expected_tokens", "cycle_cost", "speedup", "baseline_tok_s",
         "spec_tok_s", "baseline_s", "spec_s", "best_k", "best_speedup", "curve"}

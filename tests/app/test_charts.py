@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.charts import measured_vs_model, nice_step, speedup_chart
-from engine.theory import figures
+from engine.analytic.theory import figures
 
 
 @pytest.mark.parametrize("span,step", [(1.0, 0.2), (1.9, 0.5), (7.3, 2), (0.3, 0.1), (17, 5)])

@@ -1,4 +1,4 @@
-"""The slider page over HTTP: numbers from engine.theory, state from the link, never a 500."""
+"""The slider page over HTTP: numbers from the theory module, state from the link, never a 500."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from engine import theory
+from engine.analytic import theory
 
 
 def figure(html: str, name: str) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from app.render import render_page_message
 from app.runs import RunMessage
-from engine.events import CycleEvent, Token
-from engine.stats import running_figures
+from engine.decoder.events import CycleEvent, Token
+from engine.decoder.stats import running_figures
 
 
 def cycle(texts_and_kinds: list[tuple[str, str]]) -> CycleEvent:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from engine.theory import KINDS
+from engine.analytic.theory import KINDS
 
 BODY = {"prompt": "the quick brown fox", "k": 3, "temperature": 1.0, "top_p": 1.0,
         "max_new_tokens": 24, "seed": 5, "pair": "tiny"}

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import Page, expect
 
-from engine import theory
+from engine.analytic import theory
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from support.tiny_models import CORPUS, build_llama, build_tokenizer, perturbed, save, widened
 
-from engine.loading import load_pair
+from engine.decoder.loading import load_pair
 
 
 @pytest.fixture(scope="session")

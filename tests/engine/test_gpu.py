@@ -9,12 +9,12 @@ import pytest
 import torch
 from support.tiny_models import build_llama
 
-from engine.baseline import run_target_only
-from engine.bench import BenchConfig, run_bench
-from engine.events import GenerationConfig
-from engine.forward import FastDecoder, forward, new_cache, rollback
-from engine.loading import load_pair
-from engine.speculative import speculate
+from engine.decoder.baseline import run_target_only
+from engine.decoder.events import GenerationConfig
+from engine.decoder.forward import FastDecoder, forward, new_cache, rollback
+from engine.decoder.loading import load_pair
+from engine.decoder.speculative import speculate
+from engine.measure.bench import BenchConfig, run_bench
 
 pytestmark = [
     pytest.mark.gpu,

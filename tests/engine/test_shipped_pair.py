@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoTokenizer
 
-from engine.loading import check_same_tokenizer, load_pair
+from engine.decoder.loading import check_same_tokenizer, load_pair
 
 MODELS = Path(__file__).parents[2] / "models"
 TARGET, DRAFT = MODELS / "target", MODELS / "draft"

@@ -4,8 +4,8 @@ import json
 import pytest
 import torch
 
-from engine.baseline import run_target_only, target_only
-from engine.events import (
+from engine.decoder.baseline import run_target_only, target_only
+from engine.decoder.events import (
     ACCEPTED,
     DISCARDED,
     REJECTED,
@@ -17,10 +17,10 @@ from engine.events import (
     SummaryEvent,
     TextDecoder,
 )
-from engine.forward import forward, new_cache
-from engine.sampling import warp
-from engine.speculative import speculate
-from engine.stats import summarize
+from engine.decoder.forward import forward, new_cache
+from engine.decoder.sampling import warp
+from engine.decoder.speculative import speculate
+from engine.decoder.stats import summarize
 
 PROMPT = "the quick brown fox"
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.baseline import (
+from engine.decoder.baseline import (
     Clock,
     detokenizer,
     done_event,
@@ -29,7 +29,7 @@ from engine.baseline import (
     new_generator,
     prefill,
 )
-from engine.events import (
+from engine.decoder.events import (
     ACCEPTED,
     DISCARDED,
     REJECTED,
@@ -41,12 +41,12 @@ from engine.events import (
     TextDecoder,
     Token,
 )
-from engine.forward import forward, new_cache, rollback
-from engine.loading import ModelPair
-from engine.sampling import greedy as greedy_probs
-from engine.sampling import sample, warp
-from engine.stats import summarize
-from engine.verify import verify, verify_greedy
+from engine.decoder.forward import forward, new_cache, rollback
+from engine.decoder.loading import ModelPair
+from engine.decoder.sampling import greedy as greedy_probs
+from engine.decoder.sampling import sample, warp
+from engine.decoder.stats import summarize
+from engine.decoder.verify import verify, verify_greedy
 
 
 def speculate(
@@ -58,7 +58,7 @@ def speculate(
 ) -> Iterator[CycleEvent | SummaryEvent | DoneEvent]:
     """Speculative decoding: a :class:`CycleEvent` per cycle, then a :class:`SummaryEvent`
     when ``baseline_step_ms`` (the target-only run's step times) is given, then a
-    :class:`DoneEvent`. Without it, call :func:`engine.stats.summarize` afterwards.
+    :class:`DoneEvent`. Without it, call :func:`engine.decoder.stats.summarize` afterwards.
 
     Bad settings raise ``ValueError`` here, before anything runs. The iterator may be closed
     between cycles; it holds nothing but its own caches. ``on_verify`` sees each

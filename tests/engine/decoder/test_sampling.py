@@ -1,7 +1,7 @@
 import torch
 from scipy.stats import chisquare
 
-from engine.sampling import greedy, sample, warp
+from engine.decoder.sampling import greedy, sample, warp
 
 LOGITS = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0], [0.0, 0.0, 3.0, 1.0, 2.0]])
 

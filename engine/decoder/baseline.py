@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import torch
 
-from engine.events import TARGET, DoneEvent, GenerationConfig, StepEvent, TextDecoder, Token
-from engine.forward import forward, new_cache
-from engine.loading import ModelPair
-from engine.sampling import sample, warp
+from engine.decoder.events import TARGET, DoneEvent, GenerationConfig, StepEvent, TextDecoder, Token
+from engine.decoder.forward import forward, new_cache
+from engine.decoder.loading import ModelPair
+from engine.decoder.sampling import sample, warp
 
 
 def target_only(pair: ModelPair, config: GenerationConfig) -> Iterator[StepEvent | DoneEvent]:
@@ -103,7 +103,7 @@ class Clock:
 
 
 def detokenizer(tokenizer):
-    """What :class:`engine.events.TextDecoder` decodes with: the Rust tokenizer itself when
+    """What :class:`engine.decoder.events.TextDecoder` decodes with: the Rust tokenizer itself when
     that gives the same text as ``tokenizer.decode`` (no clean-up of spaces), which skips
     transformers' Python layers (about 3x faster per call); else ``tokenizer``."""
     backend = getattr(tokenizer, "backend_tokenizer", None)

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from engine import theory
+from engine.analytic import theory
 
 ALPHAS = [0.0, 0.05, 0.3, 0.5, 0.7, 0.9, 0.99, 1.0]
 KS = [1, 2, 3, 4, 7, 16]

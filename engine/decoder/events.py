@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.theory import ACCEPTED, DISCARDED, KINDS, REJECTED, TARGET
+from engine.analytic.theory import ACCEPTED, DISCARDED, KINDS, REJECTED, TARGET
 
 __all__ = [
     "ACCEPTED",

@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from engine import corpus, train_pair
+from engine.training import corpus, train_pair
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny_corpus.txt"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "tiny_corpus.txt"
 TINY = [
     "--corpus-file", str(FIXTURE),
     "--vocab-size", "300",

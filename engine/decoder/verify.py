@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.sampling import sample
+from engine.decoder.sampling import sample
 
 
 def verify(

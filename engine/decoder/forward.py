@@ -56,7 +56,7 @@ def rollback(cache, n: int) -> None:
 # the decoders below the engine runs the same operations itself, in the same order, on the
 # model's own weights (nothing is copied), with keys and values written into one
 # preallocated tensor. Rolling back is moving a length. The logits are bit-for-bit those of
-# ``model(...)`` (tests/engine/test_forward.py checks it); anything else falls back to
+# ``model(...)`` (tests/engine/decoder/test_forward.py checks it); anything else falls back to
 # ``model(...)``.
 #
 # On CUDA a small model's step costs kernel launches, not arithmetic: there the decode steps

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine import theory
-from engine.events import CycleEvent
-from engine.stats import running_figures, summarize
+from engine.analytic import theory
+from engine.decoder.events import CycleEvent
+from engine.decoder.stats import running_figures, summarize
 
 
 def cycle(n: int, k: int = 4, rejected: bool | None = None, ms=(1.0, 2.0)) -> CycleEvent:

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from engine.loading import ModelPair, PairError, load_pair, resolve_device, set_threads
+from engine.decoder.loading import ModelPair, PairError, load_pair, resolve_device, set_threads
 
 
 def test_load_pair_gives_models_tokenizer_and_vocabulary(good_pair):

@@ -4,9 +4,9 @@ Four contenders, in one process, on the same model objects, the same prompt ids 
 same number of new tokens (end of sequence is ignored on every side, so every run makes
 exactly ``max_new_tokens`` tokens):
 
-    ours-baseline     target-only decoding with the engine (engine.baseline)
+    ours-baseline     target-only decoding with the engine (engine.decoder.baseline)
     hf-generate       target-only ``model.generate`` from transformers
-    ours-spec k       speculative decoding with the engine (engine.speculative)
+    ours-spec k       speculative decoding with the engine (engine.decoder.speculative)
     hf-assisted k     ``model.generate(..., assistant_model=draft)``, k assistant tokens
                       per cycle (constant schedule, confidence threshold off)
 
@@ -33,12 +33,12 @@ from pathlib import Path
 
 import torch
 
-from engine import theory
-from engine.baseline import run_target_only
-from engine.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent
-from engine.loading import ModelPair
-from engine.speculative import speculate
-from engine.stats import summarize
+from engine.analytic import theory
+from engine.decoder.baseline import run_target_only
+from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent
+from engine.decoder.loading import ModelPair
+from engine.decoder.speculative import speculate
+from engine.decoder.stats import summarize
 
 OURS_BASE, HF_GENERATE, OURS_SPEC, HF_ASSISTED = (
     "ours-baseline",
@@ -165,7 +165,7 @@ class Bench:
 
     def _once(self, c: Contender, temperature: float, prompt: int, repeat: int) -> None:
         text = self.config.prompts[prompt]
-        ids = list(self.pair.tokenizer(text).input_ids)  # what engine.baseline.encode_prompt does
+        ids = list(self.pair.tokenizer(text).input_ids)  # as decoder.baseline.encode_prompt
         seed = self.config.seed + prompt
         self._sync()
         start = time.perf_counter()

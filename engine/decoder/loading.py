@@ -1,6 +1,6 @@
 """Loading a target and a draft once, and refusing pairs that cannot speculate together.
 
-The forward pass over a KV cache that can be rolled back lives in :mod:`engine.forward`."""
+The forward pass over a KV cache that can be rolled back lives in :mod:`engine.decoder.forward`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from engine.forward import forward, new_cache
+from engine.decoder.forward import forward, new_cache
 
 # Encoded by both tokenizers of a pair; any difference means they do not share a tokenizer.
 _PROBE = "Hello, world! The 3 quick foxes: héllo wörld ✓ 日本語\n\tdef f(x): return x**2"

@@ -13,9 +13,9 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from engine.forward import FastDecoder, KVCache, KVSlot, forward, new_cache, rollback
-from engine.sampling import greedy, sample, warp
-from engine.verify import verify, verify_greedy
+from engine.decoder.forward import FastDecoder, KVCache, KVSlot, forward, new_cache, rollback
+from engine.decoder.sampling import greedy, sample, warp
+from engine.decoder.verify import verify, verify_greedy
 
 SHAPE = dict(
     vocab_size=300,

@@ -12,8 +12,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from engine.sampling import greedy, sample
-from engine.verify import residual, verify
+from engine.decoder.sampling import greedy, sample
+from engine.decoder.verify import residual, verify
 
 V = 4
 START = V  # the "previous token" of the first position

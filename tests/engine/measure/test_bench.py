@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from engine import cli
-from engine.bench import (
+from engine.measure.bench import (
     HF_ASSISTED,
     HF_GENERATE,
     OURS_BASE,

@@ -1,9 +1,9 @@
 """Train the shipped draft/target pair: a byte-level BPE tokenizer, a Llama target, and a
 shallow Llama draft distilled from the target, all on the same public-domain text.
 
-    python -m engine.train_pair --out models            # the shipped pair (37 min on 2 cores)
-    python -m engine.train_pair --out models --measure-only   # counted alpha, c, speedup
-    python -m engine.train_pair --help
+    python -m engine.training.train_pair --out models   # the shipped pair (37 min on 2 cores)
+    python -m engine.training.train_pair --out models --measure-only   # counted alpha, c, speedup
+    python -m engine.training.train_pair --help
 
 Both models are saved in Hugging Face format (config.json, model.safetensors, tokenizer files),
 so they load with AutoModelForCausalLM / AutoTokenizer exactly like hub models.
@@ -41,8 +41,8 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from engine.corpus import DOMAINS, Corpus, CorpusMissing, load_domains, load_file
-from engine.sampling import warp
+from engine.decoder.sampling import warp
+from engine.training.corpus import DOMAINS, Corpus, CorpusMissing, load_domains, load_file
 
 EOS = "<|endoftext|>"
 TEMPERATURES = (0.0, 0.7, 1.0)
@@ -301,10 +301,10 @@ def measure_pair(
     (DESIGN.md: the baseline step is timed in the same session), and totals are pooled over
     prompts: counted alpha = accepted / trials, speedup = tokens/s against tokens/s.
     """
-    from engine.baseline import run_target_only
-    from engine.events import GenerationConfig
-    from engine.loading import load_pair
-    from engine.speculative import speculate
+    from engine.decoder.baseline import run_target_only
+    from engine.decoder.events import GenerationConfig
+    from engine.decoder.loading import load_pair
+    from engine.decoder.speculative import speculate
 
     pair = load_pair(str(out_dir / "target"), str(out_dir / "draft"), device="cpu")
     prompts = json.loads((out_dir / "heldout_prompts.json").read_text())
@@ -377,7 +377,7 @@ def prompt_of(doc: str, chars: int = 160) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m engine.train_pair",
+        prog="python -m engine.training.train_pair",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

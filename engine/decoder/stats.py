@@ -6,8 +6,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from engine import theory
-from engine.events import Acceptance, CycleEvent, SummaryEvent
+from engine.analytic import theory
+from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 
 
 def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:

@@ -1,0 +1,1 @@
+"""Pure models of speculative decoding: formulas only, nothing heavier than the standard library."""

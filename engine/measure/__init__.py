@@ -1,0 +1,1 @@
+"""Measurement on top of the decoder: benchmarks and the figures they report."""

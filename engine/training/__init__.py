@@ -1,0 +1,1 @@
+"""Training of the shipped draft/target pair and the corpora it reads."""
