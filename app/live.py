@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from urllib.parse import urlencode
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.params import MAX_SEED, Slider, parse_controls
+from app.params import MAX_SEED, Slider, fmt, parse_controls
 from app.settings import Settings
 from engine.analytic.theory import K_MAX
 
@@ -40,12 +41,12 @@ def run_controls(settings: Settings) -> dict[str, Slider]:
     return {
         s.name: s
         for s in (
-            Slider("run_k", "k", 1, K_MAX, 1, 4, integer=True),
+            Slider("run_k", "run's draft length k", 1, K_MAX, 1, 4, integer=True),
             Slider("temperature", "temperature", 0.0, 2.0, 0.05, 0.8),
             Slider("top_p", "top-p", 0.01, 1.0, 0.01, 1.0),
             Slider("max_new_tokens", "max new tokens", 1, settings.max_new_tokens_limit, 1,
                    min(64, settings.max_new_tokens_limit), integer=True),
-            Slider("run_seed", "seed", 0, MAX_SEED, 1, 1, integer=True),
+            Slider("run_seed", "run seed", 0, MAX_SEED, 1, 1, integer=True),
         )
     }
 
@@ -59,6 +60,11 @@ class LiveState:
     top_p: float
     max_new_tokens: int
     run_seed: int
+
+    def query(self) -> str:
+        """This state as the link's query string, in the order the panel shows it."""
+        return urlencode({name: value if isinstance(value, str) else fmt(value)
+                          for name, value in asdict(self).items()})
 
 
 def parse_live_state(

@@ -44,7 +44,7 @@ SLIDERS: dict[str, Slider] = {
         Slider("v", "verification cost v", 0.5, 3.0, 0.01, 1.0),
         Slider("step_ms", "target step (ms)", 1.0, 1000.0, 0.1, 22.0),
         Slider("tokens", "output length N", 1, 100_000, 1, 500, integer=True),
-        Slider("seed", "seed", 0, MAX_SEED, 1, 1, integer=True),
+        Slider("seed", "simulation seed", 0, MAX_SEED, 1, 1, integer=True),
     )
 }
 
