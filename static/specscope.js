@@ -97,7 +97,7 @@
       list.insertAdjacentHTML("beforeend", d.chips);
       if (following) list.scrollTop = list.scrollHeight;
       $("live-text").appendChild(document.createTextNode(d.text));
-      $("live-figures").innerHTML = d.figures;
+      $("live-figures").innerHTML = d.running_html;
       $("live-progress").value = d.generated;
       setStatus("Generating: " + d.generated + " of " + max + " tokens.");
     },
