@@ -52,7 +52,7 @@ async def _stream(
     except ValueError as error:
         raise _reject("prompt", str(error), f"{len(body.prompt)} characters") from None
     try:
-        run = manager.submit(body.pair, config)
+        run = manager.submit(body.pair, config, body.repeats)
     except QueueFull:
         return JSONResponse(
             status_code=429,

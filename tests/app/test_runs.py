@@ -48,8 +48,9 @@ def test_stream_is_cycles_then_one_summary(live_server):
     events = run(live_server)
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "cycle" and kinds[-1] == "summary"
-    assert set(kinds) == {"cycle", "baseline", "summary"}
-    assert kinds.index("baseline") == len(kinds) - 2
+    assert set(kinds) == {"cycle", "repeat", "summary"}  # three repeats by default
+    assert [data for kind, data in events if kind == "repeat"] == [
+        {"repeat": 2, "repeats": 3}, {"repeat": 3, "repeats": 3}]
     cycles = [data for kind, data in events if kind == "cycle"]
     assert [c["index"] for c in cycles] == list(range(len(cycles)))
     for c in cycles:
