@@ -41,6 +41,8 @@ def render_page_message(message: RunMessage) -> dict[str, Any]:
     if message.kind == "summary":
         return {"html": _render("_live_summary.html", s=message.event,
                                 **summary_charts(message.event))}
+    if message.kind == "saved":
+        return {"html": _render("_share_run.html", **message.data)}
     if message.kind == "error":
         return {"message": message.data}
     if message.kind == "queued":

@@ -64,6 +64,8 @@ def _api_data(message: RunMessage) -> Any:
                 "draft_ms": e.draft_ms, "verify_ms": e.verify_ms, "running": message.data}
     if message.kind == "summary":
         return asdict(message.event)
+    if message.kind == "saved":
+        return message.data
     if message.kind == "error":
         return {"message": message.data}
     if message.kind == "queued":
@@ -117,7 +119,8 @@ async def _events(
     response_class=StreamingResponse,
     responses={
         200: {"content": {"text/event-stream": {}},
-              "description": "events `queued`, `cycle`, `baseline`, `summary`, `error`"},
+              "description": "events `queued`, `cycle`, `baseline`, `summary`, `saved`, "
+                             "`error`"},
         422: {"description": "invalid body"},
         429: {"description": "queue full; see Retry-After"},
     },
@@ -126,8 +129,9 @@ async def create_run(request: Request, body: RunRequest):
     """Streams `cycle` events (index, tokens with id/text/kind, draft_ms, verify_ms), then,
     after a target-only run of the same prompt and settings, one `summary` event with
     `alpha_counted, alpha_expected, draft_acceptance_rate, mean_acceptance_length, c, v,
-    baseline_tok_s, spec_tok_s, speedup_measured, speedup_predicted` and more. An `error`
-    event (with `message`) ends a run that failed."""
+    baseline_tok_s, spec_tok_s, speedup_measured, speedup_predicted` and more, and one
+    `saved` event: the run's `id` and `url` (see `GET /api/runs/{run_id}`), or an `error`
+    saying why it was not saved. An `error` event (with `message`) ends a run that failed."""
     return await _stream(request, body, _api_data)
 
 
