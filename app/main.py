@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from app.errors import validation_error_handler
-from app.routes import api, pages, runs, saved
+from app.routes import api, pages, previews, runs, saved
 from app.runs import RunManager
 from app.saved import Archiver
 from app.security import SecurityHeaders
@@ -69,13 +69,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.store, app.state.store_error = store, store_error
     app.add_middleware(GZipMiddleware, minimum_size=1000)
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.mount("/static", StaticFiles(directory=REPO_ROOT / "static"), name="static")
     app.include_router(pages.router)
     app.include_router(api.router)
     app.include_router(runs.router)
     app.include_router(saved.router)
+    app.include_router(previews.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:

@@ -16,7 +16,7 @@ from app.params import SLIDERS, PageState
 from app.runs import FinishedRun, RunMessage
 from app.settings import Settings
 from app.store import RunStore, RunTooLarge, StoreUnavailable
-from engine.analytic.theory import figures
+from engine.analytic.theory import Figures, figures
 from engine.decoder.events import CycleEvent, SummaryEvent, Token
 from engine.decoder.stats import running_figures
 
@@ -118,6 +118,16 @@ def slider_title(state: PageState) -> str:
     fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
     best = f"best k {fig.best_k}" if fig.worth_speculating else "do not speculate"
     return f"alpha {fig.alpha:.2f}, k {fig.k}: {fig.speedup:.2f}x, {best}"
+
+
+def slider_headline(fig: Figures) -> str:
+    """The page's headline as one sentence, for the preview card."""
+    verdict = (f"Best k = {fig.best_k}, worth {fig.best_speedup:.2f}×." if fig.worth_speculating
+               else f"Do not speculate: even the best k ({fig.best_k}) gives "
+                    f"{fig.best_speedup:.2f}×.")
+    return (f"At α = {fig.alpha:.2f} and k = {fig.k}, a cycle yields {fig.expected_tokens:.2f} "
+            f"tokens for {fig.cycle_cost:.2f} target steps: {fig.speedup:.2f}× plain decoding. "
+            + verdict)
 
 
 def sliders_link(summary: SummaryEvent) -> str:

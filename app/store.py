@@ -89,7 +89,8 @@ class RunStore:
     def save(self, run: dict[str, Any]) -> str:
         """Store ``run`` (the fields of ``create_runs`` but id, created and bytes) under a new
         id and prune the oldest runs beyond the limit, in one transaction. Returns the id."""
-        row = {name: json.dumps(run.get(name), ensure_ascii=False) for name in JSON_FIELDS}
+        # ASCII JSON: any text, even a lone surrogate from a JSON body, stores and reads back.
+        row = {name: json.dumps(run.get(name)) for name in JSON_FIELDS}
         size = sum(len(text.encode()) for text in row.values())
         if size > self.max_run_bytes:
             raise RunTooLarge(

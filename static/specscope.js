@@ -27,6 +27,12 @@
     htmx.trigger(form, "submit");
   });
 
+  // The tab's title says what the results show; the server puts it on the fragment.
+  document.addEventListener("htmx:afterSwap", function () {
+    var results = document.getElementById("results");
+    if (results && results.dataset.title) document.title = results.dataset.title;
+  });
+
   // Copy link: the address bar is the state.
   document.addEventListener("DOMContentLoaded", function () {
     var button = document.getElementById("copy-link");

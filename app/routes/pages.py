@@ -8,6 +8,7 @@ from fastapi.responses import HTMLResponse
 from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
 from app.params import SLIDERS, parse_page_state
+from app.saved import slider_headline, slider_title
 from app.settings import Settings
 from app.templating import templates
 from engine.analytic.theory import figures, simulate_cycles
@@ -30,10 +31,14 @@ def slider_page(request: Request) -> HTMLResponse:
         "chart": speedup_chart(fig),
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
         "sliders": SLIDERS,
+        "page_title": f"{slider_title(state)} · specscope",
     }
     # htmx asks for the results only, so a slider drag never re-renders the controls.
     if request.headers.get("HX-Target") == "results":
         template = "_results.html"
+    elif request.query_params.get("embed") == "1":
+        template = "embed.html"
+        context["page_url"] = f"{request.url_for('slider_page')}?{state.query()}"
     else:
         template = "index.html"
         live, live_notices = parse_live_state(query, settings)
@@ -48,6 +53,12 @@ def slider_page(request: Request) -> HTMLResponse:
             "live_available": getattr(request.app.state, "runs", None) is not None,
             "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS"
                                                     " is off)",
+            "meta": {
+                "title": slider_title(state),
+                "description": slider_headline(fig),
+                "url": f"{request.url_for('slider_page')}?{state.query()}",
+                "image": f"{request.url_for('slider_preview')}?{state.query()}",
+            },
         }
     response = templates.TemplateResponse(request, template, context)
     response.headers["Vary"] = "HX-Request, HX-Target"
