@@ -13,15 +13,16 @@ from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 
-from app.errors import validation_error_handler
+from app.errors import http_error_handler, validation_error_handler
 from app.routes import api, pages, previews, runs, saved
-from app.runs import RunManager
+from app.run_queue import RunManager
 from app.saved import Archiver
 from app.security import SecurityHeaders
-from app.settings import REPO_ROOT, Settings
 from app.store import RunStore, StoreUnavailable
 from engine.decoder.loading import ModelPair, load_pair, set_threads
+from engine.settings import REPO_ROOT, Settings
 
 SWAGGER_VERSION = "5.35.0"
 log = logging.getLogger("specscope")
@@ -29,7 +30,8 @@ log = logging.getLogger("specscope")
 
 def load_pairs(settings: Settings) -> dict[str, ModelPair]:
     set_threads(settings.torch_threads, settings.device)
-    return {name: load_pair(spec.target, spec.draft, device=settings.device)
+    return {name: load_pair(spec.target, spec.draft, device=settings.device,
+                            cuda_graphs=settings.cuda_graphs)
             for name, spec in settings.pairs.items()}
 
 
@@ -71,10 +73,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(GZipMiddleware, minimum_size=1000)
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(HTTPException, http_error_handler)
     app.mount("/static", StaticFiles(directory=REPO_ROOT / "static"), name="static")
     app.include_router(pages.router)
     app.include_router(api.router)
-    app.include_router(runs.router)
+    app.include_router(runs.router(settings))
     app.include_router(saved.router)
     app.include_router(previews.router)
 

@@ -66,5 +66,5 @@ def png(svg: str, zoom: float = 1.0) -> bytes:
     """PNG bytes of ``svg``; the same source is rendered once (the cache holds 256)."""
     fonts: dict[str, Any] = {"skip_system_fonts": True, "font_files": FONT_FILES} \
         if FONT_FILES else {}
-    return resvg_py.svg_to_bytes(svg_string=svg, zoom=zoom, background="#ffffff",
+    return resvg_py.svg_to_bytes(svg_string=clean_text(svg), zoom=zoom, background="#ffffff",
                                  font_family="DejaVu Sans", **fonts)

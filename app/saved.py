@@ -1,5 +1,5 @@
 """A finished live run as a saved record, and the views of a record: its title, the page's
-replay frames, the CSV export and the link that puts its numbers into the sliders."""
+replay frames and the CSV export."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
-from app.params import SLIDERS, PageState
-from app.runs import FinishedRun, RunMessage
-from app.settings import Settings
+from app.params import PageState
+from app.run_messages import RunMessage
+from app.run_queue import FinishedRun
 from app.store import RunStore, RunTooLarge, StoreUnavailable
 from engine.analytic.theory import Figures, figures
-from engine.decoder.events import CycleEvent, SummaryEvent, Token
-from engine.decoder.stats import running_figures
+from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent, Token
+from engine.decoder.stats import acceptance
+from engine.settings import Settings
 
 log = logging.getLogger("specscope.saved")
 
@@ -85,8 +86,8 @@ class Archiver:
             run_id = self.store.save(run_record(finished, self.settings))
         except (RunTooLarge, StoreUnavailable) as error:
             log.warning("run not saved: %s", error)
-            return RunMessage("saved", data={"error": f"the run was not saved: {error}"})
-        return RunMessage("saved", data={"id": run_id, "url": f"/runs/{run_id}"})
+            return RunMessage.not_saved(f"the run was not saved: {error}")
+        return RunMessage.saved(run_id)
 
 
 # ---- views of a saved record -------------------------------------------------------------
@@ -130,19 +131,6 @@ def slider_headline(fig: Figures) -> str:
             + verdict)
 
 
-def sliders_link(summary: SummaryEvent) -> str:
-    """The slider page at the measured alpha, k, c, v and step time (clamped to the sliders)."""
-    def clamp(name: str, value: float) -> float:
-        s = SLIDERS[name]
-        return min(max(value, s.minimum), s.maximum)
-
-    state = PageState(alpha=round(clamp("alpha", summary.alpha_counted), 2), k=summary.k,
-                      c=round(clamp("c", summary.c), 2), v=round(clamp("v", summary.v), 2),
-                      step_ms=round(clamp("step_ms", summary.step_ms), 1),
-                      tokens=int(SLIDERS["tokens"].default), seed=int(SLIDERS["seed"].default))
-    return state.query()
-
-
 @dataclass(frozen=True)
 class Frame:
     """The page after one more cycle of the replay."""
@@ -150,14 +138,14 @@ class Frame:
     event: CycleEvent
     delay_ms: float  # how long the cycle took when it ran
     tokens: int  # tokens generated up to and including this cycle
-    running: dict[str, float]
+    running: Acceptance
 
 
 def replay_frames(cycles: list[CycleEvent]) -> list[Frame]:
     frames, tokens = [], 0
     for i, event in enumerate(cycles):
         tokens += event.n_emitted
-        frames.append(Frame(event, event.cycle_ms, tokens, running_figures(cycles[: i + 1])))
+        frames.append(Frame(event, event.cycle_ms, tokens, acceptance(cycles[: i + 1])))
     return frames
 
 

@@ -13,7 +13,7 @@ import time
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
+from engine.settings import Settings
 
 
 def timed(client: TestClient, url: str) -> float:
@@ -27,7 +27,8 @@ def timed(client: TestClient, url: str) -> float:
 def summary(name: str, ms: list[float]) -> str:
     ms = sorted(ms)
     p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
-    return f"{name:>7}: p50 {statistics.median(ms):6.1f} ms, p95 {p95:6.1f} ms, max {ms[-1]:6.1f} ms"
+    median = statistics.median(ms)
+    return f"{name:>7}: p50 {median:6.1f} ms, p95 {p95:6.1f} ms, max {ms[-1]:6.1f} ms"
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from support.tiny_models import tiny_pair
 from transformers import AutoTokenizer
 
 from app.main import create_app
-from app.settings import PairSpec, Settings
+from engine.settings import PairSpec, Settings
 
 # Tests keep saved runs in memory unless they say otherwise: never in the repository's data/.
 os.environ["SPECSCOPE_DB"] = ":memory:"

@@ -4,6 +4,7 @@ the link-preview image and the chart downloads."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -12,13 +13,12 @@ from pydantic import BaseModel
 from app.charts import BarChart
 from app.params import Slider, parse_controls
 from app.preview import EXPORT_ZOOM, chart_svg, png, preview_svg
-from app.render import summary_charts
+from app.render import summary_context
 from app.saved import cycle_events as events_of
 from app.saved import (
     replay_frames,
     run_title,
     short_prompt,
-    sliders_link,
     summary_event,
     token_rows,
 )
@@ -145,7 +145,7 @@ def run_preview(request: Request, run_id: str):
     record = _load(request, run_id, html=False)
     if isinstance(record, Response):
         return record
-    charts = summary_charts(summary_event(record))
+    charts = summary_context(summary_event(record))
     svg = preview_svg(f"“{short_prompt(record['settings']['prompt'], 60)}”", run_title(record),
                       charts["positions"], "_bar_chart.html",
                       title="Acceptance at each draft position", x_label="draft position i")
@@ -159,7 +159,7 @@ def run_chart(request: Request, run_id: str, chart: str, fmt: str):
         return record
     if chart not in CHARTS or fmt not in ("svg", "png"):
         return _failure(request, NoRun(run_id), html=False)
-    bars: BarChart = summary_charts(summary_event(record))[chart]
+    bars: BarChart = summary_context(summary_event(record))[chart]
     svg = chart_svg(bars, "_bar_chart.html", title=CHARTS[chart],
                     x_label="draft position i" if chart == "positions" else
                     "drafts accepted in a cycle")
@@ -198,6 +198,7 @@ def run_page(request: Request, run_id: str):
         return record
     cycles = events_of(record)
     summary = summary_event(record)
+    charts = summary_context(summary)
     query = list(request.query_params.multi_items())
     shown, speed, notices = _replay_state(query, len(cycles))
     embed = request.query_params.get("embed") == "1"
@@ -211,7 +212,6 @@ def run_page(request: Request, run_id: str):
         "speeds": SPEEDS,
         "notices": notices,
         "s": summary,
-        "sliders_link": sliders_link(summary),
         "page_title": f"{run_title(record)} · specscope",
         "meta": {
             "title": run_title(record),
@@ -221,7 +221,8 @@ def run_page(request: Request, run_id: str):
             "url": page_url,
             "image": str(request.url_for("run_preview", run_id=run_id)),
         },
-        **summary_charts(summary),
+        **charts,
+        "sliders_link": urlencode(charts["use"]),
     }
     return templates.TemplateResponse(request, "run_embed.html" if embed else "run.html",
                                       context)

@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
 from app.store import new_run_id
+from engine.settings import Settings
 
 BODY = {"prompt": "the quick brown fox", "k": 3, "temperature": 1.0, "top_p": 1.0,
         "max_new_tokens": 30, "seed": 7, "pair": "tiny"}

@@ -10,8 +10,8 @@ import threading
 import httpx
 import pytest
 
-from app.settings import REPO_ROOT
 from app.store import RunStore, RunTooLarge, StoreUnavailable, is_run_id
+from engine.settings import REPO_ROOT
 
 
 def a_run(i: int, padding: int = 0) -> dict:
