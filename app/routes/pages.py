@@ -18,11 +18,13 @@ router = APIRouter()
 SIMULATED_CYCLES = 12
 
 
-@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+@router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse,
+                  include_in_schema=False)
 def slider_page(request: Request) -> HTMLResponse:
     settings: Settings = request.app.state.settings
     query = list(request.query_params.multi_items())
     state, notices = parse_page_state(query)
+    live, live_notices = parse_live_state(query, settings)
     fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
     context = {
         "state": state,
@@ -32,16 +34,20 @@ def slider_page(request: Request) -> HTMLResponse:
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
         "sliders": SLIDERS,
         "page_title": f"{slider_title(state)} · specscope",
+        # The address bar is rewritten to this, so a shared link carries the clamped values.
+        "canonical_query": f"{state.query()}&{live.query()}",
     }
     # htmx asks for the results only, so a slider drag never re-renders the controls.
     if request.headers.get("HX-Target") == "results":
         template = "_results.html"
+        headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
     elif request.query_params.get("embed") == "1":
         template = "embed.html"
-        context["page_url"] = f"{request.url_for('slider_page')}?{state.query()}"
+        headers = {}
+        context["page_url"] = f"{request.url_for('slider_page')}?{context['canonical_query']}"
     else:
         template = "index.html"
-        live, live_notices = parse_live_state(query, settings)
+        headers = {}
         notices += live_notices
         load_error = getattr(request.app.state, "load_error", None)
         context |= {
@@ -56,10 +62,10 @@ def slider_page(request: Request) -> HTMLResponse:
             "meta": {
                 "title": slider_title(state),
                 "description": slider_headline(fig),
-                "url": f"{request.url_for('slider_page')}?{state.query()}",
+                "url": f"{request.url_for('slider_page')}?{context['canonical_query']}",
                 "image": f"{request.url_for('slider_preview')}?{state.query()}",
             },
         }
-    response = templates.TemplateResponse(request, template, context)
+    response = templates.TemplateResponse(request, template, context, headers=headers)
     response.headers["Vary"] = "HX-Request, HX-Target"
     return response
