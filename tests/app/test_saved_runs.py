@@ -12,6 +12,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from app.charts import measured_vs_model
 from app.main import create_app
 from app.store import new_run_id
 from engine.settings import Settings
@@ -162,7 +163,8 @@ def test_run_preview_and_chart_downloads_are_real_images(live_server, saved):
         assert svg.text.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
         assert 'class="bar"' in svg.text
         image = get(live_server, f"/runs/{run_id}/{chart}.png")
-        assert png_size(image.content) == (720, 380)  # the chart at twice its size
+        frame = measured_vs_model(["1"], [0.5], [0.5])
+        assert png_size(image.content) == (2 * frame.width, 2 * frame.height)  # twice its size
         assert "attachment" in image.headers["content-disposition"]
 
 
