@@ -21,6 +21,7 @@ class MessageKind(StrEnum):
     CYCLE = "cycle"  # one speculative cycle: ``event`` and the ``running`` figures so far
     REPEAT = "repeat"  # the run is measured again: ``repeat`` of ``repeats``
     SUMMARY = "summary"  # ``event``: the run measured against the target-only run
+    SAVED = "saved"  # where the finished run was saved (``run_id``), or ``error``: why not
     ERROR = "error"  # the run ended early: ``error``, a message for a person
     END = "end"  # nothing follows; never sent to a client
 
@@ -36,6 +37,7 @@ class RunMessage:
     scale_ms: float | None = None  # the time the page's timeline bars are drawn against
     repeat: int | None = None
     repeats: int | None = None
+    run_id: str | None = None
 
     @classmethod
     def queued(cls, position: int) -> RunMessage:
@@ -56,6 +58,14 @@ class RunMessage:
         return cls(MessageKind.SUMMARY, event=event)
 
     @classmethod
+    def saved(cls, run_id: str) -> RunMessage:
+        return cls(MessageKind.SAVED, run_id=run_id)
+
+    @classmethod
+    def not_saved(cls, error: str) -> RunMessage:
+        return cls(MessageKind.SAVED, error=error)
+
+    @classmethod
     def failed(cls, error: str) -> RunMessage:
         return cls(MessageKind.ERROR, error=error)
 
@@ -69,6 +79,10 @@ def message_json(message: RunMessage) -> dict[str, Any]:
                 "baseline_ms": message.baseline_ms, "running": asdict(message.running)}
     if message.kind is MessageKind.SUMMARY:
         return asdict(message.event)
+    if message.kind is MessageKind.SAVED:
+        if message.run_id is None:
+            return {"error": message.error}
+        return {"id": message.run_id, "url": f"/runs/{message.run_id}"}
     if message.kind is MessageKind.ERROR:
         return {"message": message.error}
     if message.kind is MessageKind.QUEUED:
