@@ -148,7 +148,8 @@ def run_preview(request: Request, run_id: str):
     charts = summary_context(summary_event(record))
     svg = preview_svg(f"“{short_prompt(record['settings']['prompt'], 60)}”", run_title(record),
                       charts["positions"], "_bar_chart.html",
-                      title="Acceptance at each draft position", x_label="draft position i")
+                      title="Acceptance at each draft position", x_label="draft position i",
+                      y_label="share of cycles")
     return _png_response(svg)
 
 
@@ -160,7 +161,7 @@ def run_chart(request: Request, run_id: str, chart: str, fmt: str):
     if chart not in CHARTS or fmt not in ("svg", "png"):
         return _failure(request, NoRun(run_id), html=False)
     bars: BarChart = summary_context(summary_event(record))[chart]
-    svg = chart_svg(bars, "_bar_chart.html", title=CHARTS[chart],
+    svg = chart_svg(bars, "_bar_chart.html", title=CHARTS[chart], y_label="share of cycles",
                     x_label="draft position i" if chart == "positions" else
                     "drafts accepted in a cycle")
     return export(svg, fmt, f"specscope-run-{run_id}-{chart}")
