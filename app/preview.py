@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import resvg_py
+from fastapi.responses import Response
 
 from app.charts import BarChart, SpeedupChart
 from app.templating import templates
@@ -76,3 +77,16 @@ def png(svg: str, zoom: float = 1.0) -> bytes:
         if FONT_FILES else {}
     return resvg_py.svg_to_bytes(svg_string=clean_text(svg), zoom=zoom, background="#ffffff",
                                  font_family=FONT_FAMILY, **fonts)
+
+
+def png_response(svg: str, zoom: float = 1.0, headers: dict[str, str] | None = None) -> Response:
+    return Response(png(svg, zoom), media_type="image/png",
+                    headers={"Cache-Control": "public, max-age=86400", **(headers or {})})
+
+
+def export(svg: str, fmt: str, name: str) -> Response:
+    """A chart download: the SVG file, or its PNG at twice the size."""
+    disposition = {"Content-Disposition": f'attachment; filename="{name}.{fmt}"'}
+    if fmt == "svg":
+        return Response(svg, media_type="image/svg+xml", headers=disposition)
+    return png_response(svg, EXPORT_ZOOM, disposition)
