@@ -23,7 +23,7 @@ def _figures(request: Request) -> tuple[PageState, Figures]:
 @router.get("/preview.png")
 def slider_preview(request: Request) -> Response:
     state, fig = _figures(request)
-    svg = preview_svg(slider_title(state), slider_headline(fig), speedup_chart(fig),
+    svg = preview_svg(slider_title(fig), slider_headline(fig), speedup_chart(fig),
                       "_chart.html", fig=fig)
     return png_response(svg)
 

@@ -84,6 +84,11 @@ def _record(request: Request, run_id: str) -> dict[str, Any]:
     record = store.get(run_id)  # None for a malformed id too
     if record is None:
         raise NoRun(run_id)
+    try:  # a record from another version of the engine's events reads as a clear error
+        cycle_events(record), summary_event(record)
+    except (KeyError, TypeError) as error:
+        raise StoreUnavailable(f"run {run_id} is in a form this server cannot read "
+                               f"({type(error).__name__}: {error})") from error
     return record
 
 
