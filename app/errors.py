@@ -7,6 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app.params import SLIDERS
+from app.roofline import NUMBERS
 
 
 def _message(error: dict) -> str:
@@ -14,8 +15,9 @@ def _message(error: dict) -> str:
     name = ".".join(p for p in path if not p.isdigit()) or where  # ("body", 0): the body
     given = str(error.get("input"))[:40]
     # The theory API's query parameters are the sliders: state their range in full.
-    if where == "query" and name in SLIDERS:
-        return f"{SLIDERS[name].describe_range()} (got {given!r})"
+    ranged = SLIDERS | NUMBERS  # the roofline's gpus, context and batch too
+    if where == "query" and name in ranged:
+        return f"{ranged[name].describe_range()} (got {given!r})"
     return f"{name}: {error.get('msg', 'is invalid')}"
 
 

@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_MODELS = REPO_ROOT / "models"
+SHIPPED_MEASUREMENTS = REPO_ROOT / "measurements"
 
 
 class PairSpec(BaseModel):
@@ -46,6 +47,9 @@ class Settings(BaseSettings):
     max_prompt_chars: int = Field(2000, ge=1)
     run_timeout_s: float = Field(120.0, gt=0)
     queue_size: int = Field(4, ge=0)  # runs that may wait while one runs
+    # Measured speedup-against-batch curves (JSON, README "Measured curves") the roofline
+    # chart overlays; the default holds this project's own sweep of the shipped pair.
+    measurements_dir: Path = SHIPPED_MEASUREMENTS
 
     @model_validator(mode="after")
     def _default_pair_is_offered(self) -> Settings:

@@ -22,6 +22,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+def _ms(value: float) -> str:
+    """A duration in milliseconds with three significant figures ("4.83 ms", "0.0412 ms")."""
+    return f"{value:.3g} ms" if value < 1000 else f"{value / 1000:.3g} s"
+
+
 def _token_label(text: str) -> str:
     """Whitespace made visible, so a space or a newline token is still a chip you can see."""
     if text == "":
@@ -32,3 +37,4 @@ def _token_label(text: str) -> str:
 templates.env.filters["fixed"] = _fixed
 templates.env.filters["token_label"] = _token_label
 templates.env.filters["duration"] = _duration
+templates.env.filters["ms"] = _ms
