@@ -174,9 +174,10 @@ HARDWARE: dict[str, Hardware] = {
     "mi300x": Hardware("MI300X", 5.3 * TB,
                        {"bf16": 1307.4 * TFLOP, "fp8": 2614.9 * TFLOP, "fp32": 163.4 * TFLOP},
                        "AMD Instinct MI300X datasheet"),
-    # Fitted by `specscope roofline` to the shipped pair on this project's 2-core CPU machine
-    # (float32, one torch thread): measurements/shipped-cpu.json, "fit". The same rate is used
-    # for every dtype (the CPU runs them all through float32 kernels).
+    # This project's 2-core CPU machine with the shipped pair (float32, one torch thread), as
+    # fitted by `specscope roofline` (measurements/shipped-cpu.json, "fit"); the page replaces
+    # these with the fit of a loaded measurement when there is one. One rate for every dtype:
+    # the CPU runs them all through float32 kernels.
     "this-machine": Hardware("this machine (2-core CPU)", 2.0e9, {"bf16": 12.0e9},
                              "measurements/shipped-cpu.json"),
 }
