@@ -29,6 +29,12 @@ HardwareName = Enum("HardwareName", {n: n for n in [*HARDWARE, CUSTOM]}, type=st
 PairName = Enum("PairName", {n: n for n in [*PAIRS, CUSTOM]}, type=str)
 Dtype = Enum("Dtype", {n: n for n in DTYPES}, type=str)
 SHAPE_FIELDS = ("params_b", "layers", "heads", "kv_heads", "head_dim")
+DEFAULT_HARDWARE = HardwareName(CHOICES["hardware"][0])
+DEFAULT_PAIR = PairName(CHOICES["models"][0])
+DEFAULT_DTYPE = Dtype(CHOICES["dtype"][0])
+HARDWARE_HELP = "a hardware preset, or custom with bandwidth_tb_s and tflops"
+PAIR_HELP = "a model-pair preset, or custom with the target_* and draft_* shapes"
+DTYPE_HELP = "bytes per parameter: bf16 2, fp8 1, int4 0.5, fp32 4"
 
 
 def _number(name: str, source: dict) -> Any:
@@ -57,12 +63,9 @@ Count = Annotated[int | None, Query(ge=1, le=100_000)]
 @router.get("/roofline", summary="Speculation at batch B on given hardware (roofline model)")
 def roofline_api(
     request: Request,
-    hardware: Annotated[HardwareName, Query(description="a hardware preset, or custom with "
-                                            "bandwidth_tb_s and tflops")] = HardwareName(CHOICES["hardware"][0]),
-    pair: Annotated[PairName, Query(description="a model-pair preset, or custom with "
-                                    "target_* and draft_* shapes")] = PairName(CHOICES["models"][0]),
-    dtype: Annotated[Dtype, Query(description="bytes per parameter: bf16 2, fp8 1, int4 0.5, "
-                                  "fp32 4")] = Dtype(CHOICES["dtype"][0]),
+    hardware: Annotated[HardwareName, Query(description=HARDWARE_HELP)] = DEFAULT_HARDWARE,
+    pair: Annotated[PairName, Query(description=PAIR_HELP)] = DEFAULT_PAIR,
+    dtype: Annotated[Dtype, Query(description=DTYPE_HELP)] = DEFAULT_DTYPE,
     gpus: Annotated[int, _number("gpus", NUMBERS)] = 1,
     context: Annotated[int, _number("context", NUMBERS)] = int(NUMBERS["context"].default),
     batch: Annotated[int, _number("batch", NUMBERS)] = int(NUMBERS["batch"].default),

@@ -17,7 +17,7 @@ KEYS = {"t_target_ms", "t_verify_ms", "t_draft_ms", "c", "v", "speedup", "tok_s_
 
 def test_defaults_answer_every_figure_from_the_engine(client):
     data = client.get("/api/roofline").json()
-    assert KEYS <= set(data)
+    assert set(data) >= KEYS
     pair = PAIRS["llama-8b-1b"]
     expected = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512), 32)
     assert data["speedup"] == pytest.approx(expected.speedup)

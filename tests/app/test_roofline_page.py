@@ -96,7 +96,7 @@ def test_use_these_costs_puts_c_and_v_of_this_batch_into_the_slider_model(client
                                                                    "hi")
     assert len(parse_qs(href)["c"]) == 1  # replaced, not repeated
     followed = client.get(f"/?{href}").text
-    assert f'id="v" name="v" min="0.5" max="3.0"' in followed  # v = 5 is clamped to 3 ...
+    assert 'id="v" name="v" min="0.5" max="3.0"' in followed  # v = 5 is clamped to 3 ...
     assert "v=5 is outside 0.5–3; using the maximum 3." in followed  # ... with a notice
 
 

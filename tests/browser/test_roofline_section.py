@@ -46,7 +46,7 @@ def test_choosing_hardware_updates_the_section_and_the_address_bar(page):
     history = page.evaluate("history.length")
     page.locator("#rl-hardware").select_option("l4")
     r = expected(hardware="l4")
-    expect(headline(page)).to_contain_text(f"on 1 × L4, speculating with Llama 3.2 1B")
+    expect(headline(page)).to_contain_text("on 1 × L4, speculating with Llama 3.2 1B")
     expect(page.locator('[data-figure="s_b"]')).to_have_text(f"{r.speedup:.2f}×")
     expect(page).to_have_url(re.compile(r"hardware=l4(&|$)"))
     assert query(page)["alpha"] == "0.7"  # the slider model's state stays in the link
