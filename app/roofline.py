@@ -57,6 +57,9 @@ class RooflineState:
     def items(self) -> list[tuple[str, str]]:
         return [(name, fmt(v) if isinstance(v, int) else v) for name, v in vars(self).items()]
 
+    def query(self) -> str:
+        return urlencode(self.items())
+
     @property
     def slider_index(self) -> int:
         """The batch slider's notch nearest to ``batch`` on the log scale."""
@@ -120,9 +123,10 @@ class BatchChart(Frame):
     measured: list[MeasuredSeries]
 
 
-def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width: int = 560,
-                height: int = 260) -> BatchChart:
-    left, right, top, bottom = 44, width - 12, 14, height - 34
+def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width: int = 440,
+                height: int = 280) -> BatchChart:
+    """The same frame and text sizes as the slider model's chart (app.charts)."""
+    left, right, top, bottom = 60, width - 14, 18, height - 48
     samples = [2 ** (i / 8) for i in range(81)]  # 1..1024, eight points an octave
     values = [speedup_at(s, b) for b in samples]
     shown = [p.speedup for c in measured for p in c.points if 1 <= p.batch <= BATCH_MAX]
@@ -138,7 +142,7 @@ def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width:
 
     path = "M" + " L".join(f"{x_of(b):.1f},{y_of(v):.1f}" for b, v in zip(samples, values,
                                                                              strict=True))
-    x_ticks = [Tick(2**i, x_of(2**i), f"{2**i}") for i in range(0, 11, 1)]
+    x_ticks = [Tick(2**i, x_of(2**i), f"{2**i}") for i in range(0, 11, 2)]  # 1, 4, ..., 1024
     y_ticks = [Tick(i * step, y_of(i * step), f"{i * step:g}×")
                for i in range(int(round(y_max / step)) + 1)]
     series = [
@@ -184,11 +188,12 @@ def section_context(query: Sequence[tuple[str, str]], slider: PageState,
                 state.gpus, state.context, slider.alpha, slider.k)
     fig = roofline(s, state.batch)
     shown = [c for c in curves if c.pair in (None, state.models)]
-    # "Use these costs": the same link with c(B) and v(B) in the slider model, to the
-    # sliders' step (a range input snaps to it, and the figures must match the thumb).
+    # "Use these costs": the same link with c(B) and v(B) in the slider model, clamped to
+    # the sliders' range and step (a range input snaps to it; the section says when it clamps).
     own = set(SLIDERS) | set(NUMBERS) | set(CHOICES)
     others = [(key, value) for key, value in query if key not in own]
-    use_costs = "&".join([slider.query(c=round(fig.c, 2), v=round(fig.v, 2)),
+    use_costs = "&".join([slider.query(c=float(SLIDERS["c"].setting(fig.c)),
+                                       v=float(SLIDERS["v"].setting(fig.v))),
                           urlencode(state.items() + others)])
     return {
         "rl": fig,
@@ -199,6 +204,9 @@ def section_context(query: Sequence[tuple[str, str]], slider: PageState,
         "rl_chart": batch_chart(s, fig, shown),
         "rl_measured": shown,
         "rl_use_costs": use_costs,
+        "rl_clamped": [f"{name}(B) = {value:.2f} is past the slider's {fmt(SLIDERS[name].maximum)}"
+                       for name, value in (("c", fig.c), ("v", fig.v))
+                       if value > SLIDERS[name].maximum],
         "rl_numbers": NUMBERS,
         "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
                        "models": {k: p.label for k, p in PAIRS.items()},

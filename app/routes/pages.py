@@ -10,20 +10,22 @@ from app.live import PRESETS, parse_live_state, run_controls
 from app.measurements import measurement_store
 from app.params import SLIDERS, parse_page_state
 from app.roofline import section_context
-from app.settings import Settings
 from app.templating import templates
 from engine.analytic.theory import figures, simulate_cycles
+from engine.settings import Settings
 
 router = APIRouter()
 
 SIMULATED_CYCLES = 12
 
 
-@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+@router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse,
+                  include_in_schema=False)
 def slider_page(request: Request) -> HTMLResponse:
     settings: Settings = request.app.state.settings
     query = list(request.query_params.multi_items())
     state, notices = parse_page_state(query)
+    live, live_notices = parse_live_state(query, settings)
     fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
     context = {
         "state": state,
@@ -34,15 +36,19 @@ def slider_page(request: Request) -> HTMLResponse:
         "sliders": SLIDERS,
     }
     context |= section_context(query, state, *measurement_store(request.app).curves())
+    # The address bar is rewritten to this, so a shared link carries the clamped values.
+    context["canonical_query"] = f"{state.query()}&{live.query()}&{context['rl_state'].query()}"
     # htmx asks for the results only, so a slider drag never re-renders the controls; the
     # roofline section follows alpha and k, so it comes along out of band.
     if request.headers.get("HX-Target") == "results":
         template = "_results_and_roofline.html"
+        headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
     elif request.headers.get("HX-Target") == "roofline":
         template = "_roofline.html"
+        headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
     else:
         template = "index.html"
-        live, live_notices = parse_live_state(query, settings)
+        headers = {}
         notices += live_notices
         load_error = getattr(request.app.state, "load_error", None)
         context |= {
@@ -55,6 +61,6 @@ def slider_page(request: Request) -> HTMLResponse:
             "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS"
                                                     " is off)",
         }
-    response = templates.TemplateResponse(request, template, context)
+    response = templates.TemplateResponse(request, template, context, headers=headers)
     response.headers["Vary"] = "HX-Request, HX-Target"
     return response

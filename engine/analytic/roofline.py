@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.analytic.theory import K_MAX, expected_tokens
+from engine.analytic.theory import CURVE_MAX_K, expected_tokens
 
 BATCH_MAX = 1024
 CURVE_BATCHES = tuple(2**i for i in range(11))  # 1, 2, 4, ..., 1024
@@ -269,7 +269,7 @@ def speedup_at(s: Setting, batch: float, k: int | None = None) -> float:
 def best_k_at(s: Setting, batch: float) -> tuple[int, float]:
     """The k in 1..16 with the highest ``S(B)``; ties go to the smaller k."""
     best = (1, speedup_at(s, batch, 1))
-    for k in range(2, K_MAX + 1):
+    for k in range(2, CURVE_MAX_K + 1):
         value = speedup_at(s, batch, k)
         if value > best[1]:
             best = (k, value)

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
+from engine.settings import Settings
 
 KEYS = {"t_target_ms", "t_verify_ms", "t_draft_ms", "c", "v", "speedup", "tok_s_base",
         "tok_s_spec", "break_even_batch", "ridge_tokens", "bound", "best_k", "curve"}
