@@ -220,3 +220,16 @@ def test_custom_shapes_and_hardware_work_like_presets():
     s = Setting(fast, MODELS["llama-3.2-1b"], tiny, context=0)
     assert ridge_tokens(s) == pytest.approx(1.0)  # F b / (2 BW) = 1e12 * 2 / 2e12
     assert break_even_batch(s) == scanned_break_even(s)
+
+
+def test_the_fit_recovers_the_hardware_that_made_the_times():
+    from engine.analytic.roofline import TimedPass, fit_hardware
+
+    truth = Setting(Hardware("truth", 3e9, {"bf16": 40e9}), MODELS["shipped-target"],
+                    MODELS["shipped-draft"], "fp32", context=128)
+    passes = [TimedPass(m, b, t, 128, forward_pass(m, truth, b, t).seconds)
+              for m in (truth.target, truth.draft) for b in (1, 2, 4, 8, 16, 32, 64)
+              for t in (1, 3, 5)]
+    bandwidth, flops = fit_hardware(passes, "fp32")
+    assert bandwidth == pytest.approx(3e9, rel=0.05)
+    assert flops == pytest.approx(40e9, rel=0.05)
