@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from app.params import SLIDERS
+from app.roofline import NUMBERS
 
 
 class Problem(BaseModel):
@@ -50,8 +51,9 @@ def _message(error: dict) -> str:
     name = ".".join(p for p in path if not p.isdigit()) or where  # ("body", 0): the body
     given = str(error.get("input"))[:40]
     # The theory API's query parameters are the sliders: state their range in full.
-    if where == "query" and name in SLIDERS:
-        return f"{SLIDERS[name].describe_range()} (got {given!r})"
+    ranged = SLIDERS | NUMBERS  # the roofline's gpus, context and batch too
+    if where == "query" and name in ranged:
+        return f"{ranged[name].describe_range()} (got {given!r})"
     if error.get("type") == "string_pattern_mismatch" and name == "prompt":
         return "prompt: the prompt is blank: give some text to continue"
     return f"{name}: {error.get('msg', 'is invalid')}"

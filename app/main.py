@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from app.errors import http_error_handler, validation_error_handler
-from app.routes import api, pages, previews, runs, saved
+from app.routes import api, pages, previews, roofline, runs, saved
 from app.run_queue import RunManager
 from app.saved import Archiver
 from app.security import SecurityHeaders
@@ -77,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=REPO_ROOT / "static"), name="static")
     app.include_router(pages.router)
     app.include_router(api.router)
+    app.include_router(roofline.router)
     app.include_router(runs.router(settings))
     app.include_router(saved.router)
     app.include_router(previews.router)

@@ -28,6 +28,11 @@ def _durations(seconds: tuple[float, ...], arrow: str = " → ") -> str:
     return arrow.join(f"{s / 60:.1f} min" for s in seconds)
 
 
+def _ms(value: float) -> str:
+    """A duration in milliseconds with three significant figures ("4.83 ms", "0.0412 ms")."""
+    return f"{value:.3g} ms" if value < 1000 else f"{value / 1000:.3g} s"
+
+
 def _token_label(text: str) -> str:
     """Whitespace made visible, so a space or a newline token is still a chip you can see."""
     if text == "":
@@ -38,3 +43,4 @@ def _token_label(text: str) -> str:
 templates.env.filters["fixed"] = _fixed
 templates.env.filters["token_label"] = _token_label
 templates.env.filters["durations"] = _durations
+templates.env.filters["ms"] = _ms

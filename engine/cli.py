@@ -7,6 +7,10 @@ target alone.
 
 ``specscope bench``: the engine against transformers' ``generate`` and assisted generation
 on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
+
+``specscope roofline``: batched forward passes of the pair timed at batch 1..64; the measured
+c(B), v(B), the speedup they predict and the fitted roofline of this machine
+(:mod:`engine.measure.roofline`); a table, ``--json``, ``--out`` a measured-curve file.
 """
 
 from __future__ import annotations
@@ -111,6 +115,35 @@ def build_parser(d: dict) -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print the JSON result instead")
     bench.add_argument("--out", type=Path, help="also write the JSON result to this file")
     bench.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+    roof = sub.add_parser(
+        "roofline", help="time batched forward passes: where speculation stops paying here"
+    )
+    roof.add_argument("--target", default=d["target"], help="path or Hugging Face id")
+    roof.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    roof.add_argument("--batches", type=_int_list, default=[1, 2, 4, 8, 16, 32, 64],
+                      help="comma-separated batch sizes (default 1,2,4,...,64)")
+    roof.add_argument("--k", type=int, default=4, help="draft length: verification is k+1")
+    roof.add_argument("--alpha", type=float, default=0.7, help="for the predicted speedup")
+    roof.add_argument("--context", type=int, default=128, help="tokens in the KV cache")
+    roof.add_argument("--repeats", type=int, default=15)
+    roof.add_argument("--warmup", type=int, default=3)
+    roof.add_argument("--threads", type=int, default=None,
+                      help="torch.set_num_threads (default: 1 on a CPU, torch's own on CUDA)")
+    roof.add_argument(
+        "--device", default=d["device"], help="cuda, cpu, ... (default: CUDA if present)"
+    )
+    roof.add_argument(
+        "--dtype", choices=sorted(DTYPES), help="default: bfloat16 on CUDA, else float32"
+    )
+    roof.add_argument("--label", default=None, help="the curve's label on the page")
+    roof.add_argument("--hardware", default="this machine", help="the hardware, in words")
+    roof.add_argument("--pair-preset", default=None,
+                      help="the page's model-pair preset this curve belongs to (e.g. shipped)")
+    roof.add_argument("--out", type=Path,
+                      help="write the measured curve here (e.g. measurements/NAME.json)")
+    roof.add_argument("--json", action="store_true", help="print the JSON instead")
+    roof.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
 
 
@@ -130,9 +163,9 @@ def _float_list(text: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     d = defaults()
     args = build_parser(d).parse_args(argv)
-    if args.command == "bench":
+    if args.command in ("bench", "roofline"):
         try:
-            return _bench(args, argv)
+            return _bench(args, argv) if args.command == "bench" else _roofline(args)
         except (ValueError, OSError) as exc:
             print(f"specscope: error: {exc}", file=sys.stderr)
             return 2
@@ -181,6 +214,37 @@ def _generate(args, config: GenerationConfig) -> int:
         out.write(config.prompt)
     for event in events:
         out.show(event)
+    return 0
+
+
+def _roofline(args) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from engine.decoder.loading import load_pair, set_threads
+    from engine.measure.roofline import SweepConfig, run_sweep, table, to_json
+
+    if not args.batches or min(args.batches) < 1 or args.k < 1 or args.repeats < 1:
+        raise ValueError("--batches, --k and --repeats must be at least 1")
+    if not 0 <= args.alpha <= 1 or args.context < 0 or args.warmup < 0:
+        raise ValueError("--alpha must be in 0..1; --context and --warmup at least 0")
+    set_threads(args.threads, args.device)
+    hf_logging.disable_progress_bar()
+    pair = load_pair(args.target, args.draft, device=args.device, dtype=DTYPES.get(args.dtype),
+                     cuda_graphs=args.cuda_graphs)
+    config = SweepConfig(tuple(args.batches), args.k, args.alpha, args.context, args.repeats,
+                         args.warmup)
+    label = args.label or f"{Path(args.target).name} / {Path(args.draft).name}, measured costs"
+
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(f"specscope roofline: {message}", file=sys.stderr, flush=True)
+
+    sweep = run_sweep(pair, config, label, args.hardware, args.pair_preset, log)
+    data = to_json(sweep)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(data, indent=1) if args.json else table(sweep))
     return 0
 
 

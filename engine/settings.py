@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_MODELS = REPO_ROOT / "models"
+SHIPPED_MEASUREMENTS = REPO_ROOT / "measurements"
 DATA_DIR = REPO_ROOT / "data"  # `make run` creates it
 # An origin as a browser sends it: scheme, host, optional port; nothing a policy could break on.
 ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
@@ -57,6 +58,9 @@ class Settings(BaseSettings):
     # Record the decode steps as CUDA graphs (engine.decoder.forward); off until
     # benchmarks/gpu_check.sh has validated them on the GPU in use.
     cuda_graphs: bool = False
+    # Measured speedup-against-batch curves (JSON, README "Measured curves") the roofline
+    # chart overlays; the default holds this project's own sweep of the shipped pair.
+    measurements_dir: Path = SHIPPED_MEASUREMENTS
     # Saved runs: a SQLite file (":memory:" keeps them for the life of the process).
     db: str = str(DATA_DIR / "specscope.db")
     runs_kept: int = Field(10_000, ge=1)  # the oldest saved runs beyond this are deleted

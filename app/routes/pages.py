@@ -7,7 +7,9 @@ from fastapi.responses import HTMLResponse
 
 from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
+from app.measurements import measurement_store
 from app.params import SLIDERS, parse_page_state
+from app.roofline import section_context
 from app.saved import slider_headline, slider_title
 from app.templating import templates
 from engine.analytic.theory import figures, simulate_cycles
@@ -34,12 +36,17 @@ def slider_page(request: Request) -> HTMLResponse:
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
         "sliders": SLIDERS,
         "page_title": f"{slider_title(fig)} · specscope",
-        # The address bar is rewritten to this, so a shared link carries the clamped values.
-        "canonical_query": f"{state.query()}&{live.query()}",
     }
-    # htmx asks for the results only, so a slider drag never re-renders the controls.
+    context |= section_context(query, state, *measurement_store(request.app).curves())
+    # The address bar is rewritten to this, so a shared link carries the clamped values.
+    context["canonical_query"] = f"{state.query()}&{live.query()}&{context['rl_state'].query()}"
+    # htmx asks for the results only, so a slider drag never re-renders the controls; the
+    # roofline section follows alpha and k, so it comes along out of band.
     if request.headers.get("HX-Target") == "results":
-        template = "_results.html"
+        template = "_results_and_roofline.html"
+        headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
+    elif request.headers.get("HX-Target") == "roofline":
+        template = "_roofline.html"
         headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
     elif request.query_params.get("embed") == "1":
         template = "embed.html"

@@ -1,6 +1,7 @@
 """The forward pass with a KV cache that can be rolled back: ``new_cache``, ``forward`` and
 ``rollback`` are all the loops use. Llama-family decoders take a fast path written out here;
-any other model runs through transformers with a ``DynamicCache``."""
+any other model runs through transformers with a ``DynamicCache``. ``forward_batch`` runs
+several sequences of the same length in lockstep (the roofline measurement times it)."""
 
 from __future__ import annotations
 
@@ -18,27 +19,33 @@ from transformers import DynamicCache, PreTrainedModel
 log = logging.getLogger("specscope")
 
 
-def new_cache(model: PreTrainedModel, capacity: int = 256, fast: bool = True):
+def new_cache(model: PreTrainedModel, capacity: int = 256, fast: bool = True, batch: int = 1):
     """An empty KV cache for ``model``: the engine's own :class:`KVCache` when
     :class:`FastDecoder` can run the model (Llama-family decoders), else a transformers
-    ``DynamicCache``. ``capacity``: positions to reserve (it grows when needed).
+    ``DynamicCache``. ``capacity``: positions to reserve (it grows when needed); ``batch``:
+    sequences held side by side.
 
     A model with forward hooks (instrumentation, fault injection) gets transformers' path,
     where the hooks run."""
     decoder = FastDecoder.of(model) if fast else None
     if decoder is None or decoder.hooked():
         return DynamicCache(config=model.config)
-    return KVCache(decoder, capacity)
+    return KVCache(decoder, capacity, batch)
 
 
 def forward(model: PreTrainedModel, cache, ids: torch.Tensor, keep: int) -> torch.Tensor:
     """Run ``ids [1, n]`` after what ``cache`` holds, appending them to it; the logits
     ``[keep, V]`` of the last ``keep`` positions."""
+    return forward_batch(model, cache, ids, keep)[0]
+
+
+def forward_batch(model: PreTrainedModel, cache, ids: torch.Tensor, keep: int) -> torch.Tensor:
+    """Run ``ids [B, n]`` (B sequences, n new tokens each) after what ``cache`` holds; the
+    logits ``[B, keep, V]`` of each sequence's last ``keep`` positions."""
     if isinstance(cache, KVCache):
         return cache.decoder(cache, ids, keep)
     cache_arg = {_cache_kwarg(type(model)): cache}
-    out = model(input_ids=ids, use_cache=True, logits_to_keep=keep, **cache_arg)
-    return out.logits[0]
+    return model(input_ids=ids, use_cache=True, logits_to_keep=keep, **cache_arg).logits
 
 
 def rollback(cache, n: int) -> None:
@@ -68,7 +75,8 @@ def rollback(cache, n: int) -> None:
 
 
 class KVSlot:
-    """Keys and values of every layer, ``[layers, 2, kv_heads, capacity, head_dim]``, and the
+    """Keys and values of every layer, ``[layers, 2, batch, kv_heads, capacity, head_dim]``,
+    and the
     CUDA graphs recorded on that memory. Slots return to their decoder's pool when their cache
     is dropped: allocating and first touching the memory can cost more than a short run's
     decode steps, and a graph replays only on the memory it was recorded on."""
@@ -82,21 +90,25 @@ class KVSlot:
 class KVCache:
     """The engine's KV cache: a :class:`KVSlot` whose first ``length`` positions are valid."""
 
-    def __init__(self, decoder: FastDecoder, capacity: int):
+    def __init__(self, decoder: FastDecoder, capacity: int, batch: int = 1):
         self.decoder = decoder
         self.length = 0
-        self.slot = decoder.take_slot(max(capacity, 1))
+        self.slot = decoder.take_slot(max(capacity, 1), batch)
 
     @property
     def kv(self) -> torch.Tensor:
         return self.slot.kv
 
+    @property
+    def capacity(self) -> int:
+        return self.kv.shape[4]
+
     def reserve(self, end: int) -> None:
         """Make room for positions up to ``end`` (doubling, so growth is rare)."""
-        capacity = self.kv.shape[3]
+        capacity = self.capacity
         if end > capacity:
-            slot = self.decoder.take_slot(max(end, 2 * capacity))
-            slot.kv[:, :, :, : self.length] = self.kv[:, :, :, : self.length]
+            slot = self.decoder.take_slot(max(end, 2 * capacity), self.kv.shape[2])
+            slot.kv[..., : self.length, :] = self.kv[..., : self.length, :]
             self.decoder.give_slot(self.slot)
             self.slot = slot
 
@@ -179,20 +191,22 @@ class FastDecoder:
 
     # -- memory --
 
-    def take_slot(self, capacity: int) -> KVSlot:
-        """A free slot of at least ``capacity`` positions (the smallest such), or a new one."""
-        fits = [s for s in self.pool if s.kv.shape[3] >= capacity and self._current(s.kv)]
+    def take_slot(self, capacity: int, batch: int = 1) -> KVSlot:
+        """A free slot for ``batch`` sequences of at least ``capacity`` positions (the smallest
+        such), or a new one."""
+        fits = [s for s in self.pool if s.kv.shape[4] >= capacity and s.kv.shape[2] == batch
+                and self._current(s.kv)]
         if fits:
-            slot = min(fits, key=lambda s: s.kv.shape[3])
+            slot = min(fits, key=lambda s: s.kv.shape[4])
             self.pool.remove(slot)
             return slot
-        shape = (len(self.layers), 2, self.kv_heads, capacity, self.head_dim)
+        shape = (len(self.layers), 2, batch, self.kv_heads, capacity, self.head_dim)
         return KVSlot(self.embed.new_zeros(shape))
 
     def give_slot(self, slot: KVSlot) -> None:
         self.pool.append(slot)
         if len(self.pool) > self.POOL:
-            self.pool.remove(min(self.pool, key=lambda s: s.kv.shape[3]))
+            self.pool.remove(min(self.pool, key=lambda s: s.kv[0, 0].numel()))
 
     def _current(self, t: torch.Tensor) -> bool:
         return t.dtype == self.embed.dtype and t.device == self.embed.device
@@ -212,7 +226,8 @@ class FastDecoder:
         n, start = ids.shape[-1], cache.length
         cache.reserve(start + n)
         logits = None
-        if self.graphs and start > 0 and n <= self.GRAPH_MAX_TOKENS and keep in (1, n):
+        single = ids.shape[0] == 1  # graphs are recorded for one sequence
+        if self.graphs and single and start > 0 and n <= self.GRAPH_MAX_TOKENS and keep in (1, n):
             logits = self._replay(cache.slot, ids, start, keep)
         if logits is None:
             cos, sin = self._rope_table(start + n)
@@ -230,50 +245,50 @@ class FastDecoder:
         """The pass with every shape fixed by ``ids`` and ``slot`` alone, as a CUDA graph
         needs: ``start`` is a tensor, keys and values go in by index, and attention spans the
         whole capacity under a mask. Same results as :meth:`__call__` up to rounding."""
-        n, capacity = ids.shape[-1], slot.kv.shape[3]
+        n, capacity = ids.shape[-1], slot.kv.shape[4]
         positions = start + torch.arange(n, device=ids.device)
         mask = torch.arange(capacity, device=ids.device) <= positions[:, None]
         cos, sin = rope[0][positions], rope[1][positions]
         return self._pass(slot, ids, keep, cos, sin, positions, mask)
 
     def _pass(self, slot: KVSlot, ids, keep, cos, sin, where, mask) -> torch.Tensor:
-        """``ids [1, n]`` through every layer; new keys and values go to positions ``where``
+        """``ids [B, n]`` through every layer; new keys and values go to positions ``where``
         (a slice or an index tensor) and each query attends to the cache up to the end of
-        ``where`` (or the whole of it, when ``mask`` spans it)."""
-        n = ids.shape[-1]
+        ``where`` (or the whole of it, when ``mask`` spans it). Logits ``[B, keep, V]``."""
+        batch, n = ids.shape
         upto = mask.shape[-1] if mask is not None else where.stop
-        x = F.embedding(ids.reshape(-1), self.embed)  # [n, hidden]
+        x = F.embedding(ids, self.embed)  # [B, n, hidden]
         for (norm1, attn, norm2, mlp), (k_cache, v_cache) in zip(
             self.layers, slot.layers, strict=True
         ):
             (wq, bq), (wk, bk), (wv, bv), (wo, bo) = attn
             h = _rms_norm(x, *norm1)
-            q = F.linear(h, wq, bq).view(n, -1, self.head_dim).transpose(0, 1)
-            k = F.linear(h, wk, bk).view(n, -1, self.head_dim).transpose(0, 1)
-            v = F.linear(h, wv, bv).view(n, -1, self.head_dim).transpose(0, 1)
+            q = F.linear(h, wq, bq).view(batch, n, -1, self.head_dim).transpose(1, 2)
+            k = F.linear(h, wk, bk).view(batch, n, -1, self.head_dim).transpose(1, 2)
+            v = F.linear(h, wv, bv).view(batch, n, -1, self.head_dim).transpose(1, 2)
             q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-            k_cache[:, where] = k
-            v_cache[:, where] = v
-            keys, values = k_cache[None, :, :upto], v_cache[None, :, :upto]
+            k_cache[:, :, where] = k  # the cache: [B, kv_heads, capacity, head_dim]
+            v_cache[:, :, where] = v
+            keys, values = k_cache[:, :, :upto], v_cache[:, :, :upto]
             gqa = self.groups > 1 and mask is None  # else repeat the heads, as transformers does
             if self.groups > 1 and mask is not None:
                 keys, values = self._repeat_kv(keys), self._repeat_kv(values)
             o = F.scaled_dot_product_attention(
-                q[None], keys, values, mask, scale=self.scale, is_causal=n > 1 and mask is None,
+                q, keys, values, mask, scale=self.scale, is_causal=n > 1 and mask is None,
                 enable_gqa=gqa,
             )
-            x = x + F.linear(o[0].transpose(0, 1).reshape(n, -1), wo, bo)
+            x = x + F.linear(o.transpose(1, 2).reshape(batch, n, -1), wo, bo)
             h = _rms_norm(x, *norm2)
             gate, up, down = mlp
             x = x + F.linear(F.silu(F.linear(h, gate)) * F.linear(h, up), down)
-        return F.linear(_rms_norm(x[-keep:], *self.norm), self.head)
+        return F.linear(_rms_norm(x[:, -keep:], *self.norm), self.head)
 
     def _repeat_kv(self, x: torch.Tensor) -> torch.Tensor:
-        """``[1, kv_heads, L, d]`` to ``[1, heads, L, d]``, as transformers' ``repeat_kv`` (by
+        """``[B, kv_heads, L, d]`` to ``[B, heads, L, d]``, as transformers' ``repeat_kv`` (by
         expanding: ``repeat_interleave`` would wait for the GPU, which a graph cannot)."""
-        _, kv_heads, length, dim = x.shape
-        x = x[:, :, None].expand(1, kv_heads, self.groups, length, dim)
-        return x.reshape(1, kv_heads * self.groups, length, dim)
+        batch, kv_heads, length, dim = x.shape
+        x = x[:, :, None].expand(batch, kv_heads, self.groups, length, dim)
+        return x.reshape(batch, kv_heads * self.groups, length, dim)
 
     # -- CUDA graphs --
 
@@ -290,7 +305,7 @@ class FastDecoder:
         return graph.logits.clone()  # the next replay overwrites the output
 
     def _record(self, slot: KVSlot, n: int, keep: int) -> _Graph | None:
-        capacity = slot.kv.shape[3]
+        capacity = slot.kv.shape[4]
         rope = tuple(t[:capacity] for t in self._rope_table(capacity))
         device = self.embed.device
         ids = torch.zeros((1, n), dtype=torch.long, device=device)
@@ -320,7 +335,7 @@ class _Graph:
     graph: object  # torch.cuda.CUDAGraph
     ids: torch.Tensor  # [1, n] input, copied in before each replay
     start: torch.Tensor  # the first position, filled in before each replay
-    logits: torch.Tensor  # [keep, V] output
+    logits: torch.Tensor  # [1, keep, V] output
     rope: tuple  # the cos and sin tables the graph reads (kept alive)
 
 

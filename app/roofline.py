@@ -1,0 +1,215 @@
+"""The "At your batch size" section: its controls in the link, its figures, its chart.
+
+The section reads alpha and k from the slider model and prices the cycle with the roofline
+model (:mod:`engine.analytic.roofline`) on the chosen hardware and model pair.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from app.charts import Frame, Tick, nice_step
+from app.params import SLIDERS, PageState, Slider, fmt, parse_controls
+from engine.analytic.roofline import (
+    BATCH_MAX,
+    DTYPES,
+    HARDWARE,
+    PAIRS,
+    Hardware,
+    Roofline,
+    Setting,
+    roofline,
+    speedup_at,
+    this_machine,
+)
+from engine.measure.curves import MeasuredCurve
+
+NUMBERS: dict[str, Slider] = {
+    s.name: s
+    for s in (
+        Slider("gpus", "GPUs (tensor parallel)", 1, 8, 1, 1, integer=True),
+        Slider("context", "context length L (tokens)", 0, 131072, 1, 512, integer=True),
+        Slider("batch", "batch B (sequences)", 1, BATCH_MAX, 1, 32, integer=True),
+    )
+}
+# The page calls the pair "models": "pair" is the live panel's model pair.
+CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "hardware": ("h100-sxm", tuple(HARDWARE)),
+    "models": ("llama-8b-1b", tuple(PAIRS)),
+    "dtype": ("bf16", DTYPES),
+}
+# The batch slider moves in quarter octaves: a log scale over whole batches.
+SLIDER_BATCHES = tuple(sorted({round(2 ** (i / 4)) for i in range(41)}))
+
+
+@dataclass(frozen=True)
+class RooflineState:
+    hardware: str
+    models: str
+    dtype: str
+    gpus: int
+    context: int
+    batch: int
+
+    def items(self) -> list[tuple[str, str]]:
+        return [(name, fmt(v) if isinstance(v, int) else v) for name, v in vars(self).items()]
+
+    def query(self) -> str:
+        return urlencode(self.items())
+
+    @property
+    def slider_index(self) -> int:
+        """The batch slider's notch nearest to ``batch`` on the log scale."""
+        return min(range(len(SLIDER_BATCHES)),
+                   key=lambda i: abs(math.log(SLIDER_BATCHES[i] / self.batch)))
+
+
+def parse_roofline_state(query: Sequence[tuple[str, str]]) -> tuple[RooflineState, list[str]]:
+    """The section's state from the link; bad values become defaults or bounds, with a notice."""
+    values, notices = parse_controls(query, NUMBERS)
+    for name, (default, allowed) in CHOICES.items():
+        raws = [raw for key, raw in query if key == name]
+        values[name] = default
+        if not raws or raws[0].strip() == "":
+            continue
+        if raws[0] in allowed:
+            values[name] = raws[0]
+        else:
+            notices.append(f"{name}={raws[0][:24]!r} is not one of {', '.join(allowed)}; "
+                           f"using {default}.")
+    return RooflineState(**values), notices
+
+
+def hardware_for(name: str, curves: list[MeasuredCurve]) -> Hardware:
+    """A preset; "this machine" takes its figures from a loaded sweep's fit when there is one."""
+    if name == "this-machine":
+        fitted = next((c.fit for c in curves if c.fit is not None), None)
+        if fitted is not None:
+            return this_machine(fitted.bandwidth, fitted.flops)
+    return HARDWARE[name]
+
+
+# ---- the chart ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Marker:
+    x: float
+    y: float
+    label: str
+
+
+@dataclass(frozen=True)
+class MeasuredSeries:
+    label: str
+    method: str
+    points: list[Marker]
+
+
+@dataclass(frozen=True)
+class BatchChart(Frame):
+    """S(B) against B on a log axis, with 1x, break-even, ridge, current B and measurements."""
+
+    path: str
+    x_ticks: list[Tick]  # Tick.y holds the x position here
+    y_ticks: list[Tick]
+    one_y: float
+    current: Marker
+    break_even_x: float | None
+    ridge_x: float | None
+    measured: list[MeasuredSeries]
+
+
+def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width: int = 440,
+                height: int = 280) -> BatchChart:
+    """The same frame and text sizes as the slider model's chart (app.charts)."""
+    left, right, top, bottom = 60, width - 14, 18, height - 48
+    samples = [2 ** (i / 8) for i in range(81)]  # 1..1024, eight points an octave
+    values = [speedup_at(s, b) for b in samples]
+    shown = [p.speedup for c in measured for p in c.points if 1 <= p.batch <= BATCH_MAX]
+    peak = max([*values, *shown, 1.0])
+    step = nice_step(peak * 1.1)
+    y_max = step * math.ceil(peak * 1.1 / step)
+
+    def x_of(batch: float) -> float:
+        return left + math.log2(batch) / math.log2(BATCH_MAX) * (right - left)
+
+    def y_of(speedup: float) -> float:
+        return bottom - min(speedup, y_max) / y_max * (bottom - top)
+
+    path = "M" + " L".join(f"{x_of(b):.1f},{y_of(v):.1f}" for b, v in zip(samples, values,
+                                                                             strict=True))
+    x_ticks = [Tick(2**i, x_of(2**i), f"{2**i}") for i in range(0, 11, 2)]  # 1, 4, ..., 1024
+    y_ticks = [Tick(i * step, y_of(i * step), f"{i * step:g}×")
+               for i in range(int(round(y_max / step)) + 1)]
+    series = [
+        MeasuredSeries(c.label, c.method, [
+            Marker(x_of(p.batch), y_of(p.speedup), f"B = {p.batch}: {p.speedup:.2f}×")
+            for p in c.points if 1 <= p.batch <= BATCH_MAX])
+        for c in measured
+    ]
+    be = fig.break_even_batch
+    return BatchChart(
+        width, height, left, right, top, bottom, path, x_ticks, y_ticks, y_of(1.0),
+        Marker(x_of(fig.batch), y_of(fig.speedup), f"B = {fig.batch}: {fig.speedup:.2f}×"),
+        x_of(be) if be is not None else None,
+        x_of(fig.ridge_batch) if 1 <= fig.ridge_batch <= BATCH_MAX else None,
+        series,
+    )
+
+
+# ---- the section -------------------------------------------------------------------------------
+
+
+def headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
+    where = f"At batch {fig.batch} on {state.gpus} × {s.hardware.label}"
+    be = fig.break_even_batch
+    if fig.speedup > 1:
+        first = (f"{where}, speculating with {s.draft.label} makes {s.target.label} "
+                 f"{fig.speedup:.2f}× faster per token")
+        if be is None:
+            return f"{first}, and it pays at every batch up to {BATCH_MAX}."
+        return f"{first}; from batch {be} on it costs throughput."
+    first = (f"{where}, speculating with {s.draft.label} costs {s.target.label} throughput: "
+             f"{fig.speedup:.2f}× plain decoding")
+    if be == 1:
+        return f"{first}, and it does not pay at any batch here."
+    return f"{first}; it pays only below batch {be}."
+
+
+def section_context(query: Sequence[tuple[str, str]], slider: PageState,
+                    curves: list[MeasuredCurve], problems: list[str]) -> dict:
+    state, notices = parse_roofline_state(query)
+    pair = PAIRS[state.models]
+    s = Setting(hardware_for(state.hardware, curves), pair.target, pair.draft, state.dtype,
+                state.gpus, state.context, slider.alpha, slider.k)
+    fig = roofline(s, state.batch)
+    shown = [c for c in curves if c.pair in (None, state.models)]
+    # "Use these costs": the same link with c(B) and v(B) in the slider model, clamped to
+    # the sliders' range and step (a range input snaps to it; the section says when it clamps).
+    own = set(SLIDERS) | set(NUMBERS) | set(CHOICES)
+    others = [(key, value) for key, value in query if key not in own]
+    use_costs = "&".join([slider.query(c=float(SLIDERS["c"].setting(fig.c)),
+                                       v=float(SLIDERS["v"].setting(fig.v))),
+                          urlencode(state.items() + others)])
+    return {
+        "rl": fig,
+        "rl_state": state,
+        "rl_setting": s,
+        "rl_notices": notices + problems,
+        "rl_headline": headline(s, fig, state),
+        "rl_chart": batch_chart(s, fig, shown),
+        "rl_measured": shown,
+        "rl_use_costs": use_costs,
+        "rl_clamped": [f"{name}(B) = {value:.2f} is past the slider's {fmt(SLIDERS[name].maximum)}"
+                       for name, value in (("c", fig.c), ("v", fig.v))
+                       if value > SLIDERS[name].maximum],
+        "rl_numbers": NUMBERS,
+        "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
+                       "models": {k: p.label for k, p in PAIRS.items()},
+                       "dtype": {d: d for d in DTYPES}},
+        "rl_slider_batches": SLIDER_BATCHES,
+    }

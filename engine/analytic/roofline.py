@@ -1,0 +1,430 @@
+"""Batch size and hardware: the roofline model of speculative decoding, in pure Python.
+
+The slider model (:mod:`engine.analytic.theory`) prices a cycle in target steps. This module
+says what those steps cost on given hardware at batch ``B`` (DESIGN.md, "Batch size and
+hardware"). One forward pass of a model with ``N`` parameters of ``b`` bytes, over ``B``
+sequences of ``T`` new tokens each, with ``L`` tokens of context in the KV cache:
+
+- bytes read: ``N b + B L kv``, ``kv = 2 x layers x kv_heads x head_dim x b`` per token
+  (the KV cache is stored in the same dtype as the weights)
+- arithmetic: ``2 N B T`` for the weights plus ``4 B T L heads head_dim layers`` for attention
+  (scores and the weighted sum over the cached context; included, because at long contexts it
+  outgrows the weights' share)
+- time: ``max(bytes / BW, FLOPs / F)`` with ``BW`` and ``F`` the hardware's memory bandwidth
+  and peak dense FLOP/s, times the number of GPUs (tensor parallelism, taken as free)
+
+``N`` counts every parameter, embeddings included, as the formula in DESIGN.md does.
+All ``B`` sequences draft and verify in lockstep, so the throughput speedup at batch ``B`` is
+``S(B) = E[tokens per cycle] / (k c(B) + v(B))`` with ``c(B) = t_q(B,1) / t_p(B,1)`` and
+``v(B) = t_p(B,k+1) / t_p(B,1)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from engine.analytic.theory import CURVE_MAX_K, expected_tokens
+
+BATCH_MAX = 1024
+CURVE_BATCHES = tuple(2**i for i in range(11))  # 1, 2, 4, ..., 1024
+
+# Bytes per stored value. int4 is weight-only quantisation: the arithmetic runs at the bf16 rate.
+DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "int4": 0.5, "fp32": 4.0}
+DTYPES = tuple(DTYPE_BYTES)
+
+
+# ---- model shapes ----------------------------------------------------------------------------
+
+
+def decoder_parameters(
+    hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, head_dim: int,
+    vocab: int, tied: bool, qkv_bias: bool = False,
+) -> int:
+    """Parameters of a Llama/Qwen2 decoder from its config.json values: embeddings, per layer
+    q/k/v/o projections (with Qwen2's q/k/v biases), the gated MLP and two RMSNorms, the final
+    norm, and the output head unless it is tied to the embeddings."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+    attention = hidden * q + 2 * hidden * kv + q * hidden + ((q + 2 * kv) if qkv_bias else 0)
+    per_layer = attention + 3 * hidden * intermediate + 2 * hidden
+    return vocab * hidden * (1 if tied else 2) + layers * per_layer + hidden
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the roofline needs of a model: its parameter count and its attention shape."""
+
+    label: str
+    params: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    source: str = ""
+
+    def kv_bytes_per_token(self, dtype: str) -> float:
+        """KV-cache bytes per token of context: keys and values of every layer."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * DTYPE_BYTES[dtype]
+
+
+def _shape(label: str, source: str, *, hidden: int, intermediate: int, layers: int, heads: int,
+           kv_heads: int, head_dim: int, vocab: int, tied: bool, qkv_bias: bool = False,
+           ) -> ModelShape:
+    params = decoder_parameters(hidden, intermediate, layers, heads, kv_heads, head_dim, vocab,
+                                tied, qkv_bias)
+    return ModelShape(label, params, layers, heads, kv_heads, head_dim, source)
+
+
+# Values copied from each model's config.json on the Hugging Face hub (hidden_size,
+# intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim or
+# hidden_size / num_attention_heads, vocab_size, tie_word_embeddings; Qwen2 has q/k/v biases).
+MODELS: dict[str, ModelShape] = {
+    "llama-3.1-70b": _shape(
+        "Llama 3.1 70B", "meta-llama/Llama-3.1-70B config.json",
+        hidden=8192, intermediate=28672, layers=80, heads=64, kv_heads=8, head_dim=128,
+        vocab=128256, tied=False),
+    "llama-3.1-8b": _shape(
+        "Llama 3.1 8B", "meta-llama/Llama-3.1-8B config.json",
+        hidden=4096, intermediate=14336, layers=32, heads=32, kv_heads=8, head_dim=128,
+        vocab=128256, tied=False),
+    "llama-3.2-1b": _shape(
+        "Llama 3.2 1B", "meta-llama/Llama-3.2-1B config.json",
+        hidden=2048, intermediate=8192, layers=16, heads=32, kv_heads=8, head_dim=64,
+        vocab=128256, tied=True),
+    "qwen2.5-7b": _shape(
+        "Qwen2.5 7B", "Qwen/Qwen2.5-7B config.json",
+        hidden=3584, intermediate=18944, layers=28, heads=28, kv_heads=4, head_dim=128,
+        vocab=152064, tied=False, qkv_bias=True),
+    "qwen2.5-0.5b": _shape(
+        "Qwen2.5 0.5B", "Qwen/Qwen2.5-0.5B config.json",
+        hidden=896, intermediate=4864, layers=24, heads=14, kv_heads=2, head_dim=64,
+        vocab=151936, tied=True, qkv_bias=True),
+    "shipped-target": _shape(
+        "shipped target", "models/target/config.json",
+        hidden=256, intermediate=768, layers=8, heads=4, kv_heads=4, head_dim=64,
+        vocab=4096, tied=True),
+    "shipped-draft": _shape(
+        "shipped draft", "models/draft/config.json",
+        hidden=128, intermediate=384, layers=1, heads=2, kv_heads=2, head_dim=64,
+        vocab=4096, tied=True),
+}
+
+
+@dataclass(frozen=True)
+class Pair:
+    label: str
+    target: ModelShape
+    draft: ModelShape
+
+
+PAIRS: dict[str, Pair] = {
+    "llama-70b-1b": Pair("Llama 3.1 70B / Llama 3.2 1B", MODELS["llama-3.1-70b"],
+                         MODELS["llama-3.2-1b"]),
+    "llama-8b-1b": Pair("Llama 3.1 8B / Llama 3.2 1B", MODELS["llama-3.1-8b"],
+                        MODELS["llama-3.2-1b"]),
+    "qwen-7b-0.5b": Pair("Qwen2.5 7B / Qwen2.5 0.5B", MODELS["qwen2.5-7b"],
+                         MODELS["qwen2.5-0.5b"]),
+    "shipped": Pair("shipped pair (8M / 0.7M)", MODELS["shipped-target"],
+                    MODELS["shipped-draft"]),
+}
+
+
+# ---- hardware --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Memory bandwidth in bytes/s and peak dense FLOP/s per dtype, for one device.
+
+    A dtype the device has no faster units for runs at the bf16 rate (int4 weights are
+    dequantised to bf16; the A100 has no fp8 units)."""
+
+    label: str
+    bandwidth: float
+    flops: dict[str, float]
+    source: str = ""
+
+    def peak_flops(self, dtype: str) -> float:
+        return self.flops.get(dtype, self.flops["bf16"])
+
+
+TB, TFLOP = 1e12, 1e12
+
+HARDWARE: dict[str, Hardware] = {
+    # NVIDIA H100 Tensor Core GPU datasheet (SXM): 3.35 TB/s HBM3; BF16 1,979 and FP8 3,958
+    # TFLOPS "with sparsity", so 989 and 1,979 dense; FP32 67 TFLOPS.
+    "h100-sxm": Hardware("H100 SXM", 3.35 * TB,
+                         {"bf16": 989 * TFLOP, "fp8": 1979 * TFLOP, "fp32": 67 * TFLOP},
+                         "NVIDIA H100 datasheet"),
+    # NVIDIA H200 datasheet (SXM): 4.8 TB/s HBM3e; the same tensor cores as the H100 SXM.
+    "h200": Hardware("H200", 4.8 * TB,
+                     {"bf16": 989 * TFLOP, "fp8": 1979 * TFLOP, "fp32": 67 * TFLOP},
+                     "NVIDIA H200 datasheet"),
+    # NVIDIA A100 datasheet (80 GB SXM): 2,039 GB/s; BF16 312 TFLOPS dense (624 sparse); FP32
+    # 19.5 TFLOPS; no FP8.
+    "a100-80gb": Hardware("A100 80 GB", 2.039 * TB, {"bf16": 312 * TFLOP, "fp32": 19.5 * TFLOP},
+                          "NVIDIA A100 datasheet"),
+    # NVIDIA L4 datasheet: 300 GB/s; BF16 242 and FP8 485 TFLOPS "with sparsity", so 121 and
+    # 242.5 dense; FP32 30.3 TFLOPS.
+    "l4": Hardware("L4", 0.300 * TB,
+                   {"bf16": 121 * TFLOP, "fp8": 242.5 * TFLOP, "fp32": 30.3 * TFLOP},
+                   "NVIDIA L4 datasheet"),
+    # AMD Instinct MI300X datasheet: 5.3 TB/s HBM3; BF16 1,307.4 and FP8 2,614.9 TFLOPS dense;
+    # FP32 (vector) 163.4 TFLOPS.
+    "mi300x": Hardware("MI300X", 5.3 * TB,
+                       {"bf16": 1307.4 * TFLOP, "fp8": 2614.9 * TFLOP, "fp32": 163.4 * TFLOP},
+                       "AMD Instinct MI300X datasheet"),
+    # This project's 2-core CPU machine with the shipped pair (float32, one torch thread), as
+    # fitted by `specscope roofline` (measurements/shipped-cpu.json, "fit"); the page replaces
+    # these with the fit of a loaded measurement when there is one. One rate for every dtype:
+    # the CPU runs them all through float32 kernels.
+    "this-machine": Hardware("this machine (2-core CPU)", 0.251e9, {"bf16": 1.82e9},
+                             "measurements/shipped-cpu.json"),
+}
+
+
+def this_machine(bandwidth: float, flops: float) -> Hardware:
+    """"This machine" from a measured fit (bytes/s and FLOP/s), one rate for every dtype."""
+    return Hardware(HARDWARE["this-machine"].label, bandwidth, {"bf16": flops},
+                    "fitted by specscope roofline")
+
+
+# ---- one pass --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Everything but the batch: hardware, models, dtype, GPUs, context and the draft."""
+
+    hardware: Hardware
+    target: ModelShape
+    draft: ModelShape
+    dtype: str = "bf16"
+    gpus: int = 1
+    context: int = 2048
+    alpha: float = 0.7
+    k: int = 4
+
+    @property
+    def bandwidth(self) -> float:
+        return self.hardware.bandwidth * self.gpus
+
+    @property
+    def flops(self) -> float:
+        return self.hardware.peak_flops(self.dtype) * self.gpus
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One forward pass: bytes read, FLOPs done and the time each alone would take (s)."""
+
+    bytes: float
+    flops: float
+    memory_s: float
+    compute_s: float
+
+    @property
+    def seconds(self) -> float:
+        return max(self.memory_s, self.compute_s)
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_s > self.memory_s else "memory"
+
+
+def forward_pass(model: ModelShape, s: Setting, batch: float, tokens: int) -> Pass:
+    """``batch`` sequences of ``tokens`` new tokens each, after ``s.context`` cached tokens."""
+    b = DTYPE_BYTES[s.dtype]
+    read = model.params * b + batch * s.context * model.kv_bytes_per_token(s.dtype)
+    attention = 4 * s.context * model.heads * model.head_dim * model.layers
+    flops = batch * tokens * (2 * model.params + attention)
+    return Pass(read, flops, read / s.bandwidth, flops / s.flops)
+
+
+def ridge_tokens(s: Setting) -> float:
+    """Tokens per pass (``B T``) at which the weights' arithmetic meets the hardware's ridge:
+    ``2 N B T / (N b) = F / BW``, i.e. ``B T = F b / (2 BW)`` (KV reads and attention aside)."""
+    return s.flops * DTYPE_BYTES[s.dtype] / (2 * s.bandwidth)
+
+
+# ---- speculation at batch B ------------------------------------------------------------------
+
+
+def costs(s: Setting, batch: float, k: int | None = None) -> tuple[float, float]:
+    """``c(B)`` and ``v(B)``: the draft step and the verification pass over ``k + 1``
+    positions, in target decode steps at batch ``B``."""
+    k = s.k if k is None else k
+    step = forward_pass(s.target, s, batch, 1).seconds
+    return (forward_pass(s.draft, s, batch, 1).seconds / step,
+            forward_pass(s.target, s, batch, k + 1).seconds / step)
+
+
+def speedup_at(s: Setting, batch: float, k: int | None = None) -> float:
+    """Throughput speedup ``S(B)`` of speculation over plain decoding at batch ``B``."""
+    k = s.k if k is None else k
+    c, v = costs(s, batch, k)
+    return expected_tokens(s.alpha, k) / (k * c + v)
+
+
+def best_k_at(s: Setting, batch: float) -> tuple[int, float]:
+    """The k in 1..16 with the highest ``S(B)``; ties go to the smaller k."""
+    best = (1, speedup_at(s, batch, 1))
+    for k in range(2, CURVE_MAX_K + 1):
+        value = speedup_at(s, batch, k)
+        if value > best[1]:
+            best = (k, value)
+    return best
+
+
+def _deficit_pieces(s: Setting) -> tuple[list[float], object]:
+    """``f(B) = k t_q(B,1) + t_p(B,k+1) - E t_p(B,1)``, with ``S(B) <= 1`` exactly when
+    ``f(B) >= 0``, and the batches where f changes slope. Every time is the larger of two
+    lines in B, so f is linear between those batches."""
+    tokens = expected_tokens(s.alpha, s.k)
+
+    def f(batch: float) -> float:
+        return (s.k * forward_pass(s.draft, s, batch, 1).seconds
+                + forward_pass(s.target, s, batch, s.k + 1).seconds
+                - tokens * forward_pass(s.target, s, batch, 1).seconds)
+
+    knees = []
+    for model, n in ((s.draft, 1), (s.target, s.k + 1), (s.target, 1)):
+        # memory time a + m B meets compute time g B at B = a / (g - m)
+        at0, at1 = forward_pass(model, s, 0, n), forward_pass(model, s, 1, n)
+        a, m = at0.memory_s, at1.memory_s - at0.memory_s
+        g = at1.compute_s
+        if g > m:
+            knees.append(a / (g - m))
+    return sorted(knees), f
+
+
+def break_even_batch(s: Setting, batch_max: int = BATCH_MAX) -> int | None:
+    """The smallest whole batch in ``1..batch_max`` with ``S(B) <= 1``, or None when
+    speculation pays at every batch up to ``batch_max``.
+
+    Found segment by segment between the knees of the piecewise-linear ``f`` (see
+    :func:`_deficit_pieces`), not by trying every batch."""
+    knees, f = _deficit_pieces(s)
+    edges = [1.0] + [x for x in knees if 1.0 < x < batch_max] + [float(batch_max)]
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        first = math.ceil(lo)
+        if first > hi:
+            continue
+        if speedup_at(s, first) <= 1.0:
+            return first
+        f_lo, f_hi = f(lo), f(hi)
+        if f_hi > f_lo:  # rising on this segment: it crosses zero once, at most
+            root = lo + (hi - lo) * (-f_lo) / (f_hi - f_lo)
+            for candidate in (math.ceil(root), math.ceil(root) + 1):  # +1: rounding at the root
+                if first <= candidate <= math.floor(hi) and speedup_at(s, candidate) <= 1.0:
+                    return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    batch: int
+    speedup: float
+    c: float
+    v: float
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Everything the roofline section and ``GET /api/roofline`` show at batch ``B``."""
+
+    batch: int
+    t_target_ms: float
+    t_verify_ms: float
+    t_draft_ms: float
+    c: float
+    v: float
+    speedup: float
+    tok_s_base: float  # per sequence
+    tok_s_spec: float
+    tok_s_base_total: float  # all B sequences
+    tok_s_spec_total: float
+    break_even_batch: int | None
+    ridge_tokens: float
+    ridge_batch: float  # the batch at which the verification pass reaches the ridge
+    bound: str  # of the verification pass: "memory" or "compute"
+    target_bound: str
+    draft_bound: str
+    best_k: int
+    best_speedup: float
+    curve: list[CurvePoint]
+
+
+def roofline(s: Setting, batch: int) -> Roofline:
+    target = forward_pass(s.target, s, batch, 1)
+    verify = forward_pass(s.target, s, batch, s.k + 1)
+    draft = forward_pass(s.draft, s, batch, 1)
+    c, v = draft.seconds / target.seconds, verify.seconds / target.seconds
+    speedup = expected_tokens(s.alpha, s.k) / (s.k * c + v)
+    base = 1.0 / target.seconds
+    k_best, s_best = best_k_at(s, batch)
+    ridge = ridge_tokens(s)
+    curve = [CurvePoint(b, speedup_at(s, b), *costs(s, b)) for b in CURVE_BATCHES]
+    return Roofline(
+        batch=batch,
+        t_target_ms=target.seconds * 1000,
+        t_verify_ms=verify.seconds * 1000,
+        t_draft_ms=draft.seconds * 1000,
+        c=c,
+        v=v,
+        speedup=speedup,
+        tok_s_base=base,
+        tok_s_spec=base * speedup,
+        tok_s_base_total=base * batch,
+        tok_s_spec_total=base * speedup * batch,
+        break_even_batch=break_even_batch(s),
+        ridge_tokens=ridge,
+        ridge_batch=ridge / (s.k + 1),
+        bound=verify.bound,
+        target_bound=target.bound,
+        draft_bound=draft.bound,
+        best_k=k_best,
+        best_speedup=s_best,
+        curve=curve,
+    )
+
+
+# ---- fitting "this machine" ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimedPass:
+    """One measured forward pass: ``model`` over ``batch`` x ``tokens`` after ``context``."""
+
+    model: ModelShape
+    batch: int
+    tokens: int
+    context: int
+    seconds: float
+
+
+def fit_hardware(passes: list[TimedPass], dtype: str = "fp32", steps: int = 160,
+                 ) -> tuple[float, float]:
+    """The bandwidth (bytes/s) and FLOP/s whose roofline best explains ``passes``: least
+    squares on log time, over a log grid from 1e7 to 1e15 (then refined tenfold around the
+    best cell). Whatever a pass costs beyond bytes and FLOPs (kernel launches, Python) lands
+    in a lower bandwidth: the fit says how the machine behaves, not what its datasheet says."""
+    counts = []
+    for p in passes:
+        s = Setting(Hardware("fit", 1.0, {"bf16": 1.0}), p.model, p.model, dtype,
+                    context=p.context)
+        one = forward_pass(p.model, s, p.batch, p.tokens)
+        counts.append((one.bytes, one.flops, math.log(p.seconds)))
+
+    def error(log_bw: float, log_f: float) -> float:
+        bw, f = math.exp(log_bw), math.exp(log_f)
+        return sum((math.log(max(b / bw, fl / f)) - t) ** 2 for b, fl, t in counts)
+
+    lo, hi = math.log(1e7), math.log(1e15)
+    grid = [lo + (hi - lo) * i / steps for i in range(steps + 1)]
+    best = min(((error(a, b), a, b) for a in grid for b in grid[::4]), key=lambda e: e[0])
+    cell = (hi - lo) / steps * 4
+    fine = [cell * (i / 20 - 1) for i in range(41)]
+    best = min(((error(best[1] + da, best[2] + db), best[1] + da, best[2] + db)
+                for da in fine for db in fine), key=lambda e: e[0])
+    return math.exp(best[1]), math.exp(best[2])

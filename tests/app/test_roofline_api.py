@@ -1,0 +1,90 @@
+"""GET /api/roofline: the engine's figures as JSON, presets in the schema, readable 422s."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
+from engine.settings import Settings
+
+KEYS = {"t_target_ms", "t_verify_ms", "t_draft_ms", "c", "v", "speedup", "tok_s_base",
+        "tok_s_spec", "break_even_batch", "ridge_tokens", "bound", "best_k", "curve"}
+
+
+def test_defaults_answer_every_figure_from_the_engine(client):
+    data = client.get("/api/roofline").json()
+    assert set(data) >= KEYS
+    pair = PAIRS["llama-8b-1b"]
+    expected = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512), 32)
+    assert data["speedup"] == pytest.approx(expected.speedup)
+    assert data["break_even_batch"] == expected.break_even_batch
+    assert [p["batch"] for p in data["curve"]] == [2**i for i in range(11)]
+    assert set(data["curve"][0]) == {"batch", "speedup", "c", "v"}
+
+
+def test_parameters_change_the_answer(client):
+    q = "hardware=l4&pair=qwen-7b-0.5b&dtype=fp8&gpus=2&context=4096&batch=8&alpha=0.8&k=5"
+    data = client.get(f"/api/roofline?{q}").json()
+    pair = PAIRS["qwen-7b-0.5b"]
+    s = Setting(HARDWARE["l4"], pair.target, pair.draft, "fp8", 2, 4096, 0.8, 5)
+    assert data["speedup"] == pytest.approx(roofline(s, 8).speedup)
+    assert data["bound"] in ("memory", "compute")
+
+
+def test_speculation_that_pays_everywhere_has_a_null_break_even(client):
+    data = client.get("/api/roofline?context=131072&alpha=0.8").json()
+    assert data["break_even_batch"] is None
+    assert data["curve"][-1]["speedup"] > 1
+
+
+@pytest.mark.parametrize(("query", "named"), [
+    ("hardware=tpu", "hardware: Input should be 'h100-sxm', 'h200'"),
+    ("pair=gpt", "pair: Input should be 'llama-70b-1b'"),
+    ("dtype=int8", "dtype: Input should be 'bf16', 'fp8', 'int4' or 'fp32'"),
+    ("batch=0", "batch must be a whole number from 1 to 1024"),
+    ("batch=2000", "batch must be a whole number from 1 to 1024"),
+    ("gpus=9", "gpus must be a whole number from 1 to 8"),
+    ("context=lots", "context must be a whole number from 0 to 131072"),
+    ("alpha=2", "alpha must be a number from 0 to 1"),
+    ("hardware=custom&tflops=100", "bandwidth_tb_s: is required when hardware=custom"),
+    ("pair=custom", "target_params_b: is required when pair=custom"),
+])
+def test_bad_parameters_get_422_naming_the_parameter_and_what_is_allowed(client, query, named):
+    response = client.get(f"/api/roofline?{query}")
+    assert response.status_code == 422
+    assert named in response.json()["message"]
+
+
+def test_custom_hardware_and_shapes(client):
+    shape = "params_b={}&layers=32&heads=32&kv_heads=8&head_dim=128"
+    q = ("hardware=custom&bandwidth_tb_s=1&tflops=100&pair=custom&"
+         + "&".join(f"target_{part}" for part in shape.format(8).split("&"))
+         + "&" + "&".join(f"draft_{part}" for part in shape.format(1).split("&")))
+    data = client.get(f"/api/roofline?{q}&context=0&batch=1").json()
+    assert data["c"] == pytest.approx(1 / 8)
+    assert data["ridge_tokens"] == pytest.approx(100)  # 100e12 * 2 / (2 * 1e12)
+
+
+def test_presets_are_enums_in_the_openapi_schema(client):
+    schema = client.get("/openapi.json").json()
+    enums = {name: schema["components"]["schemas"][name]["enum"]
+             for name in ("HardwareName", "PairName", "Dtype")}
+    assert enums["HardwareName"] == [*HARDWARE, "custom"]
+    assert enums["PairName"] == [*PAIRS, "custom"]
+    assert enums["Dtype"] == ["bf16", "fp8", "int4", "fp32"]
+
+
+def test_this_machine_takes_its_figures_from_a_measured_fit(tmp_path):
+    curve = {"label": "x", "hardware": "x", "target": "t", "draft": "d", "k": 4, "alpha": 0.7,
+             "points": [{"batch": 1, "speedup": 1.2}],
+             "fit": {"bandwidth_gb_s": 7.0, "gflops": 70.0}}
+    (tmp_path / "fit.json").write_text(json.dumps(curve))
+    settings = Settings(load_models=False, measurements_dir=tmp_path)
+    with TestClient(create_app(settings)) as client:
+        data = client.get("/api/roofline?hardware=this-machine&pair=shipped").json()
+    assert data["hardware"]["bandwidth_tb_s"] == pytest.approx(0.007)
+    assert data["hardware"]["tflops"] == pytest.approx(0.07)

@@ -1,0 +1,113 @@
+"""The "At your batch size" section over HTTP: state in the link, fragments, measured points."""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import parse_qs
+
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.roofline import SLIDER_BATCHES, parse_roofline_state
+from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
+from engine.settings import Settings
+
+CURVE = {"label": "sweep", "hardware": "this machine", "target": "t", "draft": "d", "k": 4,
+         "alpha": 0.7, "pair": "shipped", "method": "predicted",
+         "points": [{"batch": b, "speedup": s} for b, s in ((1, 1.3), (8, 1.1), (64, 0.8))]}
+
+
+def figure(html: str, name: str) -> str:
+    match = re.search(rf'data-figure="{name}">([^<]*)<', html)
+    assert match, f"figure {name} not on the page"
+    return match.group(1).strip()
+
+
+def test_section_is_under_the_slider_model_with_every_control_in_the_get_form(client):
+    html = client.get("/").text
+    assert html.index('id="results"') < html.index("At your batch size") < html.index(
+        'id="live-form"')
+    for name in ("hardware", "models", "dtype", "gpus", "context", "batch"):
+        assert re.search(rf'name="{name}" form="controls"', html), name
+    assert 'id="batch-slider"' in html and "hidden" in html.split('id="batch-slider"')[1][:300]
+
+
+def test_headline_and_figures_follow_the_link(client):
+    html = client.get("/?hardware=a100-80gb&models=llama-70b-1b&gpus=4&context=1024&batch=64"
+                      "&alpha=0.8&k=5").text
+    pair = PAIRS["llama-70b-1b"]
+    r = roofline(Setting(HARDWARE["a100-80gb"], pair.target, pair.draft, "bf16", 4, 1024, 0.8,
+                         5), 64)
+    headline = figure(html, "roofline-headline")
+    assert headline.startswith("At batch 64 on 4 × A100 80 GB, speculating with Llama 3.2 1B")
+    assert f"{r.speedup:.2f}×" in headline
+    assert figure(html, "s_b") == f"{r.speedup:.2f}×"
+    assert figure(html, "c_b") == f"{r.c:.3f}"
+    assert figure(html, "bound") == f"{r.bound}-bound"
+
+
+def test_a_state_where_speculation_never_pays(client):
+    html = client.get("/?alpha=0.3&c=0.18&hardware=h100-sxm&models=llama-8b-1b&context=0"
+                      "&batch=512").text
+    assert figure(html, "roofline-headline") == (
+        "At batch 512 on 1 × H100 SXM, speculating with Llama 3.2 1B costs Llama 3.1 8B "
+        "throughput: 0.25× plain decoding, and it does not pay at any batch here.")
+    assert figure(html, "break_even") == "1"
+
+
+def test_bad_values_are_clamped_or_defaulted_with_a_notice(client):
+    html = client.get("/?batch=99999&gpus=0&hardware=tpu&dtype=&models=gpt").text
+    section = html.split('id="roofline"')[1]
+    assert "batch=99999 is outside 1–1024; using the maximum 1024." in section
+    assert "gpus=0 is outside 1–8" in section
+    assert "hardware=&#39;tpu&#39; is not one of" in section
+    assert "models=&#39;gpt&#39;" in section
+    assert figure(html, "roofline-headline").startswith("At batch 1024 on 1 × H100 SXM")
+
+
+def test_state_parses_back_from_its_own_items():
+    state, notices = parse_roofline_state([("batch", "48"), ("dtype", "fp8")])
+    assert notices == []
+    again, notices = parse_roofline_state(state.items())
+    assert again == state and notices == []
+    assert SLIDER_BATCHES[state.slider_index] == 45 or SLIDER_BATCHES[state.slider_index] == 54
+
+
+def test_fragments_for_htmx(client):
+    own = client.get("/?batch=8", headers={"HX-Request": "true", "HX-Target": "roofline"}).text
+    assert own.lstrip().startswith('<div id="roofline"') and "<form" not in own
+    assert "hx-swap-oob" not in own
+    results = client.get("/?alpha=0.9", headers={"HX-Request": "true", "HX-Target": "results"})
+    assert '<div id="roofline" class="roofline" aria-live="polite" hx-swap-oob="true">' in (
+        results.text)
+    assert "<form" not in results.text
+
+
+def test_use_these_costs_puts_c_and_v_of_this_batch_into_the_slider_model(client):
+    html = client.get("/?models=llama-8b-1b&context=0&batch=1024&alpha=0.8&prompt=hi").text
+    href = re.search(r'id="use-costs" href="/\?([^"]+)"', html).group(1).replace("&amp;", "&")
+    q = {k: v[0] for k, v in parse_qs(href).items()}
+    pair = PAIRS["llama-8b-1b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=0, alpha=0.8),
+                 1024)
+    assert float(q["c"]) == round(r.c, 2) and q["v"] == "3"  # v(B) = 5, past the slider
+    assert "v(B) = 5.00 is past the slider&#39;s 3" in html
+    assert (q["alpha"], q["batch"], q["models"], q["prompt"]) == ("0.8", "1024", "llama-8b-1b",
+                                                                   "hi")
+    assert len(parse_qs(href)["c"]) == 1  # replaced, not repeated
+    followed = client.get(f"/?{href}").text
+    assert re.search(r'id="v" name="v" [^>]*value="3"', followed)
+
+
+def test_measured_points_show_for_their_pair_and_bad_files_give_a_notice(tmp_path):
+    (tmp_path / "sweep.json").write_text(json.dumps(CURVE))
+    (tmp_path / "broken.json").write_text('{"label": ')
+    with TestClient(create_app(Settings(load_models=False, measurements_dir=tmp_path))) as c:
+        shipped = c.get("/?models=shipped&hardware=this-machine")
+        other = c.get("/?models=llama-8b-1b").text
+    assert shipped.status_code == 200
+    assert shipped.text.count('class="measured measured-0"') == 3
+    assert "Measured (predicted): sweep; this machine, k = 4" in shipped.text
+    assert 'class="measured ' not in other
+    assert "broken.json was skipped" in other
