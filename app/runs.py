@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,10 @@ class Run:
     cancelled: threading.Event = field(default_factory=threading.Event)
     cycles: int = 0  # cycles computed so far
     cycles_after_cancel: int = 0
+    # Other work on the same engine (a probe): job(run, pair, guard) posts its own messages
+    # and passes the engine's events through guard(events), which stops it like a live run.
+    job: Callable[[Run, ModelPair, Callable], None] | None = None
+    timeout_s: float | None = None  # None: the server's run timeout
 
     def post(self, message: RunMessage) -> None:
         try:
@@ -85,12 +90,16 @@ class RunManager:
 
     # ---- called from the web layer --------------------------------------------------
 
-    def submit(self, pair_name: str, config: GenerationConfig) -> Run:
-        """Queue a run; raise ``QueueFull`` when the queue is at its bound."""
+    def submit(
+        self, pair_name: str, config: GenerationConfig | None, job=None, timeout_s=None
+    ) -> Run:
+        """Queue a run (or a ``job``, see :class:`Run`); raise ``QueueFull`` when the queue
+        is at its bound."""
         with self._wake:
             if len(self.waiting) >= self.queue_size:
                 raise QueueFull
-            run = Run(next(self._ids), pair_name, config, asyncio.get_running_loop())
+            run = Run(next(self._ids), pair_name, config, asyncio.get_running_loop(),
+                      job=job, timeout_s=timeout_s)
             self.waiting.append(run)
             position = len(self.waiting) if self.active else 0
             self._wake.notify()
@@ -153,7 +162,10 @@ class RunManager:
 
     def _execute(self, run: Run) -> None:
         pair = self.pairs[run.pair_name]
-        deadline = time.monotonic() + self.run_timeout_s
+        deadline = time.monotonic() + (run.timeout_s or self.run_timeout_s)
+        if run.job is not None:
+            run.job(run, pair, lambda events: self._guarded(run, events, deadline))
+            return
         cycles: list[CycleEvent] = []
         for event in self._guarded(run, speculate(pair, run.config), deadline):
             if isinstance(event, CycleEvent):
@@ -182,7 +194,8 @@ class RunManager:
                     raise RunStopped("")
                 if time.monotonic() > deadline:
                     raise RunStopped(
-                        f"the run was stopped at the time limit of {self.run_timeout_s:g} s"
+                        "the run was stopped at the time limit of "
+                        f"{run.timeout_s or self.run_timeout_s:g} s"
                     )
                 if not isinstance(event, DoneEvent):
                     yield event

@@ -7,6 +7,9 @@ target alone.
 
 ``specscope bench``: the engine against transformers' ``generate`` and assisted generation
 on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
+
+``specscope probe`` and ``specscope calibrate``: alpha by domain and temperature on prompts,
+and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from engine.decoder.events import (
     StepEvent,
     SummaryEvent,
 )
+from engine.measure import commands as measure_commands
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
 # the target's token underlined.
@@ -54,6 +58,7 @@ def defaults() -> dict:
         "draft": settings.draft,
         "max_new_tokens_limit": settings.max_new_tokens_limit,
         "device": settings.device,
+        "pairs": settings.pairs,
     }
 
 
@@ -108,6 +113,7 @@ def build_parser(d: dict) -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print the JSON result instead")
     bench.add_argument("--out", type=Path, help="also write the JSON result to this file")
     bench.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    measure_commands.add_parsers(sub, d, _float_list)
     return parser
 
 
@@ -132,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args, argv)
         except (ValueError, OSError) as exc:
             print(f"specscope: error: {exc}", file=sys.stderr)
+            return 2
+    if args.command in ("probe", "calibrate"):
+        try:
+            return measure_commands.run(args, argv, d)
+        except (ValueError, OSError) as exc:
+            print(f"specscope {args.command}: error: {exc}", file=sys.stderr)
             return 2
     config = GenerationConfig(
         prompt=args.prompt,

@@ -10,6 +10,7 @@ from app.live import PRESETS, parse_live_state, run_controls
 from app.params import SLIDERS, parse_page_state
 from app.settings import Settings
 from app.templating import templates
+from app.traffic import traffic_context
 from engine.analytic.theory import figures, simulate_cycles
 
 router = APIRouter()
@@ -38,6 +39,8 @@ def slider_page(request: Request) -> HTMLResponse:
         template = "index.html"
         live, live_notices = parse_live_state(query, settings)
         notices += live_notices
+        context |= traffic_context(query, settings)
+        notices += context.pop("traffic_notices")
         load_error = getattr(request.app.state, "load_error", None)
         context |= {
             "live": live,
