@@ -261,7 +261,7 @@ def alpha_vs_temperature_chart(
             return (left + right) / 2
         return left + (t - temps[0]) / span * (right - left)
 
-    lines = []
+    series = []
     for i, d in enumerate(dict.fromkeys(r.domain for r in result.rows)):
         rows = sorted((r for r in result.rows if r.domain == d), key=lambda r: r.temperature)
         points = [Whisker(f"{d}, T = {r.temperature:g}", r.alpha_counted,
@@ -270,27 +270,25 @@ def alpha_vs_temperature_chart(
                           _y(r.alpha_counted_ci[0], top, bottom),
                           _y(r.alpha_counted_ci[1], top, bottom), series=i)
                   for r in rows]
-        path = "M" + " L".join(f"{p.x:.1f},{p.y:.1f}" for p in points)
-        lines.append(Line(d, i, path, points, points[-1].y))
-    _spread_labels(lines, top, bottom)
+        series.append((d, i, points))
+    label_ys = spread_labels([points[-1].y + 4 for _, _, points in series], top, bottom + 4)
+    lines = [Line(d, i, "M" + " L".join(f"{p.x:.1f},{p.y:.1f}" for p in points), points, y)
+             for (d, i, points), y in zip(series, label_ys, strict=True)]
     x_ticks = [(x_of(t), f"{t:g}") for t in temps]
     return AlphaChart(width, height, left, right, top, bottom, _ticks(top, bottom), [], [],
                       lines, x_ticks)
 
 
-def _spread_labels(lines: list[Line], top: int, bottom: int, gap: float = 13.0) -> None:
-    """Move the end-of-line labels apart so no two overlap (in place)."""
-    order = sorted(range(len(lines)), key=lambda i: lines[i].label_y)
+def spread_labels(ys: list[float], top: float, bottom: float, gap: float = 13.0) -> list[float]:
+    """The end-of-line labels' heights, moved apart so no two are closer than ``gap`` and
+    kept inside ``top..bottom`` where there is room."""
+    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    placed = [0.0] * len(ys)
     last = top - gap
-    ys = {}
     for i in order:
-        y = max(lines[i].label_y + 4, last + gap)
-        ys[i] = y
-        last = y
-    overflow = last - (bottom + 4)
-    for i in order:
-        y = ys[i] - max(overflow, 0)
-        object.__setattr__(lines[i], "label_y", y)
+        last = placed[i] = max(ys[i], last + gap)
+    shift = max(last - bottom, 0.0)  # pushed past the bottom: move the whole stack up
+    return [y - shift for y in placed]
 
 
 def calibration_numbers(calibration: Calibration) -> list[dict[str, str]]:

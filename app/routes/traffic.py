@@ -30,8 +30,7 @@ from app.traffic import (
     row_numbers,
 )
 from engine.measure.calibrate import MAX_METRICS_BYTES, MetricsError, calibrate
-from engine.measure.commands import to_json
-from engine.measure.probe import ProbeConfig
+from engine.measure.probe import ProbeConfig, report_json
 from engine.measure.prompt_sets import (
     BUILTIN_SETS,
     MAX_DOMAIN_CHARS,
@@ -117,7 +116,7 @@ def _render_page(message: RunMessage) -> Any:
 
 def _render_api(message: RunMessage) -> Any:
     if message.kind == "probe":
-        return to_json(message.data)
+        return report_json(message.data)
     return _render_page(message)
 
 

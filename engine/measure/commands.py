@@ -98,6 +98,7 @@ def _probe(args, argv: list[str] | None, d: dict) -> int:
         markdown,
         plan,
         probe,
+        report_json,
         summarize_probe,
     )
     from engine.measure.prompt_sets import load_source
@@ -133,18 +134,11 @@ def _probe(args, argv: list[str] | None, d: dict) -> int:
         return 130
     result = summarize_probe(measures, config, engine="specscope", target=target, draft=draft,
                              runs_planned=planned, notices=notices)
-    report = to_json(result)
+    report = report_json(result)
     command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
     report["command"] = command
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=1) if args.json else markdown(result, command), end="\n")
     return 0 if result.complete else 130
-
-
-def to_json(result) -> dict:
-    """The result and the two charts' data, as one JSON object."""
-    from engine.measure.probe import chart_data
-
-    return {**asdict(result), "charts": chart_data(result)}
 

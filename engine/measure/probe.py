@@ -27,7 +27,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from engine.analytic import theory
 from engine.decoder.baseline import target_only
@@ -400,6 +400,11 @@ def chart_data(result: ProbeResult) -> dict:
             ],
         },
     }
+
+
+def report_json(result: ProbeResult) -> dict:
+    """The result and the two charts' data, as one JSON-ready object."""
+    return {**asdict(result), "charts": chart_data(result)}
 
 
 def _num(x: float | None, digits: int = 3) -> str:

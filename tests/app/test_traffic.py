@@ -140,10 +140,17 @@ def test_probe_at_the_time_limit_reports_what_it_measured(live_server, app_state
     settings = live_server.app.state.settings
     before = settings.probe_timeout_s
     target = app_state.runs.pairs["tiny"].target
-    hook = target.register_forward_hook(lambda *_: time.sleep(0.01))
-    settings.probe_timeout_s = 2.5
+    calls = []
+
+    def slow_after_a_few_prompts(*_):
+        calls.append(1)
+        if len(calls) > 40:  # a few prompts run at full speed, then the clock runs out
+            time.sleep(0.5)
+
+    hook = target.register_forward_hook(slow_after_a_few_prompts)
+    settings.probe_timeout_s = 3.0
     try:
-        stream = probe(live_server, FAST | {"prompts_per_set": 8, "max_new_tokens": 30})
+        stream = probe(live_server, FAST | {"prompts_per_set": 8})
     finally:
         settings.probe_timeout_s = before
         hook.remove()
