@@ -1,7 +1,7 @@
 """The "Your traffic" panel: its state in the link, the probe job on the engine queue, and
 the pictures of a probe's result and of a vLLM calibration.
 
-A probe runs through the same :class:`app.runs.RunManager` as "Run live": one at a time, a
+A probe runs through the same :class:`app.run_queue.RunManager` as "Run live": one at a time, a
 queued place shown, 429 past the bound, cancelled when its client goes away.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from app.params import Slider, parse_controls
-from app.runs import Run, RunMessage, RunStopped
-from app.settings import Settings
-from engine.decoder.events import MAX_K
+from app.run_messages import MessageKind, RunMessage
+from app.run_queue import LiveRun, RunStopped
+from engine.analytic.theory import CURVE_MAX_K
 from engine.decoder.loading import ModelPair
 from engine.measure.calibrate import Calibration
 from engine.measure.probe import (
@@ -29,6 +29,7 @@ from engine.measure.probe import (
     summarize_probe,
 )
 from engine.measure.prompt_sets import BUILTIN_SETS, Prompt
+from engine.settings import Settings
 
 SET_LABELS = {
     "scripture": "Scripture (held out)",
@@ -46,7 +47,7 @@ def probe_controls(settings: Settings) -> dict[str, Slider]:
     return {
         s.name: s
         for s in (
-            Slider("probe_k", "k", 1, min(MAX_K, 16), 1, 4, integer=True),
+            Slider("probe_k", "k", 1, CURVE_MAX_K, 1, 4, integer=True),
             Slider("probe_tokens", "new tokens per prompt", 1, settings.probe_max_new_tokens, 1,
                    min(32, settings.probe_max_new_tokens), integer=True),
             Slider("probe_prompts", "prompts per built-in set", 1, 32, 1, 8, integer=True),
@@ -61,6 +62,15 @@ class TrafficState:
     probe_k: int
     probe_tokens: int
     probe_prompts: int
+
+    def query(self) -> str:
+        """This state as the link's query string (an empty ``probe_set`` first, so that no
+        set chosen is a state too)."""
+        pairs = [("probe_set", "")] + [("probe_set", s) for s in self.sets]
+        pairs += [("probe_t", f"{t:g}") for t in self.temperatures]
+        pairs += [(name, str(getattr(self, name)))
+                  for name in ("probe_k", "probe_tokens", "probe_prompts")]
+        return urlencode(pairs)
 
 
 def parse_traffic_state(
@@ -99,12 +109,10 @@ def _number(raw: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def traffic_context(query: Sequence[tuple[str, str]], settings: Settings) -> dict:
-    """What ``_traffic_panel.html`` needs, and the notices for the page's notice area."""
-    state, notices = parse_traffic_state(query, settings)
+def traffic_context(state: TrafficState, settings: Settings) -> dict:
+    """What ``_traffic_panel.html`` needs."""
     return {
         "traffic": state,
-        "traffic_notices": notices,
         "traffic_controls": probe_controls(settings),
         "traffic_sets": SET_LABELS,
         "traffic_temperatures": TEMPERATURES,
@@ -119,12 +127,12 @@ def traffic_context(query: Sequence[tuple[str, str]], settings: Settings) -> dic
 
 def probe_job(
     prompts: list[Prompt], config: ProbeConfig, notices: list[str]
-) -> Callable[[Run, ModelPair, Callable], None]:
+) -> Callable[[LiveRun, ModelPair, Callable], None]:
     """What the engine thread runs for one probe: a ``progress`` message per prompt run, then
     one ``probe`` message with the :class:`ProbeResult`. A probe that reaches the time limit
     reports what it measured; one whose client left reports nothing."""
 
-    def job(run: Run, pair: ModelPair, guard: Callable) -> None:
+    def job(run: LiveRun, pair: ModelPair, guard: Callable) -> None:
         fitted, cut = fit_prompts(pair, prompts, config)
         total = len(plan(fitted, config))
         measures = []
@@ -134,7 +142,7 @@ def probe_job(
                 if not isinstance(m, PromptMeasure):
                     continue  # a cycle or a step: the guard may stop the probe between them
                 measures.append(m)
-                run.post(RunMessage("progress", data={
+                run.post(RunMessage(MessageKind.PROGRESS, progress={
                     "done": len(measures), "total": total, "domain": m.domain,
                     "temperature": m.temperature}))
         except RunStopped as stop:
@@ -144,7 +152,7 @@ def probe_job(
         result = summarize_probe(
             measures, config, engine="specscope", target=pair.target_name,
             draft=pair.draft_name or "", runs_planned=total, notices=notices + cut + stopped)
-        run.post(RunMessage("probe", data=result))
+        run.post(RunMessage(MessageKind.PROBE, probe=result))
 
     return job
 

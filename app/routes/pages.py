@@ -8,21 +8,24 @@ from fastapi.responses import HTMLResponse
 from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
 from app.params import SLIDERS, parse_page_state
-from app.settings import Settings
 from app.templating import templates
-from app.traffic import traffic_context
+from app.traffic import parse_traffic_state, traffic_context
 from engine.analytic.theory import figures, simulate_cycles
+from engine.settings import Settings
 
 router = APIRouter()
 
 SIMULATED_CYCLES = 12
 
 
-@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+@router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse,
+                  include_in_schema=False)
 def slider_page(request: Request) -> HTMLResponse:
     settings: Settings = request.app.state.settings
     query = list(request.query_params.multi_items())
     state, notices = parse_page_state(query)
+    live, live_notices = parse_live_state(query, settings)
+    traffic, traffic_notices = parse_traffic_state(query, settings)
     fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
     context = {
         "state": state,
@@ -31,16 +34,19 @@ def slider_page(request: Request) -> HTMLResponse:
         "chart": speedup_chart(fig),
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
         "sliders": SLIDERS,
+        # The address bar is rewritten to this, so a shared link carries the clamped values.
+        "canonical_query": f"{state.query()}&{live.query()}&{traffic.query()}",
     }
     # htmx asks for the results only, so a slider drag never re-renders the controls.
     if request.headers.get("HX-Target") == "results":
         template = "_results.html"
+        headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
     else:
         template = "index.html"
-        live, live_notices = parse_live_state(query, settings)
+        headers = {}
         notices += live_notices
-        context |= traffic_context(query, settings)
-        notices += context.pop("traffic_notices")
+        notices += traffic_notices
+        context |= traffic_context(traffic, settings)
         load_error = getattr(request.app.state, "load_error", None)
         context |= {
             "live": live,
@@ -52,6 +58,6 @@ def slider_page(request: Request) -> HTMLResponse:
             "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS"
                                                     " is off)",
         }
-    response = templates.TemplateResponse(request, template, context)
+    response = templates.TemplateResponse(request, template, context, headers=headers)
     response.headers["Vary"] = "HX-Request, HX-Target"
     return response

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
 from app.routes.runs import RETRY_AFTER_S, STREAM_HEADERS, _events
-from app.runs import QueueFull, RunMessage
-from app.settings import Settings
+from app.run_messages import MessageKind, RunMessage, message_json
+from app.run_queue import QueueFull
 from app.templating import templates
 from app.traffic import (
     TEMPERATURES,
@@ -30,7 +30,7 @@ from app.traffic import (
     row_numbers,
 )
 from engine.measure.calibrate import MAX_METRICS_BYTES, MetricsError, calibrate
-from engine.measure.probe import ProbeConfig, report_json
+from engine.measure.probe import ProbeConfig
 from engine.measure.prompt_sets import (
     BUILTIN_SETS,
     MAX_DOMAIN_CHARS,
@@ -38,6 +38,7 @@ from engine.measure.prompt_sets import (
     builtin,
     parse_prompts,
 )
+from engine.settings import Settings
 
 router = APIRouter(tags=["traffic"])
 
@@ -103,21 +104,10 @@ async def _probe_request(request: Request, sets: list[str], temperatures: str, k
 
 
 def _render_page(message: RunMessage) -> Any:
-    if message.kind == "progress":
-        return message.data
-    if message.kind == "probe":
-        return {"html": render_probe(message.data)}
-    if message.kind == "error":
-        return {"message": message.data}
-    if message.kind == "queued":
-        return {"position": message.data}
-    return {}
-
-
-def _render_api(message: RunMessage) -> Any:
-    if message.kind == "probe":
-        return report_json(message.data)
-    return _render_page(message)
+    """The API's JSON; a probe's result as the page's HTML instead."""
+    if message.kind is MessageKind.PROBE:
+        return {"html": render_probe(message.probe)}
+    return message_json(message)
 
 
 def render_probe(result) -> str:
@@ -183,7 +173,7 @@ async def create_probe(
 ):
     """The request body, when not empty, is a prompt file: JSONL (`{"text": ..., "domain":
     ...}` per line) or plain text (one prompt per line), UTF-8."""
-    return await _probe_stream(request, _render_api, sets=sets, temperatures=temperatures, k=k,
+    return await _probe_stream(request, message_json, sets=sets, temperatures=temperatures, k=k,
                                max_new_tokens=max_new_tokens, prompts_per_set=prompts_per_set,
                                seed=seed, pair=pair, file_name=file_name)
 

@@ -113,7 +113,7 @@ def _probe(args, argv: list[str] | None, d: dict) -> int:
     target, draft = _pair_names(args, d)
     set_threads(None, args.device)
     hf_logging.disable_progress_bar()
-    pair = load_pair(target, draft, device=args.device)
+    pair = load_pair(target, draft, device=args.device, cuda_graphs=args.cuda_graphs)
     prompts, notices = fit_prompts(pair, prompts, config)
     planned = len(plan(prompts, config))
     measures = []

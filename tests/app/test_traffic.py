@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
 from app.traffic import parse_traffic_state
+from engine.settings import Settings
 
 FAST = {"sets": ["python", "jargon"], "temperatures": "0,1", "k": 3, "max_new_tokens": 5,
         "prompts_per_set": 2, "seed": 1}
@@ -227,6 +227,9 @@ def test_panel_state_is_read_from_the_link(client):
     assert 'name="probe_t" value="0.3" checked' in page.text
     assert 'name="probe_t" value="0" checked' not in page.text
     assert 'id="probe_k" min="1" max="16" step="1" value="6"' in page.text
+    # the address bar is rewritten to the canonical link, which keeps the panel's state
+    assert ("probe_set=&amp;probe_set=python&amp;probe_t=0.3&amp;probe_t=1.5&amp;probe_k=6"
+            "&amp;probe_tokens=12&amp;probe_prompts=3") in page.text
 
 
 def test_bad_panel_values_are_clamped_with_a_notice():
