@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from app.params import Slider, parse_controls
+from app.params import SLIDERS, Slider, parse_controls
 from app.run_messages import MessageKind, RunMessage
 from app.run_queue import LiveRun, RunStopped
 from engine.analytic.theory import CURVE_MAX_K
@@ -163,13 +163,14 @@ def probe_job(
 def use_numbers_query(alpha: float, k: int, c: float | None = None, v: float | None = None,
                       step_ms: float | None = None) -> dict[str, str]:
     """Slider values for a measured row, clamped into the sliders' ranges."""
-    values = {"alpha": f"{min(max(alpha, 0.0), 1.0):.2f}", "k": str(min(max(k, 1), 16))}
-    if c is not None:
-        values["c"] = f"{min(max(c, 0.0), 1.0):.2f}"
-    if v is not None:
-        values["v"] = f"{min(max(v, 0.5), 3.0):.2f}"
-    if step_ms is not None:
-        values["step_ms"] = f"{min(max(step_ms, 1.0), 1000.0):.1f}"
+    formats = {"alpha": "{:.2f}", "k": "{:d}", "c": "{:.2f}", "v": "{:.2f}", "step_ms": "{:.1f}"}
+    given = {"alpha": alpha, "k": k, "c": c, "v": v, "step_ms": step_ms}
+    values = {}
+    for name, value in given.items():
+        if value is not None:
+            s = SLIDERS[name]
+            clamped = min(max(value, s.minimum), s.maximum)
+            values[name] = formats[name].format(int(clamped) if s.integer else clamped)
     return values
 
 
