@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from app.errors import http_error_handler, validation_error_handler
-from app.routes import api, pages, previews, roofline, runs, saved
+from app.routes import api, pages, previews, roofline, runs, saved, traffic
 from app.run_queue import RunManager
 from app.saved import Archiver
 from app.security import SecurityHeaders
@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(runs.router(settings))
     app.include_router(saved.router)
     app.include_router(previews.router)
+    app.include_router(traffic.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:

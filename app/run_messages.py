@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
+from engine.measure.probe import ProbeResult, report_json
 
 
 class MessageKind(StrEnum):
@@ -23,6 +24,8 @@ class MessageKind(StrEnum):
     SUMMARY = "summary"  # ``event``: the run measured against the target-only run
     SAVED = "saved"  # where the finished run was saved (``run_id``), or ``error``: why not
     ERROR = "error"  # the run ended early: ``error``, a message for a person
+    PROGRESS = "progress"  # a probe measured one more prompt run: ``progress``
+    PROBE = "probe"  # ``probe``: a probe's result (engine.measure.probe.ProbeResult)
     END = "end"  # nothing follows; never sent to a client
 
 
@@ -33,6 +36,8 @@ class RunMessage:
     running: Acceptance | None = None
     position: int | None = None
     error: str | None = None
+    progress: dict[str, Any] | None = None  # done, total, domain, temperature
+    probe: ProbeResult | None = None
     baseline_ms: float | None = None  # target-only time for the cycle's tokens, taken after it
     scale_ms: float | None = None  # the time the page's timeline bars are drawn against
     repeat: int | None = None
@@ -87,6 +92,10 @@ def message_json(message: RunMessage) -> dict[str, Any]:
         return {"message": message.error}
     if message.kind is MessageKind.QUEUED:
         return {"position": message.position}
+    if message.kind is MessageKind.PROGRESS:
+        return message.progress
+    if message.kind is MessageKind.PROBE:
+        return report_json(message.probe)
     if message.kind is MessageKind.REPEAT:
         return {"repeat": message.repeat, "repeats": message.repeats}
     return {}

@@ -57,6 +57,10 @@ class LiveRun:
     scale_ms: float | None = None  # what the page's per-cycle timeline bars are drawn against
     cycles: int = 0  # cycles computed so far
     cycles_after_cancel: int = 0
+    # Other work on the same engine (a probe): job(run, pair, guard) posts its own messages
+    # and passes the engine's events through guard(events), which stops it like a live run.
+    job: Callable[[LiveRun, ModelPair, Callable], None] | None = None
+    timeout_s: float | None = None  # None: the server's run timeout
 
     def post(self, message: RunMessage) -> None:
         try:
@@ -100,13 +104,17 @@ class RunManager:
 
     # ---- called from the web layer --------------------------------------------------
 
-    def submit(self, pair_name: str, config: GenerationConfig, repeats: int = 1) -> LiveRun:
-        """Queue a run; raise ``QueueFull`` when the queue is at its bound."""
+    def submit(
+        self, pair_name: str, config: GenerationConfig | None, repeats: int = 1, job=None,
+        timeout_s=None,
+    ) -> LiveRun:
+        """Queue a run (or a ``job``, see :class:`LiveRun`); raise ``QueueFull`` when the
+        queue is at its bound."""
         with self._wake:
             if len(self.waiting) >= self.queue_size:
                 raise QueueFull
             run = LiveRun(next(self._ids), pair_name, config, asyncio.get_running_loop(),
-                          repeats=repeats)
+                          repeats=repeats, job=job, timeout_s=timeout_s)
             self.waiting.append(run)
             position = len(self.waiting) if self.active else 0
             self._wake.notify()
@@ -177,7 +185,10 @@ class RunManager:
         the speculative cycles; stream the first repeat's cycles, each once its baseline
         tokens are timed, and then one summary over all repeats."""
         pair = self.pairs[run.pair_name]
-        deadline = time.monotonic() + self.run_timeout_s
+        deadline = time.monotonic() + (run.timeout_s or self.run_timeout_s)
+        if run.job is not None:
+            run.job(run, pair, lambda events: self._guarded(run, events, deadline))
+            return
         repeats: list[list[PairedCycle]] = []
         step_ms: list[float] = []
         for repeat in range(run.repeats):
@@ -220,7 +231,8 @@ class RunManager:
                     raise RunStopped("")
                 if time.monotonic() > deadline:
                     raise RunStopped(
-                        f"the run was stopped at the time limit of {self.run_timeout_s:g} s"
+                        "the run was stopped at the time limit of "
+                        f"{run.timeout_s or self.run_timeout_s:g} s"
                     )
                 if not isinstance(event, DoneEvent):
                     yield event

@@ -11,6 +11,8 @@ on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
 ``specscope roofline``: batched forward passes of the pair timed at batch 1..64; the measured
 c(B), v(B), the speedup they predict and the fitted roofline of this machine
 (:mod:`engine.measure.roofline`); a table, ``--json``, ``--out`` a measured-curve file.
+``specscope probe`` and ``specscope calibrate``: alpha by domain and temperature on prompts,
+and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from engine.decoder.events import (
     StepEvent,
     SummaryEvent,
 )
+from engine.measure import commands as measure_commands
 from engine.settings import Settings
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
@@ -59,6 +62,7 @@ def defaults() -> dict:
         "max_new_tokens_limit": settings.max_new_tokens_limit,
         "device": settings.device,
         "cuda_graphs": settings.cuda_graphs,
+        "pairs": settings.pairs,
     }
 
 
@@ -144,6 +148,8 @@ def build_parser(d: dict) -> argparse.ArgumentParser:
                       help="write the measured curve here (e.g. measurements/NAME.json)")
     roof.add_argument("--json", action="store_true", help="print the JSON instead")
     roof.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+    measure_commands.add_parsers(sub, d, _float_list)
     return parser
 
 
@@ -168,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args, argv) if args.command == "bench" else _roofline(args)
         except (ValueError, OSError) as exc:
             print(f"specscope: error: {exc}", file=sys.stderr)
+            return 2
+    if args.command in ("probe", "calibrate"):
+        try:
+            return measure_commands.run(args, argv, d)
+        except (ValueError, OSError) as exc:
+            print(f"specscope {args.command}: error: {exc}", file=sys.stderr)
             return 2
     config = GenerationConfig(
         prompt=args.prompt,

@@ -77,6 +77,11 @@ class Settings(BaseSettings):
                     f"frame_ancestors: {origin[:60]!r} is not an origin like https://docs.example.com"
                 )
         return origins
+    # "Your traffic": probes run through the same queue as live runs.
+    probe_max_prompts: int = Field(200, ge=1)  # prompts in one uploaded file
+    probe_max_bytes: int = Field(256 * 1024, ge=1)  # size of one uploaded file
+    probe_max_new_tokens: int = Field(64, ge=1)  # new tokens per prompt
+    probe_timeout_s: float = Field(600.0, gt=0)  # wall time after which a probe stops
 
     @model_validator(mode="after")
     def _default_pair_is_offered(self) -> Settings:

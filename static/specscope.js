@@ -75,6 +75,10 @@
   function syncUrl() {
     var params = new URLSearchParams(new FormData($("controls")));
     new FormData($("live-form")).forEach(function (value, key) { params.set(key, value); });
+    // The traffic panel's choices (several values per name) are kept as they are.
+    new URLSearchParams(window.location.search).forEach(function (value, key) {
+      if (key.indexOf("probe_") === 0) params.append(key, value);
+    });
     history.replaceState(null, "", "/?" + params.toString());
   }
 

@@ -12,6 +12,7 @@ from app.params import SLIDERS, parse_page_state
 from app.roofline import section_context
 from app.saved import slider_headline, slider_title
 from app.templating import templates
+from app.traffic import parse_traffic_state, traffic_context
 from engine.analytic.theory import figures, simulate_cycles
 from engine.settings import Settings
 
@@ -27,6 +28,7 @@ def slider_page(request: Request) -> HTMLResponse:
     query = list(request.query_params.multi_items())
     state, notices = parse_page_state(query)
     live, live_notices = parse_live_state(query, settings)
+    traffic, traffic_notices = parse_traffic_state(query, settings)
     fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
     context = {
         "state": state,
@@ -39,7 +41,9 @@ def slider_page(request: Request) -> HTMLResponse:
     }
     context |= section_context(query, state, *measurement_store(request.app).curves())
     # The address bar is rewritten to this, so a shared link carries the clamped values.
-    context["canonical_query"] = f"{state.query()}&{live.query()}&{context['rl_state'].query()}"
+    context["canonical_query"] = "&".join(
+        (state.query(), live.query(), context["rl_state"].query(), traffic.query())
+    )
     # htmx asks for the results only, so a slider drag never re-renders the controls; the
     # roofline section follows alpha and k, so it comes along out of band.
     if request.headers.get("HX-Target") == "results":
@@ -56,6 +60,8 @@ def slider_page(request: Request) -> HTMLResponse:
         template = "index.html"
         headers = {}
         notices += live_notices
+        notices += traffic_notices
+        context |= traffic_context(traffic, settings)
         load_error = getattr(request.app.state, "load_error", None)
         context |= {
             "live": live,

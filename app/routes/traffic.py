@@ -1,0 +1,254 @@
+"""Probes of prompts (built-in sets and an uploaded file) and vLLM calibration, for the page
+(HTML fragments) and the API (JSON).
+
+A probe's settings travel in the query string and the prompt file, if any, is the raw request
+body: the server checks its size, encoding and format itself and answers 413 or 422 with a
+message a person can act on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+
+from app.routes.runs import RETRY_AFTER_S, STREAM_HEADERS, _events
+from app.run_messages import MessageKind, RunMessage, message_json
+from app.run_queue import QueueFull
+from app.templating import templates
+from app.traffic import (
+    TEMPERATURES,
+    alpha_by_domain_chart,
+    alpha_vs_temperature_chart,
+    calibration_numbers,
+    href,
+    probe_job,
+    row_numbers,
+)
+from engine.measure.calibrate import MAX_METRICS_BYTES, MetricsError, calibrate
+from engine.measure.probe import ProbeConfig
+from engine.measure.prompt_sets import (
+    BUILTIN_SETS,
+    MAX_DOMAIN_CHARS,
+    PromptFileError,
+    builtin,
+    parse_prompts,
+)
+from engine.settings import Settings
+
+router = APIRouter(tags=["traffic"])
+
+
+class BadProbe(Exception):
+    def __init__(self, status: int, message: str):
+        self.status, self.message = status, message
+
+
+def _problem(status: int, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"message": message})
+
+
+async def _read_body(request: Request, limit: int, what: str) -> bytes:
+    """The body, refused with 413 as soon as it passes ``limit`` bytes."""
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > limit:
+            raise BadProbe(413, f"{what} is over the limit of {limit // 1024} KB")
+    return bytes(data)
+
+
+async def _probe_request(request: Request, sets: list[str], temperatures: str, k: int,
+                         max_new_tokens: int, prompts_per_set: int, seed: int,
+                         file_name: str) -> tuple[list, ProbeConfig, list[str]]:
+    settings: Settings = request.app.state.settings
+    unknown = [s for s in sets if s not in BUILTIN_SETS]
+    if unknown:
+        raise BadProbe(422, f"no built-in prompt set {unknown[0][:40]!r}; "
+                            f"choose from {', '.join(BUILTIN_SETS)}")
+    try:
+        temps = sorted({float(t) for t in temperatures.split(",") if t.strip()})
+    except ValueError:
+        raise BadProbe(422, f"temperatures must be numbers separated by commas, "
+                            f"got {temperatures[:40]!r}") from None
+    if not temps or len(temps) > len(TEMPERATURES) or any(not 0 <= t <= 2 for t in temps):
+        raise BadProbe(422, f"give 1 to {len(TEMPERATURES)} temperatures from 0 to 2")
+    if not 1 <= max_new_tokens <= settings.probe_max_new_tokens:
+        raise BadProbe(422, f"max new tokens must be 1..{settings.probe_max_new_tokens} here")
+    if not 1 <= k <= 16:
+        raise BadProbe(422, "k must be 1..16")
+    if not 1 <= prompts_per_set <= 1000:
+        raise BadProbe(422, "prompts per set must be at least 1")
+    body = await _read_body(request, settings.probe_max_bytes, "the prompt file")
+    prompts = [p for name in sets for p in builtin(name)[:prompts_per_set]]
+    notices = []
+    if body:
+        name = (file_name.strip() or "uploaded")[:80]
+        stem = name.rsplit(".", 1)[0][:MAX_DOMAIN_CHARS] or "uploaded"
+        try:
+            uploaded = parse_prompts(body, default_domain=stem,
+                                     max_prompts=settings.probe_max_prompts,
+                                     max_bytes=settings.probe_max_bytes, name=name)
+        except PromptFileError as error:
+            raise BadProbe(422, str(error)) from None
+        prompts += uploaded
+        notices.append(f"{len(uploaded)} prompts from {name}.")
+    if not prompts:
+        raise BadProbe(422, "choose at least one built-in set or upload a prompt file")
+    config = ProbeConfig(k=k, temperatures=temps, max_new_tokens=max_new_tokens, seed=seed)
+    return prompts, config, notices
+
+
+def _render_page(message: RunMessage) -> Any:
+    """The API's JSON; a probe's result as the page's HTML instead."""
+    if message.kind is MessageKind.PROBE:
+        return {"html": render_probe(message.probe)}
+    return message_json(message)
+
+
+def render_probe(result) -> str:
+    return templates.get_template("_traffic_result.html").render(
+        result=result,
+        rows=[(r, href(row_numbers(r)), row_numbers(r)) for r in result.rows],
+        by_domain=alpha_by_domain_chart(result),
+        by_temperature=alpha_vs_temperature_chart(result),
+    )
+
+
+async def _probe_stream(request: Request, render, **params) -> Any:
+    settings: Settings = request.app.state.settings
+    pair = params.pop("pair") or settings.default_pair
+    if pair not in settings.pairs:
+        return _problem(422, f"pair: choose one of {', '.join(sorted(settings.pairs))}")
+    try:
+        prompts, config, notices = await _probe_request(request, **params)
+    except BadProbe as bad:
+        return _problem(bad.status, bad.message)
+    manager = getattr(request.app.state, "runs", None)
+    if manager is None or pair not in manager.pairs:
+        reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
+        return _problem(503, f"probes are unavailable on this server: {reason}")
+    try:
+        run = manager.submit(pair, None, job=probe_job(prompts, config, notices),
+                             timeout_s=settings.probe_timeout_s)
+    except QueueFull:
+        return JSONResponse(
+            status_code=429, headers={"Retry-After": str(RETRY_AFTER_S)},
+            content={"message": f"The engine is busy and {manager.queue_size} runs are already "
+                                f"waiting. Please try again in about {RETRY_AFTER_S} s."})
+    return StreamingResponse(_events(manager, run, render), media_type="text/event-stream",
+                             headers=STREAM_HEADERS)
+
+
+Sets = Annotated[list[str], Query(description="built-in sets: " + ", ".join(BUILTIN_SETS))]
+
+
+@router.post(
+    "/api/probes",
+    summary="Probe alpha by domain and temperature on built-in sets and/or a prompt file",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}},
+              "description": "events `queued`, `progress` (done, total, domain, temperature), "
+                             "`probe` (the result and chart data), `error`"},
+        413: {"description": "the prompt file is too big"},
+        422: {"description": "bad settings or a prompt file that cannot be read"},
+        429: {"description": "queue full; see Retry-After"},
+    },
+)
+async def create_probe(
+    request: Request,
+    sets: Sets = [],  # noqa: B006 - FastAPI copies defaults
+    temperatures: str = "0,0.7,1",
+    k: int = 4,
+    max_new_tokens: int = 32,
+    prompts_per_set: int = 8,
+    seed: int = 0,
+    pair: str | None = None,
+    file_name: str = "uploaded",
+):
+    """The request body, when not empty, is a prompt file: JSONL (`{"text": ..., "domain":
+    ...}` per line) or plain text (one prompt per line), UTF-8."""
+    return await _probe_stream(request, message_json, sets=sets, temperatures=temperatures, k=k,
+                               max_new_tokens=max_new_tokens, prompts_per_set=prompts_per_set,
+                               seed=seed, pair=pair, file_name=file_name)
+
+
+@router.post("/probes", include_in_schema=False)
+async def create_page_probe(
+    request: Request,
+    sets: Sets = [],  # noqa: B006
+    temperatures: str = "0,0.7,1",
+    k: int = 4,
+    max_new_tokens: int = 32,
+    prompts_per_set: int = 8,
+    seed: int = 0,
+    pair: str | None = None,
+    file_name: str = "uploaded",
+):
+    return await _probe_stream(request, _render_page, sets=sets, temperatures=temperatures, k=k,
+                               max_new_tokens=max_new_tokens, prompts_per_set=prompts_per_set,
+                               seed=seed, pair=pair, file_name=file_name)
+
+
+# ---- calibration from vLLM /metrics ---------------------------------------------------------
+
+
+async def _calibration(request: Request) -> tuple[Any, str | None]:
+    """The calibration of the posted form (``before``, optional ``after``), or an error."""
+    try:
+        body = await _read_body(request, 2 * MAX_METRICS_BYTES + 1024, "the pasted text")
+    except BadProbe as bad:
+        return None, bad.message
+    try:
+        form = parse_qs(body.decode("utf-8"), keep_blank_values=True)
+    except UnicodeDecodeError:
+        return None, "the pasted text is not UTF-8"
+    return _calibrate_texts((form.get("before") or [""])[0], (form.get("after") or [""])[0])
+
+
+def _calibrate_texts(before: str, after: str | None) -> tuple[Any, str | None]:
+    if not before.strip():
+        return None, "paste the text of a vLLM server's /metrics page into the first box"
+    try:
+        return calibrate(before, after if after and after.strip() else None), None
+    except MetricsError as error:
+        return None, str(error)
+
+
+@router.post("/calibrate", include_in_schema=False, response_class=HTMLResponse)
+async def calibrate_page(request: Request) -> HTMLResponse:
+    """The pasted /metrics as a table: a fragment for htmx, a small page without JavaScript."""
+    result, error = await _calibration(request)
+    context = {"calibration": result, "error": error,
+               "links": [href(n) for n in calibration_numbers(result)] if result else [],
+               "numbers": calibration_numbers(result) if result else []}
+    if request.headers.get("HX-Request"):  # htmx swaps 2xx answers only: the error is shown
+        return templates.TemplateResponse(request, "_calibrate_result.html", context)
+    return templates.TemplateResponse(request, "calibrate.html", context,
+                                      status_code=422 if error else 200)
+
+
+@router.post("/api/calibrate", summary="Alpha and k from a vLLM server's /metrics text")
+async def calibrate_api(request: Request) -> JSONResponse:
+    """Body: JSON `{"before": "<metrics text>", "after": "<optional later snapshot>"}`.
+    One row per label set (`model_name`, `engine`)."""
+    try:
+        body = await _read_body(request, 2 * MAX_METRICS_BYTES + 1024, "the body")
+        data = json.loads(body)
+    except BadProbe as bad:
+        return _problem(bad.status, bad.message)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _problem(422, 'the body must be JSON: {"before": "...", "after": "..."}')
+    if not isinstance(data, dict) or not isinstance(data.get("before"), str) or not (
+            data.get("after") is None or isinstance(data.get("after"), str)):
+        return _problem(422, 'the body must be JSON: {"before": "...", "after": "..."} '
+                             "with the metrics texts as strings")
+    result, error = _calibrate_texts(data["before"], data.get("after"))
+    if error:
+        return _problem(422, error)
+    return JSONResponse(asdict(result))

@@ -1,0 +1,144 @@
+"""The ``probe`` and ``calibrate`` subcommands of ``specscope`` (see :mod:`engine.cli`).
+
+    specscope probe scripture jargon prompts.jsonl --temperatures 0,0.7,1 --k 4
+    specscope calibrate before.txt [after.txt]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+
+def add_parsers(sub, d: dict, float_list) -> None:
+    from engine.measure.prompt_sets import BUILTIN_SETS
+
+    probe = sub.add_parser(
+        "probe", help="alpha on your own prompts, by domain and temperature",
+        description="Measure alpha, c, v and the best k on prompts, by domain and temperature. "
+                    f"SOURCES: built-in sets ({', '.join(BUILTIN_SETS)}) or prompt files "
+                    '(JSONL: {"text": ..., "domain": ...} per line; or one prompt per line).')
+    probe.add_argument("sources", nargs="*", default=list(BUILTIN_SETS),
+                       help="built-in set names or prompt files (default: all built-in sets)")
+    probe.add_argument("--pair", help=f"a pair from SPECSCOPE_PAIRS ({', '.join(d['pairs'])})")
+    probe.add_argument("--target", help="path or Hugging Face id (default: the default pair's)")
+    probe.add_argument("--draft", help="path or Hugging Face id (default: the default pair's)")
+    probe.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
+    probe.add_argument("--temperatures", type=float_list, default=[0.0, 0.7, 1.0],
+                       help="comma-separated (default 0,0.7,1; 0 = greedy)")
+    probe.add_argument("--top-p", type=float, default=1.0)
+    probe.add_argument("--max-new-tokens", type=int, default=32, help="per prompt")
+    probe.add_argument("--max-prompts", type=int, default=None,
+                       help="use at most this many prompts of each source")
+    probe.add_argument("--seed", type=int, default=0,
+                       help="sampling (prompt i uses seed + i) and the bootstrap")
+    probe.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
+    probe.add_argument("--device", default=d["device"])
+    probe.add_argument("--json", action="store_true",
+                       help="print the JSON result (rows and chart data) instead of Markdown")
+    probe.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    probe.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+    cal = sub.add_parser(
+        "calibrate", help="alpha and k from a vLLM server's /metrics text",
+        description="Read vllm:spec_decode_* counters from one /metrics snapshot, or the "
+                    "window between two (before, after).")
+    cal.add_argument("before", type=Path, help="a saved /metrics page ('-' for stdin)")
+    cal.add_argument("after", type=Path, nargs="?", help="a later snapshot: the window between")
+    cal.add_argument("--json", action="store_true")
+
+
+def run(args, argv: list[str] | None, d: dict) -> int:
+    if args.command == "calibrate":
+        return _calibrate(args)
+    return _probe(args, argv, d)
+
+
+def _read_text(path: Path) -> str:
+    if str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+
+
+def _calibrate(args) -> int:
+    from engine.measure.calibrate import calibrate, markdown
+
+    before = _read_text(args.before)
+    after = _read_text(args.after) if args.after else None
+    result = calibrate(before, after)
+    if args.json:
+        print(json.dumps(asdict(result), indent=1))
+    else:
+        print(markdown(result), end="")
+    return 0
+
+
+def _pair_names(args, d: dict) -> tuple[str, str]:
+    if args.pair is not None:
+        if args.pair not in d["pairs"]:
+            raise ValueError(f"--pair {args.pair!r} is not one of {', '.join(d['pairs'])}")
+        spec = d["pairs"][args.pair]
+        return args.target or spec.target, args.draft or spec.draft
+    return args.target or d["target"], args.draft or d["draft"]
+
+
+def _probe(args, argv: list[str] | None, d: dict) -> int:
+    from tqdm import tqdm
+    from transformers.utils import logging as hf_logging
+
+    from engine.decoder.loading import load_pair, set_threads
+    from engine.measure.probe import (
+        ProbeConfig,
+        fit_prompts,
+        markdown,
+        plan,
+        probe,
+        report_json,
+        summarize_probe,
+    )
+    from engine.measure.prompt_sets import load_source
+
+    config = ProbeConfig(k=args.k, temperatures=args.temperatures, top_p=args.top_p,
+                         max_new_tokens=args.max_new_tokens, seed=args.seed,
+                         bootstrap=args.bootstrap).validate()
+    if args.max_prompts is not None and args.max_prompts < 1:
+        raise ValueError("--max-prompts must be at least 1")
+    prompts = [p for source in args.sources
+               for p in load_source(source)[: args.max_prompts]]
+    target, draft = _pair_names(args, d)
+    set_threads(None, args.device)
+    hf_logging.disable_progress_bar()
+    pair = load_pair(target, draft, device=args.device, cuda_graphs=args.cuda_graphs)
+    prompts, notices = fit_prompts(pair, prompts, config)
+    planned = len(plan(prompts, config))
+    measures = []
+    bar = tqdm(total=planned, unit="prompt", file=sys.stderr, disable=args.quiet,
+               desc="specscope probe")
+    try:
+        for m in probe(pair, prompts, config):
+            measures.append(m)
+            bar.update()
+            bar.set_postfix_str(f"{m.domain} T={m.temperature:g}", refresh=False)
+    except KeyboardInterrupt:
+        print(f"\nspecscope probe: interrupted; {len(measures)} of {planned} prompt runs "
+              "measured, here they are", file=sys.stderr)
+    finally:
+        bar.close()
+    if not measures:
+        print("specscope probe: nothing was measured", file=sys.stderr)
+        return 130
+    result = summarize_probe(measures, config, engine="specscope", target=target, draft=draft,
+                             runs_planned=planned, notices=notices)
+    report = report_json(result)
+    command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
+    report["command"] = command
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=1) if args.json else markdown(result, command), end="\n")
+    return 0 if result.complete else 130
+

@@ -1,0 +1,123 @@
+"""Prompts to probe with: the built-in sets and prompt files (JSONL or plain text).
+
+A prompt file is either JSONL, one object per line with a ``text`` and an optional
+``domain`` (``{"text": "def f(x):", "domain": "code"}``), or plain text with one prompt per
+line. A file whose first non-blank line starts with ``{`` is read as JSONL. Blank lines are
+skipped in both. Multi-line prompts (code) need JSONL.
+
+Built-in sets (``*.jsonl`` next to this file):
+
+- ``scripture``: starts of King James Bible chapters held out of the shipped pair's training
+- ``jargon``: starts of Jargon File entries held out of the shipped pair's training
+  (both rebuilt by ``python -m engine.measure.prompt_sets.build_heldout``)
+- ``modern-english``: plain modern English, written for specscope
+- ``python``: Python snippets, written for specscope
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BUILTIN_SETS = {
+    "scripture": "scripture.jsonl",
+    "jargon": "jargon.jsonl",
+    "modern-english": "modern_english.jsonl",
+    "python": "python.jsonl",
+}
+MAX_DOMAIN_CHARS = 40
+
+
+class PromptFileError(ValueError):
+    """A prompt file that cannot be read; the message says what is wrong and where."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    domain: str
+
+
+def builtin(name: str) -> list[Prompt]:
+    """One built-in set by name; ``ValueError`` naming the sets for an unknown name."""
+    if name not in BUILTIN_SETS:
+        raise ValueError(f"no built-in prompt set {name!r}; choose from {', '.join(BUILTIN_SETS)}")
+    return parse_prompts((HERE / BUILTIN_SETS[name]).read_bytes(), default_domain=name)
+
+
+def load_source(source: str, max_prompts: int | None = None) -> list[Prompt]:
+    """A built-in set's name or a prompt file's path. The domain of a plain-text file (and of
+    JSONL lines without one) is the file's name without its extension."""
+    if source in BUILTIN_SETS:
+        return builtin(source)
+    path = Path(source)
+    if not path.is_file():
+        raise PromptFileError(
+            f"{source}: no such file, and not a built-in set ({', '.join(BUILTIN_SETS)})"
+        )
+    return parse_prompts(path.read_bytes(), default_domain=path.stem[:MAX_DOMAIN_CHARS],
+                         max_prompts=max_prompts, name=str(path))
+
+
+def parse_prompts(
+    data: bytes,
+    default_domain: str,
+    *,
+    max_prompts: int | None = None,
+    max_bytes: int | None = None,
+    name: str = "the file",
+) -> list[Prompt]:
+    """The prompts in ``data``; :class:`PromptFileError` with a readable message when the
+    bytes are too many, not UTF-8, hold no prompts or too many, or a JSONL line is bad."""
+    if max_bytes is not None and len(data) > max_bytes:
+        raise PromptFileError(
+            f"{name} is {_size(len(data))}; the limit is {_size(max_bytes)}"
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise PromptFileError(
+            f"{name} is not UTF-8 text (byte 0x{data[error.start]:02x} at offset "
+            f"{error.start}); save it as UTF-8"
+        ) from None
+    if "\x00" in text:
+        raise PromptFileError(f"{name} holds NUL bytes: it looks like a binary file, not text")
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1)
+             if line.strip()]
+    if not lines:
+        raise PromptFileError(f"{name} holds no prompts (it is empty or blank)")
+    if max_prompts is not None and len(lines) > max_prompts:
+        raise PromptFileError(
+            f"{name} holds {len(lines)} prompts; the limit is {max_prompts}"
+        )
+    if lines[0][1].lstrip().startswith("{"):
+        return [_jsonl_prompt(number, line, default_domain, name) for number, line in lines]
+    return [Prompt(line.strip(), default_domain) for _, line in lines]
+
+
+def _jsonl_prompt(number: int, line: str, default_domain: str, name: str) -> Prompt:
+    where = f"{name}, line {number}"
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise PromptFileError(
+            f"{where} is not valid JSON ({error.msg}); a JSONL file needs one object per line, "
+            'like {"text": "...", "domain": "..."}'
+        ) from None
+    if not isinstance(item, dict):
+        raise PromptFileError(f'{where}: expected an object like {{"text": "..."}}')
+    text = item.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise PromptFileError(f'{where}: "text" must be a non-empty string')
+    domain = item.get("domain", default_domain)
+    if not isinstance(domain, str) or not domain.strip() or len(domain) > MAX_DOMAIN_CHARS:
+        raise PromptFileError(
+            f'{where}: "domain" must be a non-empty string of at most {MAX_DOMAIN_CHARS} characters'
+        )
+    return Prompt(text, domain.strip())
+
+
+def _size(n: int) -> str:
+    return f"{n} bytes" if n < 1024 else f"{n / 1024:.0f} KB"

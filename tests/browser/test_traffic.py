@@ -1,0 +1,83 @@
+"""The "Your traffic" panel in real Chromium: a probe of a built-in set and an uploaded file,
+bad files explained, the pasted vLLM metrics, and "Use these numbers"."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+METRICS = "\n".join(
+    ['vllm:spec_decode_num_drafts_total{model_name="m",engine="0"} 10',
+     'vllm:spec_decode_num_draft_tokens_total{model_name="m",engine="0"} 30',
+     'vllm:spec_decode_num_accepted_tokens_total{model_name="m",engine="0"} 15']
+    + [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="m",engine="0",'
+       f'position="{i}"}} {n}' for i, n in enumerate((7, 5, 3))]) + "\n"
+
+
+@pytest.fixture
+def page(browser, live_server) -> Page:
+    context = browser.new_context(base_url=live_server.url)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    expected = re.compile(r"Failed to load resource: .* status of 4\d\d")
+    page.on("console", lambda m: m.type == "error" and not expected.search(m.text)
+            and errors.append(m.text))
+    yield page
+    context.close()
+    assert errors == [], f"the page logged errors: {errors}"
+
+
+def test_probe_a_set_and_a_file_then_use_a_row(page, tmp_path):
+    page.goto("/?probe_set=&probe_set=python&probe_t=0&probe_t=1&probe_k=3&probe_tokens=5"
+              "&probe_prompts=2")
+    expect(page.locator('input[name="probe_set"][value="python"]')).to_be_checked()
+    expect(page.locator('input[name="probe_set"][value="jargon"]')).not_to_be_checked()
+    upload = tmp_path / "tickets.jsonl"
+    upload.write_text('{"text": "the quick brown fox", "domain": "tickets"}\n', encoding="utf-8")
+    page.locator("#probe-file").set_input_files(str(upload))
+    page.locator("#run-probe").click()
+    table = page.locator("#probe-result .probe-table:not(.positions-table)")
+    expect(table).to_be_visible(timeout=60_000)
+    expect(page.locator("#probe-status")).to_have_text("Done.")
+    rows = table.locator("tbody tr")
+    assert rows.count() == 4  # python and tickets at T = 0 and 1
+    assert set(rows.evaluate_all("rs => rs.map(r => r.dataset.domain)")) == {"python", "tickets"}
+    assert page.locator("#probe-result svg.chart").count() == 2
+    assert page.locator("#probe-progress").evaluate("p => p.value === p.max && p.max === 6")
+    link = rows.nth(1).locator("a.use-numbers")
+    alpha, k = link.get_attribute("data-alpha"), link.get_attribute("data-k")
+    link.click()
+    expect(page).to_have_url(re.compile(rf"alpha={float(alpha):g}&k={k}&"))
+    assert page.locator("#alpha").input_value() == f"{float(alpha):g}"
+    assert "probe_t=1" in page.url  # the panel's state stays in the link
+
+
+def test_a_bad_file_is_explained_on_the_page(page, tmp_path):
+    page.goto("/?probe_set=&probe_t=0")
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("café crème\n".encode("latin-1"))
+    page.locator("#probe-file").set_input_files(str(bad))
+    page.locator("#run-probe").click()
+    status = page.locator("#probe-status")
+    expect(status).to_contain_text("latin1.txt is not UTF-8 text")
+    expect(status).to_have_class(re.compile("error"))
+
+
+def test_paste_metrics_then_use_these_numbers(page):
+    page.goto("/")
+    page.locator("#metrics-before").fill(METRICS)
+    page.locator("#run-calibrate").click()
+    row = page.locator("#calibrate-result .calibrate-table tbody tr")
+    expect(row).to_have_count(1)
+    assert row.get_attribute("data-alpha") == "0.682"
+    row.locator("a.use-numbers").click()
+    expect(page).to_have_url(re.compile(r"alpha=0.68&k=3&"))
+    page.locator("#metrics-before").fill("<html>502 Bad Gateway</html>")
+    page.locator("#run-calibrate").click()
+    expect(page.locator("#calibrate-result .calibrate-error")).to_contain_text(
+        "not Prometheus text format")

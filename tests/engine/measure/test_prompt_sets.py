@@ -1,0 +1,114 @@
+"""Prompt files and the built-in sets: formats, limits, and messages a person can act on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.measure import prompt_sets
+from engine.measure.prompt_sets import (
+    BUILTIN_SETS,
+    Prompt,
+    PromptFileError,
+    builtin,
+    load_source,
+    parse_prompts,
+)
+from engine.training import corpus
+
+
+@pytest.mark.parametrize("name", list(BUILTIN_SETS))
+def test_builtin_sets_hold_24_distinct_prompts_of_one_domain(name):
+    prompts = builtin(name)
+    assert len(prompts) >= 24
+    assert len({p.text for p in prompts}) == len(prompts)
+    assert {p.domain for p in prompts} == {name}
+    assert all(p.text.strip() for p in prompts)
+
+
+def test_heldout_sets_come_from_heldout_documents_only(monkeypatch, tmp_path):
+    """The builder takes prompts from ``Corpus.heldout`` and never from ``train``."""
+    from engine.measure.prompt_sets import build_heldout
+
+    fake = [corpus.Corpus("kjv", [f"train {i} " * 30 for i in range(40)],
+                          [f"held {i} " * 30 for i in range(50)]),
+            corpus.Corpus("jargon", ["train"], [f":held{i}: " * 40 for i in range(10)])]
+    monkeypatch.setattr(build_heldout, "load_domains", lambda: fake)
+    monkeypatch.setattr(build_heldout, "HERE", tmp_path)
+    build_heldout.main()
+    kjv = [json.loads(line) for line in (tmp_path / "scripture.jsonl").read_text().splitlines()]
+    assert len(kjv) == build_heldout.PROMPTS_PER_SET
+    assert all(item["text"].startswith("held ") and item["domain"] == "scripture" for item in kjv)
+    assert all(len(item["text"]) <= build_heldout.PROMPT_CHARS for item in kjv)
+    jargon = (tmp_path / "jargon.jsonl").read_text().splitlines()
+    assert len(jargon) == 10  # fewer held-out documents than asked for: all of them
+
+
+def test_shipped_heldout_sets_match_the_training_split_when_the_corpora_are_installed():
+    try:
+        corpora = {c.domain: c for c in corpus.load_domains()}
+    except corpus.CorpusMissing as missing:
+        pytest.skip(f"needs the Debian corpora: {missing}")
+    for domain, name in (("kjv", "scripture"), ("jargon", "jargon")):
+        heldout = corpora[domain].heldout
+        train_starts = {d[:160] for d in corpora[domain].train}
+        for p in builtin(name):
+            assert any(d.startswith(p.text) for d in heldout), p.text[:60]
+            assert p.text[:160] not in train_starts
+
+
+def test_jsonl_with_and_without_domain():
+    data = b'{"text": "def f(x):\\n    return", "domain": "code"}\n\n{"text": "hello"}\n'
+    assert parse_prompts(data, "mine") == [Prompt("def f(x):\n    return", "code"),
+                                           Prompt("hello", "mine")]
+
+
+def test_plain_text_is_one_prompt_per_line_and_skips_blank_lines():
+    data = b"first prompt\n\n  second prompt  \r\nthird\n"
+    assert [p.text for p in parse_prompts(data, "d")] == ["first prompt", "second prompt", "third"]
+
+
+def test_utf8_with_bom_is_read():
+    assert parse_prompts("\ufeffcafé\n".encode(), "d") == [Prompt("café", "d")]
+
+
+@pytest.mark.parametrize(
+    "data,limits,message",
+    [
+        (b"", {}, "holds no prompts"),
+        (b"\n  \n\t\n", {}, "holds no prompts"),
+        ("caf\xe9".encode("latin-1"), {}, "not UTF-8 text (byte 0xe9 at offset 3)"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", {}, "not UTF-8"),
+        (b"abc\x00def", {}, "NUL bytes"),
+        (b"x" * 2000, {"max_bytes": 1024}, "is 2 KB; the limit is 1 KB"),
+        (b"a\nb\nc\n", {"max_prompts": 2}, "holds 3 prompts; the limit is 2"),
+        (b'{"text": "ok"}\n{"text": broken\n', {}, "line 2 is not valid JSON"),
+        (b'{"text": "ok"}\n["a list"]\n', {}, "line 2: expected an object"),
+        (b'{"prompt": "wrong key"}\n', {}, '"text" must be a non-empty string'),
+        (b'{"text": "   "}\n', {}, '"text" must be a non-empty string'),
+        (b'{"text": "ok", "domain": 7}\n', {}, '"domain" must be a non-empty string'),
+        (b'{"text": "ok", "domain": "' + b"d" * 41 + b'"}\n', {}, "at most 40 characters"),
+    ],
+)
+def test_bad_files_get_a_clear_message(data, limits, message):
+    with pytest.raises(PromptFileError) as error:
+        parse_prompts(data, "d", name="prompts.txt", **limits)
+    assert message in str(error.value)
+    assert str(error.value).startswith("prompts.txt")
+
+
+def test_load_source_takes_a_set_name_or_a_path(tmp_path):
+    path = tmp_path / "support_tickets.txt"
+    path.write_text("my order never arrived\n", encoding="utf-8")
+    assert load_source(str(path)) == [Prompt("my order never arrived", "support_tickets")]
+    assert load_source("python") == builtin("python")
+    with pytest.raises(PromptFileError, match="no such file, and not a built-in set"):
+        load_source(str(tmp_path / "missing.jsonl"))
+    with pytest.raises(ValueError, match="no built-in prompt set"):
+        builtin("klingon")
+
+
+def test_builtin_files_are_package_data():
+    for name in BUILTIN_SETS.values():
+        assert (prompt_sets.HERE / name).is_file()
