@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from app.errors import http_error_handler, validation_error_handler
+from app.host_guard import HostGuard
 from app.routes import api, pages, runs
 from app.run_queue import RunManager
 from app.security import SecurityHeaders
@@ -54,6 +55,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
+    app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts,
+                       allowed_origins=settings.allowed_origins)
     app.add_middleware(GZipMiddleware, minimum_size=1000)
     app.add_middleware(SecurityHeaders)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
@@ -77,10 +80,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def run() -> None:
-    import uvicorn
+    from app.server import serve
 
     settings = Settings()
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port)
+    serve(create_app(settings), settings)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,16 @@ def test_greedy_speculation_equals_target_greedy_decoding(request, draft, k):
         assert alpha > 0.4  # mostly accepted
 
 
+@pytest.mark.parametrize("extreme", [{"temperature": 1e-39}, {"temperature": 1.0, "top_p": 1e-46}])
+def test_extreme_sampling_values_run_as_greedy_decoding(good_pair, extreme):
+    """Once "IndexError: index out of range": 1/1e-39 overflows float32, and top_p = 1e-46 is
+    0 in float32, so every token was dropped."""
+    greedy = run(good_pair, k=3, temperature=0.0, max_new_tokens=24)[1]
+    assert run(good_pair, k=3, max_new_tokens=24, **extreme)[1].token_ids == greedy.token_ids
+    config = GenerationConfig(prompt=PROMPT, max_new_tokens=24, **extreme)
+    assert run_target_only(good_pair, config)[1].token_ids == greedy.token_ids
+
+
 # ---- cache correctness ------------------------------------------------------------------
 
 
