@@ -15,7 +15,7 @@ contenders are interleaved: each repeat runs every (prompt, contender) once, in 
 rotated from one prompt to the next, so drift in the machine's speed touches them all alike.
 At temperature 0 all outputs must be the same tokens; the benchmark checks it.
 
-For our speculative runs it also pools the cycles into the DESIGN.md figures (counted alpha,
+For our speculative runs it also pools the cycles into the docs/design.md estimators (counted alpha,
 c and v against our target-only steps) and sets the measured speedup (decode time, the
 prefill left out, as the theory counts it) beside the predicted one.
 """
@@ -478,7 +478,7 @@ def markdown(result: dict, command: str | None = None) -> str:
         f"{cfg['max_new_tokens']} new tokens per run (end of sequence ignored), contenders "
         "interleaved; tok/s: new tokens / wall time of the call (prefill included), median "
         "(interquartile range)",
-        "- predicted: DESIGN.md's speedup from the counted alpha, c and v; measured: ours "
+        "- predicted: docs/design.md's speedup from the counted alpha, c and v; measured: ours "
         "speculative / ours target-only in decode tok/s (prefill left out, as the theory "
         "counts; per prompt the median over the repeats, then pooled over the prompts)",
     ]

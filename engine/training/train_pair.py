@@ -298,7 +298,7 @@ def measure_pair(
     """Counted alpha, c, v and measured speedup with the engine itself, on held-out prompts.
 
     Each speculative run is paired with a target-only run of the same prompt just before it
-    (DESIGN.md: the baseline step is timed in the same session), and totals are pooled over
+    (docs/design.md: the baseline step is timed in the same session), and totals are pooled over
     prompts: counted alpha = accepted / trials, speedup = tokens/s against tokens/s.
     """
     from engine.decoder.baseline import run_target_only

@@ -204,6 +204,7 @@ def test_an_internal_fault_is_reported_without_the_engines_internals(live_server
 @pytest.mark.parametrize("path", ["/api/runs", "/runs"])
 def test_a_prompt_longer_than_the_context_gets_422_before_any_stream(live_server, app_state,
                                                                      path):
+    wait_until_idle(live_server)  # a run of an earlier test may still be finishing
     completed = app_state.runs.status()["completed"]
     prompt = "the quick brown fox jumps over the lazy dog " * 45  # ~2000 characters
     response = httpx.post(live_server.url + path, json=BODY | {"prompt": prompt,
