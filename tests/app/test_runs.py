@@ -251,14 +251,16 @@ def test_page_stream_renders_escaped_html_fragments(live_server):
 
 
 def test_run_past_the_time_limit_is_stopped(live_server, app_state):
+    limit = app_state.runs.run_timeout_s
     app_state.runs.run_timeout_s = 0.0
     try:
         events = run(live_server)
     finally:
-        app_state.runs.run_timeout_s = 60.0
+        app_state.runs.run_timeout_s = limit
     assert events[-1][0] == "error" and "time limit" in events[-1][1]["message"]
 
 
 def test_status_reports_the_engine(live_server):
+    wait_until_idle(live_server)  # whatever an earlier test left running
     status = httpx.get(live_server.url + "/api/runs/status").json()
     assert status["available"] is True and status["running"] is False

@@ -169,5 +169,5 @@ def test_shutdown_ends_queued_and_running_runs_with_an_error(live_settings):
     assert not server.thread.is_alive() and took < 5.0
     for lines in streams.values():
         assert lines[-2] == "event: error" and "shutting down" in lines[-1], lines[-3:]
-    # The queued runs never ran a cycle.
-    assert all("event: cycle" not in streams[i] for i in (1, 2))
+    # The two that were queued (whichever arrived last) never ran a cycle.
+    assert sum("event: cycle" in lines for lines in streams.values()) <= 1
