@@ -37,7 +37,7 @@ ERRORS: dict[int, tuple[type[BaseModel], str]] = {
     403: (Problem, "a cross-origin POST (another site's page) is refused"),
     422: (ValidationProblem, "invalid parameters or body (the message names each field)"),
     429: (Problem, "the queue is full; see Retry-After"),
-    503: (Problem, "live runs are unavailable on this server (models not loaded)"),
+    503: (Problem, "live runs are unavailable: models not loaded, or the server is stopping"),
 }
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlencode
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from app.params import MAX_SEED, Slider, fmt, parse_controls
 from engine.analytic.theory import CURVE_MAX_K
@@ -72,11 +72,22 @@ def run_request_model(settings: Settings) -> type[BaseModel]:
     }
     for name, control in BODY_CONTROLS.items():
         s = controls[control]
-        kind = int if s.integer else float
+        kind = JSONInteger if s.integer else float
         fields[name] = (kind, Field(_default(s), ge=s.minimum, le=s.maximum,
                                     description=BODY_DESCRIPTIONS[name]))
     return create_model("RunRequest", __config__=ConfigDict(extra="forbid", strict=True),
                         __doc__="The settings of one live run.", **fields)
+
+
+def _json_number(value: object) -> object:
+    """Only numbers count as numbers: not ``true``, not ``"3"``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("Input should be a number")
+    return value
+
+
+# JSON Schema's integer: a number with no fraction (8 or 8.0, not 8.5, true or "8").
+JSONInteger = Annotated[int, BeforeValidator(_json_number), Field(strict=False)]
 
 
 def _default(s: Slider) -> float | int:

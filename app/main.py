@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from app.errors import http_error_handler, validation_error_handler
+from app.host_guard import HostGuard
 from app.routes import api, pages, previews, roofline, runs, saved, traffic
 from app.run_queue import RunManager
 from app.saved import Archiver
@@ -70,6 +71,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.store, app.state.store_error = store, store_error
+    app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts,
+                       allowed_origins=settings.allowed_origins)
     app.add_middleware(GZipMiddleware, minimum_size=1000)
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
@@ -97,10 +100,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def run() -> None:
-    import uvicorn
+    from app.server import serve
 
     settings = Settings()
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port)
+    serve(create_app(settings), settings)
 
 
 if __name__ == "__main__":

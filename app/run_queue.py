@@ -40,7 +40,11 @@ class QueueFull(Exception):
 
 
 class RunStopped(Exception):
-    """The run was cancelled or ran past its time limit."""
+    """The run was cancelled, ran past its time limit, or the server is shutting down."""
+
+
+class Stopping(Exception):
+    """The server is shutting down and takes no more runs."""
 
 
 @dataclass
@@ -61,6 +65,7 @@ class LiveRun:
     # and passes the engine's events through guard(events), which stops it like a live run.
     job: Callable[[LiveRun, ModelPair, Callable], None] | None = None
     timeout_s: float | None = None  # None: the server's run timeout
+    stop_message: str = ""  # why the run was stopped, for its client ("": it went away)
 
     def post(self, message: RunMessage) -> None:
         try:
@@ -69,6 +74,11 @@ class LiveRun:
             self.cancelled.set()
 
     def cancel(self) -> None:
+        self.cancelled.set()
+
+    def stop(self, message: str) -> None:
+        """End the run at its next cycle with an ``error`` event saying ``message``."""
+        self.stop_message = message
         self.cancelled.set()
 
 
@@ -109,8 +119,10 @@ class RunManager:
         timeout_s=None,
     ) -> LiveRun:
         """Queue a run (or a ``job``, see :class:`LiveRun`); raise ``QueueFull`` when the
-        queue is at its bound."""
+        queue is at its bound, ``Stopping`` when the server is shutting down."""
         with self._wake:
+            if self._closing:
+                raise Stopping
             if len(self.waiting) >= self.queue_size:
                 raise QueueFull
             run = LiveRun(next(self._ids), pair_name, config, asyncio.get_running_loop(),
@@ -139,14 +151,24 @@ class RunManager:
             return {"running": self.active is not None, "waiting": len(self.waiting),
                     "completed": self.completed}
 
-    def close(self) -> None:
+    def stop_all(self, message: str) -> None:
+        """Take no more runs; end the waiting ones now and the one on the engine at its next
+        cycle, each with an ``error`` event saying ``message``."""
         with self._wake:
             self._closing = True
-            for run in [self.active, *self.waiting]:
-                if run is not None:
-                    run.cancel()
+            for run in self.waiting:
+                run.stop(message)
+                run.post(RunMessage.failed(message))
+                run.post(RunMessage(MessageKind.END))
+            self.waiting.clear()
+            if self.active is not None:
+                self.active.stop(message)
             self._wake.notify()
-        self._thread.join(timeout=30)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop every run and wait (at most ``timeout_s``) for the worker to finish."""
+        self.stop_all("the server is shutting down")
+        self._thread.join(timeout=timeout_s)
 
     # ---- the worker thread ------------------------------------------------------------
 
@@ -173,7 +195,7 @@ class RunManager:
                 run.post(RunMessage.failed(str(error)))
             except Exception as error:  # noqa: BLE001 - any engine fault ends only this run
                 log.exception("run %d failed", run.id)
-                run.post(RunMessage.failed(_describe_fault(error)))
+                run.post(RunMessage.failed(_describe_fault(error, run.id)))
             finally:
                 run.post(RunMessage(MessageKind.END))
                 with self._wake:
@@ -228,7 +250,7 @@ class RunManager:
             for event in events:
                 if run.cancelled.is_set():
                     run.cycles_after_cancel += isinstance(event, CycleEvent)
-                    raise RunStopped("")
+                    raise RunStopped(run.stop_message)
                 if time.monotonic() > deadline:
                     raise RunStopped(
                         "the run was stopped at the time limit of "
@@ -240,11 +262,14 @@ class RunManager:
             events.close()
 
 
-def _describe_fault(error: Exception) -> str:
+def _describe_fault(error: Exception, run_id: int) -> str:
+    """A message for the client: what to do, never the engine's internals (the server's log
+    has the traceback, under the run's number)."""
     if "out of memory" in str(error).lower():
         _free_accelerator_memory()
         return "the engine ran out of memory on this run; try fewer new tokens or a smaller k"
-    return f"the engine failed on this run ({type(error).__name__}: {str(error)[:200]})"
+    return (f"the engine failed on this run (run {run_id} in the server's log); "
+            "other settings may work")
 
 
 def _free_accelerator_memory() -> None:

@@ -265,7 +265,8 @@ def _bench(args, argv: list[str] | None) -> int:
 
     from engine.decoder.events import MAX_DRAFT_K
     from engine.decoder.loading import load_pair, set_threads
-    from engine.measure.bench import BenchConfig, heldout_prompts, markdown, run_bench
+    from engine.measure.bench import BenchConfig, heldout_prompts, run_bench
+    from engine.measure.bench_report import markdown
 
     if not args.ks or min(args.ks) < 1 or max(args.ks) > MAX_DRAFT_K:
         raise ValueError(f"--ks must be draft lengths in 1..{MAX_DRAFT_K}")

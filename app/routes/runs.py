@@ -15,7 +15,7 @@ from app.errors import error_responses
 from app.live import run_request_model
 from app.render import render_page_message
 from app.run_messages import MessageKind, RunMessage, message_json, sse
-from app.run_queue import LiveRun, QueueFull, RunManager
+from app.run_queue import LiveRun, QueueFull, RunManager, Stopping
 from engine.decoder.events import GenerationConfig
 from engine.settings import Settings
 
@@ -53,6 +53,9 @@ async def _stream(
         raise _reject("prompt", str(error), f"{len(body.prompt)} characters") from None
     try:
         run = manager.submit(body.pair, config, body.repeats)
+    except Stopping:
+        return JSONResponse(status_code=503, content={
+            "message": "the server is shutting down; please try again in a moment"})
     except QueueFull:
         return JSONResponse(
             status_code=429,
@@ -93,6 +96,18 @@ STREAM_DESCRIPTION = (
 )
 
 
+# One event of the stream as schemathesis and OpenAPI 3.2 read it; ``data`` is JSON.
+SSE_EVENT = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string",
+                  "enum": [k.value for k in MessageKind if k is not MessageKind.END]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
 def router(settings: Settings) -> APIRouter:
     """The run endpoints for this server: the body's schema carries its limits and pairs."""
     RunRequest = run_request_model(settings)  # noqa: N806 - a class
@@ -103,7 +118,7 @@ def router(settings: Settings) -> APIRouter:
         summary="Run speculative decoding live and stream its cycles",
         response_class=StreamingResponse,
         responses={
-            200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+            200: {"content": {"text/event-stream": {"schema": SSE_EVENT}},
                   "description": STREAM_DESCRIPTION},
             **error_responses(400, 403, 422, 429, 503),
         },

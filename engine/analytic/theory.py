@@ -1,6 +1,6 @@
 """The analytic model of speculative decoding (Leviathan et al., 2023), in pure Python.
 
-Every figure the page, the API and the tests show comes from here. Symbols follow DESIGN.md:
+Every figure the page, the API and the tests show comes from here. Symbols follow docs/design.md:
 ``alpha`` per-token acceptance probability, ``k`` draft tokens per cycle, ``c`` cost of one
 draft step and ``v`` cost of the verification pass, both in units of one target decode step.
 

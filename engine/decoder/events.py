@@ -160,7 +160,7 @@ class Acceptance:
 
 @dataclass
 class SummaryEvent(Acceptance):
-    """A speculative run measured against the target-only run (DESIGN.md, "Measuring")."""
+    """A speculative run measured against the target-only run (docs/design.md, "The estimators")."""
 
     k: int
     per_position_acceptance: list[float]  # share of cycles accepting draft position i = 1..k

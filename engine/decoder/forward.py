@@ -19,17 +19,27 @@ from transformers import DynamicCache, PreTrainedModel
 log = logging.getLogger("specscope")
 
 
-def new_cache(model: PreTrainedModel, capacity: int = 256, fast: bool = True, batch: int = 1):
+def new_cache(
+    model: PreTrainedModel, capacity: int = 256, fast: bool = True, batch: int = 1,
+    rollback: bool = True,
+):
     """An empty KV cache for ``model``: the engine's own :class:`KVCache` when
     :class:`FastDecoder` can run the model (Llama-family decoders), else a transformers
     ``DynamicCache``. ``capacity``: positions to reserve (it grows when needed); ``batch``:
     sequences held side by side.
 
     A model with forward hooks (instrumentation, fault injection) gets transformers' path,
-    where the hooks run."""
+    where the hooks run. ``rollback``: the cache will be rolled back; a sliding-window layer
+    of a ``DynamicCache`` then keeps what passes out of its window until :func:`rollback`
+    says how much of it is still needed (otherwise it could not be rolled back past the
+    window). Linear-attention (recurrent) layers cannot be rolled back at all:
+    :func:`engine.decoder.loading.load_pair` refuses such models for speculation."""
     decoder = FastDecoder.of(model) if fast else None
     if decoder is None or decoder.hooked():
-        return DynamicCache(config=model.config)
+        cache = DynamicCache(config=model.config)
+        if rollback:
+            cache.activate_past_recording()
+        return cache
     return KVCache(decoder, capacity, batch)
 
 
@@ -49,8 +59,12 @@ def forward_batch(model: PreTrainedModel, cache, ids: torch.Tensor, keep: int) -
 
 
 def rollback(cache, n: int) -> None:
-    """Forget the last ``n`` positions of ``cache``."""
-    if n > 0:
+    """Forget the last ``n`` positions of ``cache`` (``n = 0`` lets a sliding window drop
+    what it kept for a rollback that did not come)."""
+    if isinstance(cache, KVCache):
+        if n > 0:
+            cache.crop(-n)
+    else:
         cache.crop(-n)  # negative: tokens to remove (the meaning every 5.x release shares)
 
 

@@ -65,6 +65,9 @@ def load_pair(
     draft_model = None
     if draft is not None:
         draft_model = target_model if draft == target else _load_model(draft, dev, dt)
+    if draft_model is not None:
+        for name, model in ((target, target_model), (draft, draft_model)):
+            check_rollback(name, model, dev)
     rows = [logit_rows(target_model)] + ([logit_rows(draft_model)] if draft_model else [])
     pair = ModelPair(
         target=target_model,
@@ -135,6 +138,22 @@ def check_same_tokenizer(target_tok, draft_tok) -> None:
         raise PairError(
             "the target and the draft tokenizers have the same vocabulary but split text "
             "differently; speculative decoding needs one shared tokenizer"
+        )
+
+
+@torch.inference_mode()
+def check_rollback(name: str, model: PreTrainedModel, device: torch.device) -> None:
+    """Raise :class:`PairError` unless ``model``'s cache can be rolled back after a rejected
+    draft. Attention caches can (sliding windows included: they keep what a rollback may
+    need); the recurrent state of linear-attention layers (Qwen3-Next's, Mamba's) cannot be
+    undone, so such a model cannot speculate here."""
+    cache = new_cache(model)
+    forward(model, cache, torch.zeros((1, 2), dtype=torch.long, device=device), keep=1)
+    if not getattr(cache, "is_croppable", True):
+        raise PairError(
+            f"{name} has linear-attention (recurrent) layers: their state cannot be rolled "
+            "back after a rejected draft, so it cannot be used for speculative decoding here "
+            "(target-only decoding works)"
         )
 
 

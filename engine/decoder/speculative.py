@@ -193,6 +193,7 @@ def _verify(pair, state, drafts, q, config, generator):
         state.draft_input = nxt.view(1, 1)
     else:
         # All accepted: the draft never ran on x_k; feed it with t in the next step.
+        rollback(state.draft_cache, 0)
         state.draft_input = torch.cat([drafts[-1:], nxt]).view(1, 2)
     state.last = nxt
     return n, next_token, p

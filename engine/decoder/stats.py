@@ -1,4 +1,4 @@
-"""The summary of a speculative run against a target-only run (DESIGN.md, "Measuring")."""
+"""The summary of a speculative run against a target-only run (docs/design.md, "The estimators")."""
 
 from __future__ import annotations
 

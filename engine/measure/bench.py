@@ -15,9 +15,10 @@ contenders are interleaved: each repeat runs every (prompt, contender) once, in 
 rotated from one prompt to the next, so drift in the machine's speed touches them all alike.
 At temperature 0 all outputs must be the same tokens; the benchmark checks it.
 
-For our speculative runs it also pools the cycles into the DESIGN.md figures (counted alpha,
-c and v against our target-only steps) and sets the measured speedup (decode time, the
-prefill left out, as the theory counts it) beside the predicted one.
+For our speculative runs it also pools the cycles into the docs/design.md estimators (counted
+alpha, c and v against our target-only steps) and sets the measured speedup (decode time, the
+prefill left out, as the theory counts it) beside the predicted one: that is
+:mod:`engine.measure.bench_results`; :mod:`engine.measure.bench_report` writes it as Markdown.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,12 +33,10 @@ from pathlib import Path
 
 import torch
 
-from engine.analytic import theory
 from engine.decoder.baseline import run_target_only
 from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.speculative import speculate
-from engine.decoder.stats import summarize
 
 OURS_BASE, HF_GENERATE, OURS_SPEC, HF_ASSISTED = (
     "ours-baseline",
@@ -46,11 +44,6 @@ OURS_BASE, HF_GENERATE, OURS_SPEC, HF_ASSISTED = (
     "ours-spec",
     "hf-assisted",
 )
-TARGETS = {
-    "ours / hf-assisted (best k each)": 1.25,
-    "ours-baseline / hf-generate": 1.0,
-    "measured / predicted (ours, best k)": 0.9,
-}
 # Used when the pair ships no held-out prompts (heldout_prompts.json next to its models).
 FALLBACK_PROMPTS = [
     "In the beginning God created the heaven and the earth. And the earth was",
@@ -239,172 +232,6 @@ class Bench:
         return run
 
 
-# ---- results ----------------------------------------------------------------------------
-
-
-def _spread(values: list[float]) -> dict[str, float]:
-    values = sorted(values)
-    if len(values) == 1:
-        return {"median": values[0], "q1": values[0], "q3": values[0], "min": values[0],
-                "max": values[0], "n": 1}
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return {
-        "median": statistics.median(values),
-        "q1": q1,
-        "q3": q3,
-        "min": values[0],
-        "max": values[-1],
-        "n": len(values),
-    }
-
-
-def greedy_check(bench: Bench) -> dict:
-    """At temperature 0 every run of every contender must give, for a prompt, the tokens of
-    our first target-only run."""
-    mismatches = []
-    compared = 0
-    for prompt in range(len(bench.config.prompts)):
-        mine = sorted(
-            (key, ids) for key, ids in bench.outputs.items() if key[2:4] == (0.0, prompt)
-        )
-        reference = next((ids for key, ids in mine if key[:2] == (OURS_BASE, None)), None)
-        if reference is None:
-            continue
-        for (name, k, _, _, repeat), ids in mine:
-            if ids is reference:
-                continue
-            compared += 1
-            if ids != reference:
-                first = next(
-                    (i for i, (a, b) in enumerate(zip(ids, reference, strict=False)) if a != b),
-                    min(len(ids), len(reference)),
-                )
-                mismatches.append(
-                    {"contender": name, "k": k, "prompt": prompt, "repeat": repeat,
-                     "first": first}
-                )
-    return {"match": not mismatches, "compared": compared, "mismatches": mismatches}
-
-
-def results(bench: Bench) -> dict:
-    """Medians and spread per contender, our alpha, c and v, predicted against measured
-    speedup, and the ratios the issue sets targets for."""
-    cfg = bench.config
-    out: dict = {"temperatures": {}}
-    for temperature in cfg.temperatures:
-        runs = [r for r in bench.runs if r.temperature == temperature]
-
-        def rate(name, k=None, runs=runs, decode=False):
-            chosen = [r for r in runs if r.contender == name and r.k == k]
-            if not chosen:
-                return None
-            return _spread([r.decode_tok_s if decode else r.tok_s for r in chosen])
-
-        steps = bench.steps.get(temperature, [])
-        step_ms = statistics.median(s.step_ms for s in steps)
-        base = rate(OURS_BASE)
-        base_decode = rate(OURS_BASE, decode=True)
-        hf_gen = rate(HF_GENERATE)
-        per_k = {}
-        for k in cfg.ks:
-            cycles = bench.cycles.get((temperature, k), [])
-            spec = rate(OURS_SPEC, k)
-            spec_decode = rate(OURS_SPEC, k, decode=True)
-            hf = rate(HF_ASSISTED, k)
-            summary = summarize(cycles, [s.step_ms for s in steps])
-            alpha, c_cost, v_cost = summary.alpha_counted, summary.c, summary.v
-            predicted = summary.speedup_predicted
-            measured = decode_rate(runs, OURS_SPEC, k) / decode_rate(runs, OURS_BASE, None)
-            # the two halves of the prediction, measured: tokens per cycle and cycle cost
-            tokens_per_cycle = statistics.fmean(c.n_accepted + 1 for c in cycles)
-            cycle_cost = statistics.fmean(c.cycle_ms for c in cycles) / step_ms
-            per_k[k] = {
-                "ours": spec,
-                "ours_decode": spec_decode,
-                "hf_assisted": hf,
-                "ours_over_hf": spec["median"] / hf["median"] if hf else None,
-                "alpha": alpha,
-                "alpha_expected": summary.alpha_expected,
-                "mean_acceptance_length": summary.mean_acceptance_length,
-                "c": c_cost,
-                "v": v_cost,
-                "predicted_speedup": predicted,
-                "measured_speedup": measured,
-                "tokens_per_cycle": tokens_per_cycle,
-                "tokens_per_cycle_predicted": theory.expected_tokens(alpha, k),
-                "cycle_cost": cycle_cost,
-                "cycle_cost_predicted": theory.cycle_cost(k, c_cost, v_cost),
-                "measured_over_predicted": measured / predicted,
-                "time": time_budget(cycles, [r for r in runs if r.contender == OURS_SPEC
-                                             and r.k == k], bench, temperature, k),
-            }
-        best_ours = max(cfg.ks, key=lambda k: per_k[k]["ours"]["median"])
-        best = {"k_ours": best_ours}
-        if cfg.transformers:
-            best_hf = max(cfg.ks, key=lambda k: per_k[k]["hf_assisted"]["median"])
-            best["k_hf"] = best_hf
-            best["ours / hf-assisted (best k each)"] = (
-                per_k[best_ours]["ours"]["median"] / per_k[best_hf]["hf_assisted"]["median"]
-            )
-            best["ours / hf-assisted (same k)"] = per_k[best_ours]["ours_over_hf"]
-            best["ours-baseline / hf-generate"] = base["median"] / hf_gen["median"]
-        best["measured / predicted (ours, best k)"] = per_k[best_ours]["measured_over_predicted"]
-        out["temperatures"][str(temperature)] = {
-            "step_ms": step_ms,
-            "ours_baseline": base,
-            "ours_baseline_decode": base_decode,
-            "hf_generate": hf_gen,
-            "k": per_k,
-            "best": best,
-        }
-    out["greedy_check"] = greedy_check(bench) if 0.0 in cfg.temperatures else None
-    return out
-
-
-def decode_rate(runs: list[TimedRun], name: str, k: int | None) -> float:
-    """Tokens per second of decoding (prefill left out) over all prompts: per prompt the
-    median time over the repeats (a run slowed by the machine drops out), then total tokens
-    over total time, the same pooling as the counted alpha's."""
-    tokens = ms = 0.0
-    by_prompt: dict[int, list[TimedRun]] = {}
-    for r in runs:
-        if r.contender == name and r.k == k:
-            by_prompt.setdefault(r.prompt, []).append(r)
-    for chosen in by_prompt.values():
-        tokens += chosen[0].tokens
-        ms += statistics.median(r.wall_ms - r.prefill_ms for r in chosen)
-    return 1000.0 * tokens / ms
-
-
-def time_budget(cycles: list[CycleEvent], runs: list[TimedRun], bench: Bench, t: float, k: int):
-    """Where a speculative run's time goes, in ms: per cycle (first draft step, the other
-    steps, verification, the rest of the cycle) and per run (prefill, turning cycles into
-    events and text)."""
-    if not cycles or not runs:
-        return None
-    first = [c.draft_step_ms[0] for c in cycles]
-    later = [ms for c in cycles for ms in c.draft_step_ms[1:]]
-    n_runs = len(runs)
-    wall = sum(r.wall_ms for r in runs)
-    prefill = sum(r.prefill_ms for r in runs)
-    in_cycles = sum(c.cycle_ms for c in cycles)
-    return {
-        "cycles_per_run": len(cycles) / n_runs,
-        "first_draft_step_ms": statistics.fmean(first),
-        "first_draft_step_median_ms": statistics.median(first),
-        "later_draft_step_ms": statistics.fmean(later) if later else None,
-        "later_draft_step_median_ms": statistics.median(later) if later else None,
-        "draft_ms": statistics.fmean(c.draft_ms for c in cycles),
-        "verify_ms": statistics.fmean(c.verify_ms for c in cycles),
-        "verify_median_ms": statistics.median(c.verify_ms for c in cycles),
-        "cycle_rest_ms": statistics.fmean(c.cycle_ms - c.draft_ms - c.verify_ms for c in cycles),
-        "cycle_ms": statistics.fmean(c.cycle_ms for c in cycles),
-        "prefill_ms_per_run": prefill / n_runs,
-        "events_ms_per_run": (wall - prefill - in_cycles) / n_runs,
-        "wall_ms_per_run": wall / n_runs,
-    }
-
-
 # ---- the whole benchmark ----------------------------------------------------------------
 
 
@@ -412,6 +239,8 @@ def run_bench(
     pair: ModelPair, config: BenchConfig, log: Callable[[str], None] = lambda _: None
 ) -> dict:
     """Run everything; a JSON-ready dict of the setting, every run and the results."""
+    from engine.measure.bench_results import results  # which reads a Bench
+
     for prompt in config.prompts:
         if not prompt.strip():
             raise ValueError("a benchmark prompt is empty")
@@ -459,120 +288,3 @@ def _transformers_version() -> str:
     import transformers
 
     return transformers.__version__
-
-
-# ---- Markdown ---------------------------------------------------------------------------
-
-
-def markdown(result: dict, command: str | None = None) -> str:
-    s, f = result["setting"], result["results"]
-    cfg = s["config"]
-    lines = [
-        "## specscope bench",
-        "",
-        f"- pair: target `{s['target']}` ({_model(s['target_model'])}), "
-        f"draft `{s['draft']}` ({_model(s['draft_model'])})",
-        f"- device: {s['device']} ({s['device_name']}), {s['dtype']}, "
-        f"{s['threads']} torch thread(s); torch {s['torch']}, transformers {s['transformers']}",
-        f"- {len(cfg['prompts'])} prompts x {cfg['repeats']} repeats, "
-        f"{cfg['max_new_tokens']} new tokens per run (end of sequence ignored), contenders "
-        "interleaved; tok/s: new tokens / wall time of the call (prefill included), median "
-        "(interquartile range)",
-        "- predicted: DESIGN.md's speedup from the counted alpha, c and v; measured: ours "
-        "speculative / ours target-only in decode tok/s (prefill left out, as the theory "
-        "counts; per prompt the median over the repeats, then pooled over the prompts)",
-    ]
-    if command:
-        lines.append(f"- command: `{command}`")
-    for key, t in f["temperatures"].items():
-        lines += _temperature_section(float(key), t, f.get("greedy_check"))
-    lines.append("")
-    return "\n".join(lines)
-
-
-def _temperature_section(temperature: float, t: dict, check: dict | None) -> list[str]:
-    title = f"### temperature {temperature:g}" + (" (greedy)" if temperature == 0 else "")
-    lines = ["", title, ""]
-    if temperature == 0 and check is not None:
-        verdict = "yes" if check["match"] else f"NO: {check['mismatches']}"
-        lines += [
-            f"Same tokens from every contender: **{verdict}** "
-            f"({check['compared']} outputs compared with ours-baseline).",
-            "",
-        ]
-    base, gen = t["ours_baseline"], t["hf_generate"]
-    line = f"Target-only: ours {_rate(base)} tok/s"
-    if gen:
-        ratio = base["median"] / gen["median"]
-        line += f", transformers generate {_rate(gen)} tok/s, ratio **{ratio:.2f}**"
-    lines += [
-        line + f"; target step {t['step_ms']:.2f} ms (median).",
-        "",
-        "| k | ours spec tok/s | hf-assisted tok/s | ours / hf | alpha | c | v "
-        "| predicted | measured | measured / predicted |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for k, row in t["k"].items():
-        hf = row["hf_assisted"]
-        ratio = f"{row['ours_over_hf']:.2f}" if row["ours_over_hf"] else "-"
-        lines.append(
-            f"| {k} | {_rate(row['ours'])} | {_rate(hf)} | {ratio} "
-            f"| {row['alpha']:.3f} | {row['c']:.3f} | {row['v']:.3f} "
-            f"| {row['predicted_speedup']:.2f}x | {row['measured_speedup']:.2f}x "
-            f"| {row['measured_over_predicted']:.2f} |"
-        )
-    best = t["best"]
-    found = f"Best k: ours {best['k_ours']}"
-    if "k_hf" in best:
-        found += f", transformers {best['k_hf']}"
-    lines += ["", found + ".", "", "| ratio | value | target | met |", "|---|---:|---:|---|"]
-    for name, goal in TARGETS.items():
-        if name in best:
-            met = "yes" if best[name] >= goal else "no"
-            lines.append(f"| {name} | {best[name]:.2f} | >= {goal:g} | {met} |")
-    if "ours / hf-assisted (same k)" in best:
-        same = best["ours / hf-assisted (same k)"]
-        lines.append(f"| ours / hf-assisted (same k = {best['k_ours']}) | {same:.2f} | | |")
-    row = t["k"][best["k_ours"]]
-    if row["time"]:
-        lines += ["", f"Where the time goes (ours, k = {best['k_ours']}), ms:", ""]
-        lines += _budget_table(row["time"])
-        lines += [
-            "",
-            f"The prediction's two halves, measured (k = {best['k_ours']}): tokens per cycle "
-            f"{row['tokens_per_cycle']:.2f} (model {row['tokens_per_cycle_predicted']:.2f}); "
-            f"cycle cost {row['cycle_cost']:.2f} target steps, mean (model k c + v = "
-            f"{row['cycle_cost_predicted']:.2f}).",
-        ]
-    return lines
-
-
-def _budget_table(b: dict) -> list[str]:
-    def both(mean, median):
-        return "-" if mean is None else f"{mean:.3f} ({median:.3f})"
-
-    rows = [
-        ("first draft step of a cycle, mean (median)",
-         both(b["first_draft_step_ms"], b["first_draft_step_median_ms"])),
-        ("later draft steps, mean (median)",
-         both(b["later_draft_step_ms"], b["later_draft_step_median_ms"])),
-        ("verification, mean (median)", both(b["verify_ms"], b["verify_median_ms"])),
-        ("rest of the cycle (stacking, rollback, bookkeeping), mean", f"{b['cycle_rest_ms']:.3f}"),
-        ("whole cycle, mean", f"{b['cycle_ms']:.3f}"),
-        ("cycles per run", f"{b['cycles_per_run']:.1f}"),
-        ("prefill per run", f"{b['prefill_ms_per_run']:.2f}"),
-        ("events and text per run (outside the cycles)", f"{b['events_ms_per_run']:.2f}"),
-        ("wall time per run", f"{b['wall_ms_per_run']:.1f}"),
-    ]
-    return ["| | ms |", "|---|---:|"] + [f"| {name} | {value} |" for name, value in rows]
-
-
-def _model(m: dict) -> str:
-    layers = f"{m['layers']} layer" + ("s" if m["layers"] != 1 else "")
-    return f"{layers}, hidden {m['hidden']}, {m['params'] / 1e6:.2f}M params"
-
-
-def _rate(r: dict | None) -> str:
-    if r is None:
-        return "-"
-    return f"{r['median']:.1f} ({r['q1']:.1f}-{r['q3']:.1f})"

@@ -295,53 +295,30 @@ def measure_pair(
     n_prompts: int = 8,
     max_new_tokens: int = 64,
 ) -> dict:
-    """Counted alpha, c, v and measured speedup with the engine itself, on held-out prompts.
-
-    Each speculative run is paired with a target-only run of the same prompt just before it
-    (DESIGN.md: the baseline step is timed in the same session), and totals are pooled over
-    prompts: counted alpha = accepted / trials, speedup = tokens/s against tokens/s.
+    """Counted alpha, c, v and measured speedup with the engine itself, on held-out prompts:
+    the benchmark (engine.measure.bench) with our engine only and one repeat, pooled as it
+    pools (counted alpha = accepted / trials over every cycle, speedup = decode tokens/s
+    against target-only tokens/s of the same prompts in the same session).
     """
-    from engine.decoder.baseline import run_target_only
-    from engine.decoder.events import GenerationConfig
     from engine.decoder.loading import load_pair
-    from engine.decoder.speculative import speculate
+    from engine.measure.bench import Bench, BenchConfig
+    from engine.measure.bench_results import results
 
     pair = load_pair(str(out_dir / "target"), str(out_dir / "draft"), device="cpu")
     prompts = json.loads((out_dir / "heldout_prompts.json").read_text())
 
-    def pooled(domain_prompts: dict[str, list[str]], temperature: float, k: int) -> dict:
-        acc = trials = tokens = base_n = 0
-        spec_ms = base_ms = 0.0
-        overlap: list[float] = []
-        cs, vs = [], []
-        for texts in domain_prompts.values():
-            for i, prompt in enumerate(texts[:n_prompts]):
-                config = GenerationConfig(
-                    prompt=prompt,
-                    k=k,
-                    temperature=temperature,
-                    max_new_tokens=max_new_tokens,
-                    seed=i,
-                )
-                steps, _ = run_target_only(pair, config)
-                events = list(speculate(pair, config, baseline_step_ms=[s.step_ms for s in steps]))
-                s = next(e for e in events if e.event == "summary")
-                acc, trials, tokens = acc + s.accepted, trials + s.trials, tokens + s.tokens
-                spec_ms += 1000 * s.tokens / s.spec_tok_s
-                base_n += s.baseline_tokens
-                base_ms += 1000 * s.baseline_tokens / s.baseline_tok_s
-                overlap.append(s.alpha_expected)
-                cs.append(s.c)
-                vs.append(s.v)
-        speedup = (tokens / spec_ms) / (base_n / base_ms)
-        return {
-            "alpha_counted": round(acc / max(1, trials), 3),
-            "alpha_expected": round(statistics.fmean(overlap), 3),
-            "c": round(statistics.median(cs), 3),
-            "v": round(statistics.median(vs), 3),
-            "speedup": round(speedup, 3),
-            "trials": trials,
-        }
+    def pooled(texts: list[str], temperature: float, ks) -> dict[int, dict]:
+        config = BenchConfig(ks=list(ks), temperatures=[temperature],
+                             max_new_tokens=max_new_tokens, prompts=texts, repeats=1,
+                             transformers=False)
+        bench = Bench(pair, config, log=lambda _: None)
+        bench.run()
+        per_k = results(bench)["temperatures"][str(temperature)]["k"]
+        return {k: {"alpha_counted": round(r["alpha"], 3),
+                    "alpha_expected": round(r["alpha_expected"], 3),
+                    "c": round(r["c"], 3), "v": round(r["v"], 3),
+                    "speedup": round(r["measured_speedup"], 3), "trials": r["trials"]}
+                for k, r in per_k.items()}
 
     result: dict = {
         "threads": torch.get_num_threads(),
@@ -352,11 +329,12 @@ def measure_pair(
     }
     for t in temperatures:
         for domain, texts in prompts.items():
-            r = pooled({domain: texts}, t, 4)
+            r = pooled(texts[:n_prompts], t, [4])[4]
             result["alpha_k4"][f"{domain} T={t}"] = r
             print(f"k=4 T={t} {domain}: {r}", flush=True)
+    every = [text for texts in prompts.values() for text in texts[:n_prompts]]
     for t in (1.0, 0.0):
-        sweep = {k: pooled(prompts, t, k) for k in ks}
+        sweep = pooled(every, t, ks)
         for k, r in sweep.items():
             print(f"sweep T={t} k={k}: {r}", flush=True)
         best = max(sweep, key=lambda k: sweep[k]["speedup"])

@@ -9,5 +9,6 @@ from engine.settings import Settings
 
 @pytest.fixture(scope="module")
 def client() -> TestClient:
-    with TestClient(create_app(Settings(load_models=False))) as c:
+    # The name a local browser uses: the server answers only to its allowed hosts.
+    with TestClient(create_app(Settings(load_models=False)), base_url="http://127.0.0.1") as c:
         yield c

@@ -66,7 +66,7 @@ def test_slider_page_has_a_title_and_card_tags_for_its_state(client):
     html = client.get("/?alpha=0.7&k=4&c=0.18").text
     assert "<title>alpha 0.70, k 4: 1.61x, best k 3 · specscope</title>" in html
     assert '<meta property="og:title" content="alpha 0.70, k 4: 1.61x, best k 3">' in html
-    assert ('<meta property="og:image" content="http://testserver/preview.png?alpha=0.7&amp;'
+    assert ('<meta property="og:image" content="http://127.0.0.1/preview.png?alpha=0.7&amp;'
             'k=4&amp;c=0.18&amp;v=1&amp;step_ms=22&amp;tokens=500&amp;seed=0">') in html
     assert '<meta name="twitter:card" content="summary_large_image">' in html
     nothing_pays = client.get("/?alpha=0.05&c=0.5").text
@@ -106,7 +106,7 @@ def test_embed_view_is_results_only_and_framing_is_denied_by_default(client):
 def test_embed_view_may_be_framed_only_by_listed_origins():
     settings = Settings(load_models=False, frame_ancestors=["https://docs.example.com",
                                                             "http://localhost:8080"])
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         embed = client.get("/?embed=1")
         policy = embed.headers["content-security-policy"]
         assert "frame-ancestors https://docs.example.com http://localhost:8080" in policy

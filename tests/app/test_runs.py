@@ -189,6 +189,39 @@ def test_engine_fault_ends_the_run_with_an_error_and_the_next_run_works(live_ser
     assert run_summary_ok(live_server)
 
 
+def test_an_internal_fault_is_reported_without_the_engines_internals(live_server, app_state):
+    def fault(module, args, output):
+        raise IndexError("index 300 is out of bounds for dimension 0 with size 300")
+
+    hook = app_state.runs.pairs["tiny"].target.register_forward_hook(fault)
+    try:
+        kind, data = run(live_server)[-1]
+    finally:
+        hook.remove()
+    assert kind == "error" and "the engine failed on this run" in data["message"]
+    for internal in ("IndexError", "out of bounds", "dimension", "Traceback"):
+        assert internal not in data["message"]
+
+
+@pytest.mark.parametrize("path", ["/api/runs", "/runs"])
+def test_a_prompt_longer_than_the_context_gets_422_before_any_stream(live_server, app_state,
+                                                                     path):
+    wait_until_idle(live_server)  # a run of an earlier test may still be finishing
+    completed = app_state.runs.status()["completed"]
+    prompt = "the quick brown fox jumps over the lazy dog " * 45  # ~2000 characters
+    response = httpx.post(live_server.url + path, json=BODY | {"prompt": prompt,
+                                                               "max_new_tokens": 256})
+    assert response.status_code == 422
+    assert response.headers["content-type"] == "application/json"
+    message = response.json()["message"]
+    assert message.startswith("prompt") and "does not fit in the models' context of 512" in message
+    assert app_state.runs.status()["completed"] == completed
+
+
+def test_tiny_temperature_runs_to_a_summary(live_server):
+    assert run(live_server, BODY | {"temperature": 1e-39})[-1][0] == "summary"
+
+
 def test_queue_is_bounded_with_429_and_retry_after(live_server, app_state):
     body = BODY | {"max_new_tokens": 200}
     first = httpx.stream("POST", live_server.url + "/api/runs", json=body, timeout=60)
@@ -221,14 +254,16 @@ def test_page_stream_renders_escaped_html_fragments(live_server):
 
 
 def test_run_past_the_time_limit_is_stopped(live_server, app_state):
+    limit = app_state.runs.run_timeout_s
     app_state.runs.run_timeout_s = 0.0
     try:
         events = run(live_server)
     finally:
-        app_state.runs.run_timeout_s = 60.0
+        app_state.runs.run_timeout_s = limit
     assert events[-1][0] == "error" and "time limit" in events[-1][1]["message"]
 
 
 def test_status_reports_the_engine(live_server):
+    wait_until_idle(live_server)  # whatever an earlier test left running
     status = httpx.get(live_server.url + "/api/runs/status").json()
     assert status["available"] is True and status["running"] is False

@@ -171,7 +171,8 @@ def test_run_preview_and_chart_downloads_are_real_images(live_server, saved):
 def test_a_corrupted_database_gets_a_clear_page_not_a_500(tmp_path):
     broken = tmp_path / "runs.db"
     broken.write_bytes(b"this is not a database " * 400)
-    with TestClient(create_app(Settings(load_models=False, db=str(broken)))) as client:
+    with TestClient(create_app(Settings(load_models=False, db=str(broken))),
+                    base_url="http://127.0.0.1") as client:
         page = client.get(f"/runs/{new_run_id()}")
         assert page.status_code == 503
         assert "Saved runs are unavailable" in page.text

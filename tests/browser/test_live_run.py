@@ -3,7 +3,9 @@ numbers" moving the sliders and the address bar."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import time
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -79,13 +81,27 @@ def test_bad_settings_show_the_servers_message(page):
     expect(page.locator("#live-status")).to_have_class(re.compile("error"))
 
 
-def test_stop_ends_the_run(page, live_server):
-    page.goto("/?max_new_tokens=256&run_k=1")
-    start_run(page, "the quick brown fox jumps")
-    expect(page.locator("#live-cycles .cycle").first).to_be_visible(timeout=60_000)
-    page.locator("#stop-live").click()
-    expect(page.locator("#live-status")).to_have_text(re.compile("Stopped|Done"))
-    expect(page.locator("#run-live")).to_be_enabled()
+def test_stop_ends_the_run(page, live_server, app_state):
+    # Every target pass slowed and no end of sequence: the run cannot finish before Stop.
+    runs = app_state.runs
+    pair = runs.pairs["tiny"]
+    hook = pair.target.register_forward_hook(lambda *_: time.sleep(0.05))
+    runs.pairs["tiny"] = dataclasses.replace(pair, stop_token_ids=frozenset())
+    try:
+        page.goto("/?max_new_tokens=256&run_k=1")
+        start_run(page, "the quick brown fox jumps")
+        expect(page.locator("#live-cycles .cycle").first).to_be_visible(timeout=60_000)
+        page.locator("#stop-live").click()
+        expect(page.locator("#live-status")).to_have_text("Stopped.")
+        expect(page.locator("#run-live")).to_be_enabled()
+        deadline = time.monotonic() + 5
+        while runs.status()["running"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not runs.status()["running"]  # the engine was freed, not left to finish
+        assert page.locator("#live-cycles .cycle").count() < 100  # of ~128 cycles
+    finally:
+        runs.pairs["tiny"] = pair
+        hook.remove()
 
 
 def test_live_settings_are_part_of_the_link(page):

@@ -1,4 +1,5 @@
-"""A real uvicorn server on a free localhost port, in a thread of the test process."""
+"""A real uvicorn server on a free localhost port, in a thread of the test process, served
+exactly as ``make run`` serves (app.server)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import socket
 import threading
 import time
 
-import uvicorn
 from fastapi import FastAPI
+
+from app.server import Server, serving_config
 
 
 def free_port() -> int:
@@ -20,8 +22,9 @@ class LiveServer:
     def __init__(self, app: FastAPI) -> None:
         self.app = app
         self.port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
+        config = serving_config(app, app.state.settings, host="127.0.0.1", port=self.port,
+                                log_level="warning")
+        self.server = Server(config, app)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property

@@ -84,3 +84,32 @@ def tiny_pair(root: Path) -> tuple[str, str]:
     target = build_llama(seed=0)
     return (save(root, "target", target, tokenizer),
             save(root, "draft", perturbed(target, scale=0.3, seed=1), tokenizer))
+
+
+def build_mistral(seed: int, sliding_window: int, vocab_size: int = VOCAB):
+    """A tiny Mistral whose attention sees only the last ``sliding_window`` positions."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    config = MistralConfig(
+        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        sliding_window=sliding_window, bos_token_id=0, eos_token_id=1, initializer_range=0.1,
+    )
+    torch.manual_seed(seed)
+    return MistralForCausalLM(config).eval()
+
+
+def build_linear_attention(seed: int, vocab_size: int = VOCAB):
+    """A tiny Qwen3-Next: one linear-attention (recurrent) layer, one attention layer."""
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+    config = Qwen3NextConfig(
+        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_value_heads=2,
+        linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
+        num_experts=2, num_experts_per_tok=1, moe_intermediate_size=32,
+        shared_expert_intermediate_size=32, layer_types=["linear_attention", "full_attention"],
+        max_position_embeddings=512, bos_token_id=0, eos_token_id=1,
+    )
+    torch.manual_seed(seed)
+    return Qwen3NextForCausalLM(config).eval()

@@ -1,4 +1,4 @@
-"""The analytic model: every formula of DESIGN.md, checked against enumeration, simulation
+"""The analytic model: every formula of docs/design.md, checked against enumeration, simulation
 and the reference case."""
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
+import pytest
 import torch
 from scipy.stats import chisquare
 
-from engine.decoder.sampling import greedy, sample, warp
+from engine.decoder.events import GREEDY_BELOW, GenerationConfig
+from engine.decoder.sampling import check_finite, greedy, sample, warp
 
 LOGITS = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0], [0.0, 0.0, 3.0, 1.0, 2.0]])
 
@@ -42,3 +44,27 @@ def test_sample_follows_the_distribution_and_is_seeded():
     assert chisquare(counts[:4].numpy(), (probs[:4] * 20_000).numpy()).pvalue > 1e-3
     again = sample(probs.expand(20_000, 5), torch.Generator().manual_seed(0))
     assert torch.equal(draws, again)
+
+
+def test_temperatures_below_the_threshold_are_greedy():
+    for temperature in (1e-39, 1e-30, GREEDY_BELOW / 2):
+        probs = warp(LOGITS, temperature)
+        assert torch.equal(probs, greedy(LOGITS)), temperature
+    assert GenerationConfig(prompt="x", temperature=1e-39).greedy
+    assert not GenerationConfig(prompt="x", temperature=0.01).greedy
+
+
+def test_tiny_top_p_keeps_the_most_likely_token():
+    for top_p in (1e-46, 1e-300, 1e-9):
+        probs = warp(LOGITS, 1.0, top_p=top_p)
+        assert torch.isfinite(probs).all(), top_p
+        assert torch.equal(probs, greedy(LOGITS)), top_p
+
+
+def test_rows_that_are_not_finite_give_a_valid_id_and_a_clear_error():
+    bad = torch.tensor([[float("nan")] * 5, [0.1, 0.2, 0.3, 0.4, 0.0]])
+    ids = sample(bad, torch.Generator().manual_seed(0))
+    assert ids.min() >= 0 and ids.max() < 5
+    with pytest.raises(ValueError, match="not finite numbers"):
+        check_finite(bad)
+    check_finite(bad[1:])

@@ -1,4 +1,5 @@
 import dataclasses
+import gc
 import json
 
 import pytest
@@ -17,7 +18,7 @@ from engine.decoder.events import (
     StepEvent,
     SummaryEvent,
 )
-from engine.decoder.forward import forward, new_cache
+from engine.decoder.forward import FastDecoder, forward, new_cache
 from engine.decoder.sampling import warp
 from engine.decoder.speculative import speculate
 from engine.decoder.stats import summarize
@@ -52,6 +53,16 @@ def test_greedy_speculation_equals_target_greedy_decoding(request, draft, k):
         assert alpha > 0.4  # mostly accepted
 
 
+@pytest.mark.parametrize("extreme", [{"temperature": 1e-39}, {"temperature": 1.0, "top_p": 1e-46}])
+def test_extreme_sampling_values_run_as_greedy_decoding(good_pair, extreme):
+    """Once "IndexError: index out of range": 1/1e-39 overflows float32, and top_p = 1e-46 is
+    0 in float32, so every token was dropped."""
+    greedy = run(good_pair, k=3, temperature=0.0, max_new_tokens=24)[1]
+    assert run(good_pair, k=3, max_new_tokens=24, **extreme)[1].token_ids == greedy.token_ids
+    config = GenerationConfig(prompt=PROMPT, max_new_tokens=24, **extreme)
+    assert run_target_only(good_pair, config)[1].token_ids == greedy.token_ids
+
+
 # ---- cache correctness ------------------------------------------------------------------
 
 
@@ -61,26 +72,38 @@ def from_scratch(model, ids: list[int], keep: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    ("draft", "k", "temperature"), [("good_pair", 6, 0.5), ("bad_pair", 3, 1.0)]
+    ("draft", "k", "temperature", "top_k", "top_p"),
+    [("good_pair", 6, 0.5, 0, 1.0), ("bad_pair", 3, 1.0, 0, 1.0),
+     ("good_pair", 4, 1.0, 20, 1.0), ("good_pair", 4, 1.0, 0, 0.9),
+     ("good_pair", 5, 0.8, 50, 0.95)],
 )
-def test_cached_distributions_match_from_scratch_forward_passes(request, draft, k, temperature):
+def test_cached_distributions_match_from_scratch_forward_passes(
+    request, draft, k, temperature, top_k, top_p
+):
+    """p and q as the loop computed them over its caches (rolled back after rejections, fed
+    two tokens after a full acceptance) equal the same warp over fresh forward passes; with
+    top-k and top-p the same tokens are cut."""
     pair = request.getfixturevalue(draft)
     seen = {"rejection": 0, "full": 0, "after_full": 0}
     last_was_full = [False]
 
     def check(context: list[int], outcome) -> None:
         v = pair.shared_vocab_size
-        p = warp(from_scratch(pair.target, context + outcome.drafts, k + 1)[:, :v], temperature)
+        logits = from_scratch(pair.target, context + outcome.drafts, k + 1)[:, :v]
+        p = warp(logits, temperature, top_k, top_p)
         torch.testing.assert_close(outcome.p, p, atol=1e-5, rtol=1e-4)
+        if top_k or top_p < 1:
+            assert ((p > 0).sum(-1) < v).all()  # the filters did cut
         for i in range(k):
             q = from_scratch(pair.draft, context + outcome.drafts[:i], 1)[-1, :v]
-            q = warp(q, temperature)
+            q = warp(q, temperature, top_k, top_p)
             torch.testing.assert_close(outcome.q[i], q, atol=1e-5, rtol=1e-4)
         seen["after_full"] += last_was_full[0]
         last_was_full[0] = outcome.n_accepted == k
         seen["full" if outcome.n_accepted == k else "rejection"] += 1
 
-    config = GenerationConfig(prompt=PROMPT, k=k, temperature=temperature, max_new_tokens=120)
+    config = GenerationConfig(prompt=PROMPT, k=k, temperature=temperature, top_k=top_k,
+                              top_p=top_p, max_new_tokens=120)
     list(speculate(pair, config, on_verify=check))
     assert seen["rejection"] >= 3 and seen["full"] >= 3 and seen["after_full"] >= 3, seen
 
@@ -168,13 +191,22 @@ def test_summary_after_the_cycles_when_the_baseline_ran_first(good_pair):
 
 
 def test_closing_early_leaves_nothing_behind(good_pair):
+    """Closing the iterator between cycles gives both caches' memory back to their models'
+    pools, leaves torch's grad mode as it was, and the next run is unaffected."""
     config = GenerationConfig(prompt=PROMPT, k=3, temperature=0.8, max_new_tokens=30, seed=4)
+    full = list(speculate(good_pair, config))[-1].token_ids
+    pools = [FastDecoder.of(m).pool for m in (good_pair.target, good_pair.draft)]
+    free = [list(pool) for pool in pools]
     events = speculate(good_pair, config)
     next(events)
     next(events)
+    taken = [[s for s in before if s not in pool] for before, pool in zip(free, pools, strict=True)]
+    assert all(len(t) == 1 for t in taken)  # each model's cache holds one slot
     assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
     events.close()
-    full = list(speculate(good_pair, config))[-1].token_ids
+    gc.collect()
+    for slots, pool in zip(taken, pools, strict=True):
+        assert all(any(s is p for p in pool) for s in slots)  # the slots are free again
     assert list(speculate(good_pair, config))[-1].token_ids == full
 
 

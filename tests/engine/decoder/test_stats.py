@@ -1,4 +1,4 @@
-"""Figures of a run from its cycles, as DESIGN.md ("Measuring a live run") defines them."""
+"""Figures of a run from its cycles, as docs/design.md ("The estimators") defines them."""
 
 from __future__ import annotations
 

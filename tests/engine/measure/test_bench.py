@@ -1,4 +1,4 @@
-"""The benchmark on tiny models: its figures, its table, its JSON, and its greedy check."""
+"""The benchmark on tiny models: its results, its table, its JSON, and its greedy check."""
 
 import json
 
@@ -11,13 +11,12 @@ from engine.measure.bench import (
     HF_GENERATE,
     OURS_BASE,
     OURS_SPEC,
-    TARGETS,
     Bench,
     BenchConfig,
-    greedy_check,
-    markdown,
     run_bench,
 )
+from engine.measure.bench_report import TARGETS, markdown
+from engine.measure.bench_results import greedy_check
 
 PROMPTS = ["the quick brown fox", "speculative decoding drafts"]
 

@@ -1,0 +1,65 @@
+"""Against DNS rebinding and cross-site requests: answer only to the configured host names,
+and refuse POSTs that another site's page sends.
+
+A page on evil.example can point its own name at 127.0.0.1 and then talk to a server on
+localhost as if it were same-origin; its requests still carry ``Host: evil.example``, which
+is not on the list. A page elsewhere can also POST to localhost directly (a "simple" request
+needs no preflight); the browser marks it with its ``Origin``, which is not this server's.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class HostGuard:
+    """Pure ASGI middleware: 400 for a Host not in ``allowed_hosts`` ("*" allows any), 403
+    for a POST (or any unsafe method) whose ``Origin`` is neither this server's own nor in
+    ``allowed_origins``. Requests without ``Origin`` (curl, scripts) are not cross-site."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: list[str], allowed_origins: list[str]):
+        self.app = app
+        self.any_host = "*" in allowed_hosts
+        self.hosts = {h.lower() for h in allowed_hosts}
+        self.origins = {o.lower().rstrip("/") for o in allowed_origins}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        host = headers.get("host", "").lower()
+        if not self.any_host and _hostname(host) not in self.hosts:
+            await _refuse(send, 400, f"this server answers to {', '.join(sorted(self.hosts))}; "
+                                     f"the request was for {host[:60]!r} (SPECSCOPE_ALLOWED_HOSTS "
+                                     "adds names)")
+            return
+        origin = headers.get("origin")
+        if scope["method"] not in SAFE_METHODS and origin is not None:
+            origin = origin.lower().rstrip("/")
+            own = f"{scope.get('scheme', 'http')}://{host}"
+            if origin != own and origin not in self.origins:
+                await _refuse(send, 403, f"a page from {origin[:60]!r} may not start runs here "
+                                         "(SPECSCOPE_ALLOWED_ORIGINS adds origins)")
+                return
+        await self.app(scope, receive, send)
+
+
+def _hostname(host: str) -> str:
+    """``host[:port]`` without the port (``[::1]:8000`` gives ``[::1]``)."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"message": message}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,123 @@
+"""The benchmark's results as a Markdown report."""
+
+from __future__ import annotations
+
+TARGETS = {
+    "ours / hf-assisted (best k each)": 1.25,
+    "ours-baseline / hf-generate": 1.0,
+    "measured / predicted (ours, best k)": 0.9,
+}
+
+
+def markdown(result: dict, command: str | None = None) -> str:
+    s, f = result["setting"], result["results"]
+    cfg = s["config"]
+    lines = [
+        "## specscope bench",
+        "",
+        f"- pair: target `{s['target']}` ({_model(s['target_model'])}), "
+        f"draft `{s['draft']}` ({_model(s['draft_model'])})",
+        f"- device: {s['device']} ({s['device_name']}), {s['dtype']}, "
+        f"{s['threads']} torch thread(s); torch {s['torch']}, transformers {s['transformers']}",
+        f"- {len(cfg['prompts'])} prompts x {cfg['repeats']} repeats, "
+        f"{cfg['max_new_tokens']} new tokens per run (end of sequence ignored), contenders "
+        "interleaved; tok/s: new tokens / wall time of the call (prefill included), median "
+        "(interquartile range)",
+        "- predicted: docs/design.md's speedup from the counted alpha, c and v; measured: ours "
+        "speculative / ours target-only in decode tok/s (prefill left out, as the theory "
+        "counts; per prompt the median over the repeats, then pooled over the prompts)",
+    ]
+    if command:
+        lines.append(f"- command: `{command}`")
+    for key, t in f["temperatures"].items():
+        lines += _temperature_section(float(key), t, f.get("greedy_check"))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _temperature_section(temperature: float, t: dict, check: dict | None) -> list[str]:
+    title = f"### temperature {temperature:g}" + (" (greedy)" if temperature == 0 else "")
+    lines = ["", title, ""]
+    if temperature == 0 and check is not None:
+        verdict = "yes" if check["match"] else f"NO: {check['mismatches']}"
+        lines += [
+            f"Same tokens from every contender: **{verdict}** "
+            f"({check['compared']} outputs compared with ours-baseline).",
+            "",
+        ]
+    base, gen = t["ours_baseline"], t["hf_generate"]
+    line = f"Target-only: ours {_rate(base)} tok/s"
+    if gen:
+        ratio = base["median"] / gen["median"]
+        line += f", transformers generate {_rate(gen)} tok/s, ratio **{ratio:.2f}**"
+    lines += [
+        line + f"; target step {t['step_ms']:.2f} ms (median).",
+        "",
+        "| k | ours spec tok/s | hf-assisted tok/s | ours / hf | alpha | c | v "
+        "| predicted | measured | measured / predicted |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for k, row in t["k"].items():
+        hf = row["hf_assisted"]
+        ratio = f"{row['ours_over_hf']:.2f}" if row["ours_over_hf"] else "-"
+        lines.append(
+            f"| {k} | {_rate(row['ours'])} | {_rate(hf)} | {ratio} "
+            f"| {row['alpha']:.3f} | {row['c']:.3f} | {row['v']:.3f} "
+            f"| {row['predicted_speedup']:.2f}x | {row['measured_speedup']:.2f}x "
+            f"| {row['measured_over_predicted']:.2f} |"
+        )
+    best = t["best"]
+    found = f"Best k: ours {best['k_ours']}"
+    if "k_hf" in best:
+        found += f", transformers {best['k_hf']}"
+    lines += ["", found + ".", "", "| ratio | value | target | met |", "|---|---:|---:|---|"]
+    for name, goal in TARGETS.items():
+        if name in best:
+            met = "yes" if best[name] >= goal else "no"
+            lines.append(f"| {name} | {best[name]:.2f} | >= {goal:g} | {met} |")
+    if "ours / hf-assisted (same k)" in best:
+        same = best["ours / hf-assisted (same k)"]
+        lines.append(f"| ours / hf-assisted (same k = {best['k_ours']}) | {same:.2f} | | |")
+    row = t["k"][best["k_ours"]]
+    if row["time"]:
+        lines += ["", f"Where the time goes (ours, k = {best['k_ours']}), ms:", ""]
+        lines += _budget_table(row["time"])
+        lines += [
+            "",
+            f"The prediction's two halves, measured (k = {best['k_ours']}): tokens per cycle "
+            f"{row['tokens_per_cycle']:.2f} (model {row['tokens_per_cycle_predicted']:.2f}); "
+            f"cycle cost {row['cycle_cost']:.2f} target steps, mean (model k c + v = "
+            f"{row['cycle_cost_predicted']:.2f}).",
+        ]
+    return lines
+
+
+def _budget_table(b: dict) -> list[str]:
+    def both(mean, median):
+        return "-" if mean is None else f"{mean:.3f} ({median:.3f})"
+
+    rows = [
+        ("first draft step of a cycle, mean (median)",
+         both(b["first_draft_step_ms"], b["first_draft_step_median_ms"])),
+        ("later draft steps, mean (median)",
+         both(b["later_draft_step_ms"], b["later_draft_step_median_ms"])),
+        ("verification, mean (median)", both(b["verify_ms"], b["verify_median_ms"])),
+        ("rest of the cycle (stacking, rollback, bookkeeping), mean", f"{b['cycle_rest_ms']:.3f}"),
+        ("whole cycle, mean", f"{b['cycle_ms']:.3f}"),
+        ("cycles per run", f"{b['cycles_per_run']:.1f}"),
+        ("prefill per run", f"{b['prefill_ms_per_run']:.2f}"),
+        ("events and text per run (outside the cycles)", f"{b['events_ms_per_run']:.2f}"),
+        ("wall time per run", f"{b['wall_ms_per_run']:.1f}"),
+    ]
+    return ["| | ms |", "|---|---:|"] + [f"| {name} | {value} |" for name, value in rows]
+
+
+def _model(m: dict) -> str:
+    layers = f"{m['layers']} layer" + ("s" if m["layers"] != 1 else "")
+    return f"{layers}, hidden {m['hidden']}, {m['params'] / 1e6:.2f}M params"
+
+
+def _rate(r: dict | None) -> str:
+    if r is None:
+        return "-"
+    return f"{r['median']:.1f} ({r['q1']:.1f}-{r['q3']:.1f})"
