@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from app.errors import validation_error_handler
-from app.routes import api, pages, runs
+from app.routes import api, health, pages, runs
 from app.runs import RunManager
 from app.security import SecurityHeaders
 from app.settings import REPO_ROOT, Settings
@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(api.router)
     app.include_router(runs.router)
+    app.include_router(health.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
