@@ -8,7 +8,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from app.settings import Settings
+from engine.settings import Settings
 
 TIMEOUT_S = 4.0
 # A server listening on every interface is reached on the loopback one.

@@ -42,7 +42,7 @@ def bound(result: dict, config: dict, prompt_tokens: list[int], bandwidth_tb_s: 
     weights = params * b
     cache = context * kv_bytes_per_token(config, b)
     bound_ms = (weights + cache) / (bandwidth_tb_s * 1e12) * 1e3
-    measured_ms = result["figures"]["temperatures"]["0.0"]["step_ms"]
+    measured_ms = result["results"]["temperatures"]["0.0"]["step_ms"]
     return {"params": params, "dtype": setting["dtype"], "weight_bytes": weights,
             "kv_bytes": cache, "context_tokens": context, "bandwidth_tb_s": bandwidth_tb_s,
             "bound_ms": bound_ms, "measured_ms": measured_ms,

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from app.settings import Settings
+from engine.settings import Settings
 
 router = APIRouter(tags=["health"])
 

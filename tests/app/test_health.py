@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 
 from app import healthcheck
 from app.main import create_app
-from app.settings import PairSpec, Settings
+from engine.settings import PairSpec, Settings
 
 
 def test_without_models_the_server_is_healthy_and_says_none_were_asked_for(client):
