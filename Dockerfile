@@ -45,9 +45,11 @@ RUN --mount=type=cache,target=/root/.cache/pip make install
 # ---- runtime: the same base, the built tree, a user without privileges --------------------
 # hadolint ignore=DL3006
 FROM base-${TORCH} AS runtime
-RUN useradd --create-home --uid 10001 --user-group specscope
 WORKDIR /app
 COPY --from=build /app /app
+# The server writes only under /app/data (saved runs); the rest of /app stays root's.
+RUN useradd --create-home --uid 10001 --user-group specscope \
+    && install -d -o specscope -g specscope /app/data
 USER 10001:10001
 ENV PATH=/app/.venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \

@@ -65,7 +65,10 @@ def test_the_server_runs_as_a_user_without_privileges_on_every_interface(dockerf
     uid = runtime.all("USER")[-1].arguments.split(":")[0]
     assert uid.isdigit() and uid != "0"  # numeric: resolvable without the image's passwd
     assert keywords.index("USER") < keywords.index("CMD")
-    assert any(f"useradd --create-home --uid {uid}" in r.arguments for r in runtime.all("RUN"))
+    runs = " ".join(r.arguments for r in runtime.all("RUN"))
+    assert f"useradd --create-home --uid {uid} --user-group specscope" in runs
+    # the one directory the server writes to (saved runs) is the user's
+    assert "install -d -o specscope -g specscope /app/data" in runs
     env = runtime.env()
     assert env["SPECSCOPE_HOST"] == "0.0.0.0"
     assert runtime.all("EXPOSE")[-1].arguments == env["SPECSCOPE_PORT"]
