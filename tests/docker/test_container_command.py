@@ -73,6 +73,7 @@ def test_the_containers_command_serves_and_passes_its_health_check(dockerfile, b
         assert status == 200 and body["status"] == "ok"
         assert body["models"]["loaded"] and body["models"]["pairs"] == ["shipped"]
         assert body["queue"]["waiting"] == 0 and not body["queue"]["running"]
+        assert (context / "data" / "specscope.db").is_file()  # where the image lets it write
 
         check = subprocess.run(
             healthcheck_command(runtime.all("HEALTHCHECK")[-1].arguments), cwd=context,

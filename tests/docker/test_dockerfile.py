@@ -17,6 +17,8 @@ from support.dockerfile import (
     run_command,
 )
 
+from engine.settings import DATA_DIR, REPO_ROOT, Settings
+
 ROOT = Path(__file__).resolve().parents[2]
 HADOLINT = Path(sys.executable).parent / "hadolint"
 
@@ -67,8 +69,10 @@ def test_the_server_runs_as_a_user_without_privileges_on_every_interface(dockerf
     assert keywords.index("USER") < keywords.index("CMD")
     runs = " ".join(r.arguments for r in runtime.all("RUN"))
     assert f"useradd --create-home --uid {uid} --user-group specscope" in runs
-    # the one directory the server writes to (saved runs) is the user's
-    assert "install -d -o specscope -g specscope /app/data" in runs
+    # the one directory the server writes to (the saved runs' database) is the user's
+    data = Path("/app") / DATA_DIR.relative_to(REPO_ROOT)
+    assert Path(Settings.model_fields["db"].default).parent == DATA_DIR  # the default place
+    assert f"install -d -o specscope -g specscope {data.as_posix()}" in runs
     env = runtime.env()
     assert env["SPECSCOPE_HOST"] == "0.0.0.0"
     assert runtime.all("EXPOSE")[-1].arguments == env["SPECSCOPE_PORT"]
