@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 
 from app.errors import http_error_handler, validation_error_handler
 from app.host_guard import HostGuard
-from app.routes import api, pages, previews, roofline, runs, saved, traffic
+from app.routes import api, health, pages, previews, roofline, runs, saved, traffic
 from app.run_queue import RunManager
 from app.saved import Archiver
 from app.security import SecurityHeaders
@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(saved.router)
     app.include_router(previews.router)
     app.include_router(traffic.router)
+    app.include_router(health.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
