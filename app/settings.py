@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +46,15 @@ class Settings(BaseSettings):
     max_prompt_chars: int = Field(2000, ge=1)
     run_timeout_s: float = Field(120.0, gt=0)
     queue_size: int = Field(4, ge=0)  # runs that may wait while one runs
+    # A running vLLM server (http://host:port) for `--engine vllm`; server-side only.
+    vllm_url: str | None = None
+
+    @field_validator("vllm_url")
+    @classmethod
+    def _vllm_url_is_http(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"vllm_url must be an http:// or https:// address, got {url!r}")
+        return url.rstrip("/") if url else None
 
     @model_validator(mode="after")
     def _default_pair_is_offered(self) -> Settings:

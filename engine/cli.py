@@ -31,6 +31,7 @@ from engine.decoder.events import (
     StepEvent,
     SummaryEvent,
 )
+from engine.measure import vllm_cli
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
 # the target's token underlined.
@@ -54,6 +55,7 @@ def defaults() -> dict:
         "draft": settings.draft,
         "max_new_tokens_limit": settings.max_new_tokens_limit,
         "device": settings.device,
+        "vllm_url": settings.vllm_url,
     }
 
 
@@ -108,6 +110,7 @@ def build_parser(d: dict) -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print the JSON result instead")
     bench.add_argument("--out", type=Path, help="also write the JSON result to this file")
     bench.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    vllm_cli.add_parser(sub, d)
     return parser
 
 
@@ -127,6 +130,8 @@ def _float_list(text: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     d = defaults()
     args = build_parser(d).parse_args(argv)
+    if args.command == "vllm":
+        return vllm_cli.run(args)
     if args.command == "bench":
         try:
             return _bench(args, argv)
