@@ -1,12 +1,48 @@
-"""Validation errors a person can read: which parameter, what was given, what is allowed."""
+"""Errors a person can read, in one documented shape: ``{"message": ...}``, plus ``detail``
+(which field, what is wrong) when a request is invalid."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
 
 from app.params import SLIDERS
+
+
+class Problem(BaseModel):
+    """Why the request was refused, in words."""
+
+    message: str
+
+
+class FieldProblem(BaseModel):
+    loc: list[str | int] = Field(description='where: ["query", "k"], ["body", "prompt"], ...')
+    msg: str
+
+
+class ValidationProblem(Problem):
+    """Every invalid value, with a message naming the field and what it allows."""
+
+    detail: list[FieldProblem]
+
+
+ERRORS: dict[int, tuple[type[BaseModel], str]] = {
+    400: (Problem, "the Host header is not one this server answers to"),
+    403: (Problem, "a cross-origin POST (another site's page) is refused"),
+    422: (ValidationProblem, "invalid parameters or body (the message names each field)"),
+    429: (Problem, "the queue is full; see Retry-After"),
+    503: (Problem, "live runs are unavailable on this server (models not loaded)"),
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error codes, with the bodies the server sends."""
+    return {code: {"model": ERRORS[code][0], "description": ERRORS[code][1]} for code in codes}
 
 
 def _message(error: dict) -> str:
@@ -16,15 +52,21 @@ def _message(error: dict) -> str:
     # The theory API's query parameters are the sliders: state their range in full.
     if where == "query" and name in SLIDERS:
         return f"{SLIDERS[name].describe_range()} (got {given!r})"
+    if error.get("type") == "string_pattern_mismatch" and name == "prompt":
+        return "prompt: the prompt is blank: give some text to continue"
     return f"{name}: {error.get('msg', 'is invalid')}"
 
 
 async def validation_error_handler(request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = list(exc.errors())
     messages = [_message(e) for e in errors]
-    return JSONResponse(
-        status_code=422,
-        content={"message": "; ".join(messages), "detail": [
-            {"loc": list(e.get("loc", ())), "msg": m} for e, m in zip(errors, messages, strict=True)
-        ]},
-    )
+    detail = [FieldProblem(loc=list(e.get("loc", ())), msg=m)
+              for e, m in zip(errors, messages, strict=True)]
+    problem = ValidationProblem(message="; ".join(messages), detail=detail)
+    return JSONResponse(status_code=422, content=problem.model_dump())
+
+
+async def http_error_handler(request: Request, exc: HTTPException) -> JSONResponse:
+    """404, 405 and the like in the same shape as every other error."""
+    return JSONResponse(status_code=exc.status_code, content={"message": str(exc.detail)},
+                        headers=getattr(exc, "headers", None))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from app.params import MAX_SEED, Slider, parse_controls
-from app.settings import Settings
-from engine.analytic.theory import K_MAX
+from engine.analytic.theory import CURVE_MAX_K
+from engine.decoder.events import GenerationConfig
+from engine.settings import Settings
 
 # Prompts of different kinds: acceptance depends on how predictable the text is.
 PRESETS: dict[str, str] = {
@@ -20,34 +22,59 @@ PRESETS: dict[str, str] = {
 DEFAULT_PROMPT = next(iter(PRESETS.values()))
 
 
-class RunRequest(BaseModel):
-    """The body of ``POST /api/runs``; the server's limits are checked on top of these."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    prompt: str = Field(min_length=1, description="text for the models to continue")
-    k: int = Field(4, ge=1, le=K_MAX, description="draft tokens per cycle")
-    temperature: float = Field(0.8, ge=0, le=2, description="0 is greedy decoding")
-    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling; 1 is off")
-    max_new_tokens: int = Field(64, ge=1, description="at most the server's limit")
-    seed: int = Field(1, ge=0, le=MAX_SEED)
-    pair: str = Field("shipped", description="a pair name from the server's allowlist")
-
-
 def run_controls(settings: Settings) -> dict[str, Slider]:
-    """The live panel's numeric inputs; the link names them ``run_k`` and ``run_seed`` so they
-    never collide with the slider page's ``k`` and ``seed``."""
+    """The live panel's numeric inputs, with the engine's generation defaults; the link names
+    them ``run_k`` and ``run_seed`` so they never collide with the slider page's ``k`` and
+    ``seed``."""
+    g = GenerationConfig  # its field defaults are the generation defaults
+    limit = settings.max_new_tokens_limit
     return {
         s.name: s
         for s in (
-            Slider("run_k", "k", 1, K_MAX, 1, 4, integer=True),
-            Slider("temperature", "temperature", 0.0, 2.0, 0.05, 0.8),
-            Slider("top_p", "top-p", 0.01, 1.0, 0.01, 1.0),
-            Slider("max_new_tokens", "max new tokens", 1, settings.max_new_tokens_limit, 1,
-                   min(64, settings.max_new_tokens_limit), integer=True),
-            Slider("run_seed", "seed", 0, MAX_SEED, 1, 1, integer=True),
+            Slider("run_k", "k", 1, CURVE_MAX_K, 1, g.k, integer=True),
+            Slider("temperature", "temperature", 0.0, 2.0, 0.05, g.temperature),
+            Slider("top_p", "top-p", 0.01, 1.0, 0.01, g.top_p),
+            Slider("max_new_tokens", "max new tokens", 1, limit, 1,
+                   min(g.max_new_tokens, limit), integer=True),
+            Slider("run_seed", "seed", 0, MAX_SEED, 1, g.seed, integer=True),
         )
     }
+
+
+# The body's fields, and the live panel's control each one takes its range and default from.
+BODY_CONTROLS = {"k": "run_k", "temperature": "temperature", "top_p": "top_p",
+                 "max_new_tokens": "max_new_tokens", "seed": "run_seed"}
+BODY_DESCRIPTIONS = {
+    "k": "draft tokens per cycle",
+    "temperature": "0 is greedy decoding (as is any temperature below 1e-4)",
+    "top_p": "nucleus sampling; 1 is off",
+    "max_new_tokens": "tokens to generate at most (the server's limit is the maximum)",
+    "seed": "the random seed of the run",
+}
+
+
+def run_request_model(settings: Settings) -> type[BaseModel]:
+    """The body of ``POST /api/runs`` for this server: strict types (``true`` is not a
+    number, ``"3"`` is not an integer), the ranges of the live panel's controls, the prompt
+    limit and the pairs offered, so the OpenAPI schema states exactly what is accepted."""
+    controls = run_controls(settings)
+    fields: dict = {
+        "prompt": (str, Field(min_length=1, max_length=settings.max_prompt_chars,
+                              pattern=r"\S", description="text for the models to continue")),
+        "pair": (Literal[tuple(settings.pairs)], Field(  # type: ignore[valid-type]
+            settings.default_pair, description="a pair name from the server's allowlist")),
+    }
+    for name, control in BODY_CONTROLS.items():
+        s = controls[control]
+        kind = int if s.integer else float
+        fields[name] = (kind, Field(_default(s), ge=s.minimum, le=s.maximum,
+                                    description=BODY_DESCRIPTIONS[name]))
+    return create_model("RunRequest", __config__=ConfigDict(extra="forbid", strict=True),
+                        __doc__="The settings of one live run.", **fields)
+
+
+def _default(s: Slider) -> float | int:
+    return int(s.default) if s.integer else s.default
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 
-from app.errors import validation_error_handler
+from app.errors import http_error_handler, validation_error_handler
 from app.routes import api, pages, runs
-from app.runs import RunManager
+from app.run_queue import RunManager
 from app.security import SecurityHeaders
-from app.settings import REPO_ROOT, Settings
 from engine.decoder.loading import ModelPair, load_pair, set_threads
+from engine.settings import REPO_ROOT, Settings
 
 SWAGGER_VERSION = "5.35.0"
 log = logging.getLogger("specscope")
@@ -27,7 +28,8 @@ log = logging.getLogger("specscope")
 
 def load_pairs(settings: Settings) -> dict[str, ModelPair]:
     set_threads(settings.torch_threads, settings.device)
-    return {name: load_pair(spec.target, spec.draft, device=settings.device)
+    return {name: load_pair(spec.target, spec.draft, device=settings.device,
+                            cuda_graphs=settings.cuda_graphs)
             for name, spec in settings.pairs.items()}
 
 
@@ -55,10 +57,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(GZipMiddleware, minimum_size=1000)
     app.add_middleware(SecurityHeaders)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(HTTPException, http_error_handler)
     app.mount("/static", StaticFiles(directory=REPO_ROOT / "static"), name="static")
     app.include_router(pages.router)
     app.include_router(api.router)
-    app.include_router(runs.router)
+    app.include_router(runs.router(settings))
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:

@@ -11,13 +11,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from engine.analytic.theory import K_MAX
+from engine.analytic.theory import CURVE_MAX_K
+from engine.decoder.events import DEFAULT_SEED
 
 MAX_SEED = 2**31 - 1
 
 
 @dataclass(frozen=True)
 class Slider:
+    """One numeric control: its range, step and default are defined here and nowhere else
+    (the templates, the query parsing, the API's schema and its messages all read them)."""
+
     name: str
     label: str
     minimum: float
@@ -25,10 +29,24 @@ class Slider:
     step: float
     default: float
     integer: bool = False
+    widget: str = "range"  # "range" (a slider with its value beside it) or "number"
 
     def describe_range(self) -> str:
         kind = "a whole number" if self.integer else "a number"
         return f"{self.name} must be {kind} from {fmt(self.minimum)} to {fmt(self.maximum)}"
+
+    def clamp(self, value: float) -> float | int:
+        """``value`` moved into the range (and rounded, for a whole-number control)."""
+        return _typed(self, min(max(value, self.minimum), self.maximum))
+
+    def show(self, value: float) -> str:
+        """The value as an input shows it."""
+        return str(int(value)) if self.integer else fmt(value)
+
+    def setting(self, value: float) -> str:
+        """A measured ``value`` as this control can take it: clamped, to the step's precision."""
+        decimals = max(0, -math.floor(math.log10(self.step)))
+        return f"{self.clamp(value):.{decimals}f}"
 
 
 def fmt(x: float) -> str:
@@ -39,12 +57,12 @@ SLIDERS: dict[str, Slider] = {
     s.name: s
     for s in (
         Slider("alpha", "acceptance rate α", 0.0, 1.0, 0.01, 0.70),
-        Slider("k", "draft length k", 1, K_MAX, 1, 4, integer=True),
+        Slider("k", "draft length k", 1, CURVE_MAX_K, 1, 4, integer=True),
         Slider("c", "draft cost c", 0.0, 1.0, 0.01, 0.18),
         Slider("v", "verification cost v", 0.5, 3.0, 0.01, 1.0),
-        Slider("step_ms", "target step (ms)", 1.0, 1000.0, 0.1, 22.0),
-        Slider("tokens", "output length N", 1, 100_000, 1, 500, integer=True),
-        Slider("seed", "seed", 0, MAX_SEED, 1, 1, integer=True),
+        Slider("step_ms", "target step (ms)", 1.0, 1000.0, 0.1, 22.0, widget="number"),
+        Slider("tokens", "output length N", 1, 100_000, 1, 500, integer=True, widget="number"),
+        Slider("seed", "seed", 0, MAX_SEED, 1, DEFAULT_SEED, integer=True, widget="number"),
     )
 }
 
@@ -65,7 +83,7 @@ class PageState:
 
 
 def _typed(slider: Slider, value: float) -> float | int:
-    return int(value) if slider.integer else value
+    return int(round(value)) if slider.integer else value
 
 
 DEFAULT_STATE = PageState(**{name: _typed(s, s.default) for name, s in SLIDERS.items()})

@@ -1,11 +1,13 @@
-"""Engine events as the page shows them: HTML fragments rendered by the page's templates."""
+"""Run messages as the page shows them: the API's JSON (:func:`app.run_messages.message_json`)
+plus HTML fragments rendered by the page's templates."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from app.charts import measured_vs_model
-from app.runs import RunMessage
+from app.params import SLIDERS
+from app.run_messages import MessageKind, RunMessage, message_json
 from app.templating import templates
 from engine.analytic import theory
 from engine.decoder.events import SummaryEvent
@@ -15,12 +17,16 @@ def _render(name: str, **context: Any) -> str:
     return templates.get_template(name).render(**context)
 
 
-def summary_charts(summary: SummaryEvent) -> dict[str, Any]:
+def summary_context(summary: SummaryEvent) -> dict[str, Any]:
     """Per-position acceptance against alpha^i, and acceptance lengths against the
-    truncated geometric model, both at the counted alpha."""
+    truncated geometric model, both at the counted alpha; and the measured alpha, k, c, v and
+    step time as the slider page's controls can take them ("Use these numbers")."""
     k, alpha = summary.k, summary.alpha_counted
     shares = [n / summary.cycles for n in summary.acceptance_length_histogram]
+    measured = {"alpha": alpha, "k": k, "c": summary.c, "v": summary.v,
+                "step_ms": summary.step_ms}
     return {
+        "use": {name: SLIDERS[name].setting(value) for name, value in measured.items()},
         "positions": measured_vs_model(
             [str(i) for i in range(1, k + 1)], summary.per_position_acceptance,
             theory.position_acceptance(alpha, k)),
@@ -30,19 +36,16 @@ def summary_charts(summary: SummaryEvent) -> dict[str, Any]:
 
 
 def render_page_message(message: RunMessage) -> dict[str, Any]:
-    if message.kind == "cycle":
+    data = message_json(message)
+    if message.kind is MessageKind.CYCLE:
         event = message.event
-        return {
+        data |= {
             "chips": _render("_live_cycle.html", event=event),
             "text": event.text,
-            "figures": _render("_live_figures.html", running=message.data),
-            "generated": message.data["tokens"],
+            "running_html": _render("_live_figures.html", running=message.running),
+            "generated": message.running.tokens,
         }
-    if message.kind == "summary":
-        return {"html": _render("_live_summary.html", s=message.event,
-                                **summary_charts(message.event))}
-    if message.kind == "error":
-        return {"message": message.data}
-    if message.kind == "queued":
-        return {"position": message.data}
-    return {}
+    elif message.kind is MessageKind.SUMMARY:
+        data["html"] = _render("_live_summary.html", s=message.event,
+                               **summary_context(message.event))
+    return data

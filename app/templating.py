@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.templating import Jinja2Templates
 
-from app.settings import REPO_ROOT
+from engine.settings import REPO_ROOT
 
 templates = Jinja2Templates(directory=REPO_ROOT / "templates")
 

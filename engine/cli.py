@@ -22,6 +22,7 @@ import torch
 
 from engine.decoder.events import (
     ACCEPTED,
+    DEFAULT_SEED,
     DISCARDED,
     REJECTED,
     TARGET,
@@ -32,6 +33,7 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.measure import vllm_cli
+from engine.settings import Settings
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
 # the target's token underlined.
@@ -46,33 +48,34 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def defaults() -> dict:
-    """Target, draft, device and token limit from the server's settings (SPECSCOPE_...)."""
-    from app.settings import Settings
-
+    """Target, draft, device, token limit and CUDA graphs from the settings (SPECSCOPE_...)."""
     settings = Settings()
     return {
         "target": settings.target,
         "draft": settings.draft,
         "max_new_tokens_limit": settings.max_new_tokens_limit,
         "device": settings.device,
+        "cuda_graphs": settings.cuda_graphs,
         "vllm_url": settings.vllm_url,
     }
 
 
 def build_parser(d: dict) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specscope", description=__doc__.splitlines()[0])
+    parser.set_defaults(cuda_graphs=d["cuda_graphs"])  # a setting: SPECSCOPE_CUDA_GRAPHS
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate text with speculative decoding")
     gen.add_argument("prompt")
     gen.add_argument("--target", default=d["target"], help="path or Hugging Face id")
     gen.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
     gen.add_argument("--no-draft", action="store_true", help="run the target alone")
-    gen.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
-    gen.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
-    gen.add_argument("--top-p", type=float, default=1.0)
-    gen.add_argument("--top-k", type=int, default=0, help="0 = off")
-    gen.add_argument("--max-new-tokens", type=int, default=64)
-    gen.add_argument("--seed", type=int, default=0)
+    g = GenerationConfig  # its field defaults are the generation defaults
+    gen.add_argument("--k", type=int, default=g.k, help="draft tokens per cycle")
+    gen.add_argument("--temperature", type=float, default=g.temperature, help="0 = greedy")
+    gen.add_argument("--top-p", type=float, default=g.top_p)
+    gen.add_argument("--top-k", type=int, default=g.top_k, help="0 = off")
+    gen.add_argument("--max-new-tokens", type=int, default=g.max_new_tokens)
+    gen.add_argument("--seed", type=int, default=g.seed)
     gen.add_argument(
         "--device", default=d["device"], help="cuda, cpu, ... (default: CUDA if present)"
     )
@@ -97,7 +100,7 @@ def build_parser(d: dict) -> argparse.ArgumentParser:
     bench.add_argument("--prompts-file", type=Path,
                        help="a JSON list of prompts to use instead")
     bench.add_argument("--repeats", type=int, default=3)
-    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--seed", type=int, default=DEFAULT_SEED)
     bench.add_argument("--threads", type=int, default=None,
                        help="torch.set_num_threads (default: 1 on a CPU, torch's own on CUDA)")
     bench.add_argument(
@@ -168,7 +171,8 @@ def _generate(args, config: GenerationConfig) -> int:
     hf_logging.disable_progress_bar()
     set_threads(None, args.device)
     draft = None if args.no_draft else args.draft
-    pair = load_pair(args.target, draft, device=args.device, dtype=DTYPES.get(args.dtype))
+    pair = load_pair(args.target, draft, device=args.device, dtype=DTYPES.get(args.dtype),
+                     cuda_graphs=args.cuda_graphs)
     color = args.color == "always" or (
         args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     )
@@ -188,12 +192,12 @@ def _generate(args, config: GenerationConfig) -> int:
 def _bench(args, argv: list[str] | None) -> int:
     from transformers.utils import logging as hf_logging
 
-    from engine.decoder.events import MAX_K
+    from engine.decoder.events import MAX_DRAFT_K
     from engine.decoder.loading import load_pair, set_threads
     from engine.measure.bench import BenchConfig, heldout_prompts, markdown, run_bench
 
-    if not args.ks or min(args.ks) < 1 or max(args.ks) > MAX_K:
-        raise ValueError(f"--ks must be draft lengths in 1..{MAX_K}")
+    if not args.ks or min(args.ks) < 1 or max(args.ks) > MAX_DRAFT_K:
+        raise ValueError(f"--ks must be draft lengths in 1..{MAX_DRAFT_K}")
     if args.max_new_tokens < 1 or args.repeats < 1 or args.prompts < 1:
         raise ValueError("--max-new-tokens, --repeats and --prompts must be at least 1")
     if any(t < 0 for t in args.temperatures):
@@ -210,7 +214,8 @@ def _bench(args, argv: list[str] | None) -> int:
     set_threads(args.threads, args.device)
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()  # assisted generation warns about its own internals
-    pair = load_pair(args.target, args.draft, device=args.device, dtype=DTYPES.get(args.dtype))
+    pair = load_pair(args.target, args.draft, device=args.device, dtype=DTYPES.get(args.dtype),
+                     cuda_graphs=args.cuda_graphs)
     config = BenchConfig(
         ks=args.ks,
         temperatures=args.temperatures,
@@ -234,7 +239,7 @@ def _bench(args, argv: list[str] | None) -> int:
         print(json.dumps(result, indent=1))
     else:
         print(markdown(result, command))
-    check = result["figures"]["greedy_check"]
+    check = result["results"]["greedy_check"]
     return 0 if check is None or check["match"] else 1
 
 

@@ -78,7 +78,7 @@
     cycle: function (d, max) {
       $("live-cycles").insertAdjacentHTML("beforeend", d.chips);
       $("live-text").appendChild(document.createTextNode(d.text));
-      $("live-figures").innerHTML = d.figures;
+      $("live-figures").innerHTML = d.running_html;
       $("live-progress").value = d.generated;
       setStatus("Generating: " + d.generated + " of " + max + " tokens.");
     },

@@ -9,7 +9,7 @@ from support.tiny_models import tiny_pair
 from transformers import AutoTokenizer
 
 from app.main import create_app
-from app.settings import PairSpec, Settings
+from engine.settings import PairSpec, Settings
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,19 +6,46 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
+from app.errors import error_responses
 from app.params import SLIDERS
-from engine.analytic.theory import figures
+from engine.analytic.theory import CURVE_MAX_K, figures
 
 router = APIRouter(prefix="/api", tags=["theory"])
 
 
 def _query(name: str) -> Any:
     s = SLIDERS[name]
-    return Query(ge=s.minimum, le=s.maximum, description=f"{s.label}; {s.describe_range()}")
+    return Query(ge=s.minimum, le=s.maximum,
+                 description=f"{s.label}; {s.describe_range()}")
 
 
-@router.get("/theory", summary="Figures of the analytic model for one setting")
+class CurvePoint(BaseModel):
+    k: int = Field(ge=1, le=CURVE_MAX_K)
+    expected_tokens: float = Field(description="1 + alpha + ... + alpha^k")
+    cycle_cost: float = Field(description="k c + v, in target steps")
+    speedup: float
+
+
+class Theory(BaseModel):
+    """The analytic model's figures for one setting (Leviathan et al., 2023)."""
+
+    expected_accepted: float = Field(description="draft tokens accepted per cycle")
+    expected_tokens: float = Field(description="tokens per cycle: accepted drafts + 1")
+    cycle_cost: float = Field(description="k c + v, in target steps")
+    speedup: float = Field(description="expected tokens / cycle cost")
+    baseline_tok_s: float = Field(description="plain decoding: 1000 / step_ms")
+    spec_tok_s: float = Field(description="speculative decoding: baseline_tok_s x speedup")
+    baseline_s: float = Field(description="seconds for `tokens` tokens, plain decoding")
+    spec_s: float = Field(description="seconds for `tokens` tokens, speculative decoding")
+    best_k: int = Field(ge=1, le=CURVE_MAX_K, description="the fastest k (ties: the smaller)")
+    best_speedup: float
+    curve: list[CurvePoint] = Field(description=f"k = 1..{CURVE_MAX_K}")
+
+
+@router.get("/theory", summary="Figures of the analytic model for one setting",
+            responses=error_responses(400, 422))
 def theory(
     alpha: Annotated[float, _query("alpha")] = SLIDERS["alpha"].default,
     k: Annotated[int, _query("k")] = int(SLIDERS["k"].default),
@@ -26,10 +53,7 @@ def theory(
     v: Annotated[float, _query("v")] = SLIDERS["v"].default,
     step_ms: Annotated[float, _query("step_ms")] = SLIDERS["step_ms"].default,
     tokens: Annotated[int, _query("tokens")] = int(SLIDERS["tokens"].default),
-) -> dict[str, Any]:
+) -> Theory:
     """Expected tokens per cycle, cycle cost, speedup, rates, times and the best k,
     with the speedup curve over k = 1..16. Formulas: Leviathan et al. (2023)."""
-    result = asdict(figures(alpha, k, c, v, step_ms, tokens))
-    for echoed in ("alpha", "k", "c", "v", "step_ms", "tokens"):
-        result.pop(echoed)
-    return result
+    return Theory.model_validate(asdict(figures(alpha, k, c, v, step_ms, tokens)))

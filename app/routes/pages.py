@@ -8,9 +8,9 @@ from fastapi.responses import HTMLResponse
 from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
 from app.params import SLIDERS, parse_page_state
-from app.settings import Settings
 from app.templating import templates
 from engine.analytic.theory import figures, simulate_cycles
+from engine.settings import Settings
 
 router = APIRouter()
 

@@ -1,27 +1,23 @@
-"""Live runs as Server-Sent Events: JSON for the API, HTML fragments for the page.
+"""Live runs as Server-Sent Events: JSON for the API, the same JSON with HTML fragments for
+the page. Both streams come from the same :class:`app.run_messages.RunMessage`s."""
 
-Both streams come from the same ``RunMessage``s; only the rendering differs.
-"""
-
-from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
 
-from app.live import RunRequest
+from app.errors import error_responses
+from app.live import run_request_model
 from app.render import render_page_message
-from app.runs import QueueFull, Run, RunManager, RunMessage
-from app.settings import Settings
+from app.run_messages import MessageKind, RunMessage, message_json, sse
+from app.run_queue import LiveRun, QueueFull, RunManager
 from engine.decoder.events import GenerationConfig
-
-router = APIRouter(tags=["runs"])
+from engine.settings import Settings
 
 KEEPALIVE_S = 15.0
 RETRY_AFTER_S = 30
@@ -32,19 +28,8 @@ def _reject(field: str, message: str, given: Any) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body", field), "msg": message, "input": given}])
 
 
-def _config(request: Request, body: RunRequest) -> GenerationConfig:
-    """The engine's settings for this body, or a 422 naming what the server will not run."""
-    settings: Settings = request.app.state.settings
-    if not body.prompt.strip():
-        raise _reject("prompt", "the prompt is empty: give some text to continue", body.prompt)
-    if len(body.prompt) > settings.max_prompt_chars:
-        raise _reject("prompt", f"at most {settings.max_prompt_chars} characters allowed",
-                      f"{len(body.prompt)} characters")
-    if body.max_new_tokens > settings.max_new_tokens_limit:
-        raise _reject("max_new_tokens", f"at most {settings.max_new_tokens_limit} allowed here",
-                      body.max_new_tokens)
-    if body.pair not in settings.pairs:
-        raise _reject("pair", f"choose one of {', '.join(sorted(settings.pairs))}", body.pair)
+def _config(body: BaseModel) -> GenerationConfig:
+    """The engine's settings for a body the schema has accepted."""
     return GenerationConfig(prompt=body.prompt, k=body.k, temperature=body.temperature,
                             top_p=body.top_p, max_new_tokens=body.max_new_tokens, seed=body.seed)
 
@@ -53,33 +38,19 @@ def _manager(request: Request) -> RunManager | None:
     return getattr(request.app.state, "runs", None)
 
 
-def _sse(kind: str, data: Any) -> str:
-    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-def _api_data(message: RunMessage) -> Any:
-    if message.kind == "cycle":
-        e = message.event
-        return {"index": e.index, "tokens": [asdict(t) for t in e.tokens],
-                "draft_ms": e.draft_ms, "verify_ms": e.verify_ms, "running": message.data}
-    if message.kind == "summary":
-        return asdict(message.event)
-    if message.kind == "error":
-        return {"message": message.data}
-    if message.kind == "queued":
-        return {"position": message.data}
-    return {}
-
-
 async def _stream(
-    request: Request, body: RunRequest, render: Callable[[RunMessage], Any]
+    request: Request, body: BaseModel, render: Callable[[RunMessage], Any]
 ) -> StreamingResponse | JSONResponse:
-    config = _config(request, body)
+    config = _config(body)
     manager = _manager(request)
     if manager is None or body.pair not in manager.pairs:
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
         return JSONResponse(status_code=503, content={
             "message": f"live runs are unavailable on this server: {reason}"})
+    try:
+        manager.check(body.pair, config)  # tokenizes: a prompt too long is refused here
+    except ValueError as error:
+        raise _reject("prompt", str(error), f"{len(body.prompt)} characters") from None
     try:
         run = manager.submit(body.pair, config)
     except QueueFull:
@@ -94,7 +65,7 @@ async def _stream(
 
 
 async def _events(
-    manager: RunManager, run: Run, render: Callable[[RunMessage], Any]
+    manager: RunManager, run: LiveRun, render: Callable[[RunMessage], Any]
 ) -> AsyncIterator[str]:
     # When the client goes away the server cancels this generator; `finally` frees the engine.
     try:
@@ -104,42 +75,63 @@ async def _events(
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
-            if message.kind == "end":
+            if message.kind is MessageKind.END:
                 return
-            yield _sse(message.kind, render(message))
+            yield sse(message.kind, render(message))
     finally:
         manager.cancel(run)
 
 
-@router.post(
-    "/api/runs",
-    summary="Run speculative decoding live and stream its cycles",
-    response_class=StreamingResponse,
-    responses={
-        200: {"content": {"text/event-stream": {}},
-              "description": "events `queued`, `cycle`, `baseline`, `summary`, `error`"},
-        422: {"description": "invalid body"},
-        429: {"description": "queue full; see Retry-After"},
-    },
+STREAM_DESCRIPTION = (
+    "Server-Sent Events, each named by its kind: `queued` (`position`), `cycle` (`index`, "
+    "`tokens` as `{id, text, kind}`, `draft_ms`, `verify_ms`, `running` figures), `baseline` "
+    "(the target-only run started), `summary` (the run against the target-only run), `error` "
+    "(`message`; the run ended early)."
 )
-async def create_run(request: Request, body: RunRequest):
-    """Streams `cycle` events (index, tokens with id/text/kind, draft_ms, verify_ms), then,
-    after a target-only run of the same prompt and settings, one `summary` event with
-    `alpha_counted, alpha_expected, draft_acceptance_rate, mean_acceptance_length, c, v,
-    baseline_tok_s, spec_tok_s, speedup_measured, speedup_predicted` and more. An `error`
-    event (with `message`) ends a run that failed."""
-    return await _stream(request, body, _api_data)
 
 
-@router.post("/runs", include_in_schema=False)
-async def create_page_run(request: Request, body: RunRequest):
-    """The page's stream: the same events, rendered as HTML fragments."""
-    return await _stream(request, body, render_page_message)
+def router(settings: Settings) -> APIRouter:
+    """The run endpoints for this server: the body's schema carries its limits and pairs."""
+    RunRequest = run_request_model(settings)  # noqa: N806 - a class
+    api = APIRouter(tags=["runs"])
+
+    @api.post(
+        "/api/runs",
+        summary="Run speculative decoding live and stream its cycles",
+        response_class=StreamingResponse,
+        responses={
+            200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                  "description": STREAM_DESCRIPTION},
+            **error_responses(400, 403, 422, 429, 503),
+        },
+    )
+    async def create_run(request: Request, body: RunRequest):  # type: ignore[valid-type]
+        """Streams `cycle` events, then, after a target-only run of the same prompt and
+        settings, one `summary` event with `alpha_counted, alpha_expected,
+        draft_acceptance_rate, mean_acceptance_length, c, v, baseline_tok_s, spec_tok_s,
+        speedup_measured, speedup_predicted` and more. An `error` event (with `message`)
+        ends a run that failed. A prompt that does not fit in the models' context is refused
+        with 422 before the stream starts."""
+        return await _stream(request, body, message_json)
+
+    @api.post("/runs", include_in_schema=False)
+    async def create_page_run(request: Request, body: RunRequest):  # type: ignore[valid-type]
+        """The page's stream: the same events, with HTML fragments added."""
+        return await _stream(request, body, render_page_message)
+
+    @api.get("/api/runs/status", summary="Whether the engine is busy and how many runs wait",
+             responses=error_responses(400))
+    def run_status(request: Request) -> RunStatus:
+        manager = _manager(request)
+        if manager is None:
+            return RunStatus(available=False, running=False, waiting=0, completed=0)
+        return RunStatus(available=True, **manager.status())
+
+    return api
 
 
-@router.get("/api/runs/status", summary="Whether the engine is busy and how many runs wait")
-def run_status(request: Request) -> dict[str, Any]:
-    manager = _manager(request)
-    if manager is None:
-        return {"available": False, "running": False, "waiting": 0, "completed": 0}
-    return {"available": True, **manager.status()}
+class RunStatus(BaseModel):
+    available: bool = Field(description="whether live runs are offered (models loaded)")
+    running: bool = Field(description="whether a run is on the engine now")
+    waiting: int = Field(ge=0, description="runs waiting in the queue")
+    completed: int = Field(ge=0, description="runs finished since the server started")

@@ -14,7 +14,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-K_MAX = 16
+# The draft lengths the model's curve and its best-k search span (the engine itself accepts
+# up to engine.decoder.events.MAX_DRAFT_K).
+CURVE_MAX_K = 16
 ACCEPTED, REJECTED, DISCARDED, TARGET = "accepted", "rejected", "discarded", "target"
 KINDS = (ACCEPTED, REJECTED, DISCARDED, TARGET)
 
@@ -39,7 +41,7 @@ def speedup(alpha: float, k: int, c: float, v: float = 1.0) -> float:
     return expected_tokens(alpha, k) / cycle_cost(k, c, v)
 
 
-def best_k(alpha: float, c: float, v: float = 1.0, k_max: int = K_MAX) -> tuple[int, float]:
+def best_k(alpha: float, c: float, v: float = 1.0, k_max: int = CURVE_MAX_K) -> tuple[int, float]:
     """The k in 1..k_max with the highest speedup; ties go to the smaller k."""
     best = (1, speedup(alpha, 1, c, v))
     for k in range(2, k_max + 1):
@@ -121,7 +123,7 @@ def figures(
     k_best, s_best = best_k(alpha, c, v)
     curve = [
         CurvePoint(j, expected_tokens(alpha, j), cycle_cost(j, c, v), speedup(alpha, j, c, v))
-        for j in range(1, K_MAX + 1)
+        for j in range(1, CURVE_MAX_K + 1)
     ]
     return Figures(
         alpha=alpha,

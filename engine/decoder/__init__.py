@@ -1,2 +1,3 @@
 """The decoder: model loading, the forward pass over a KV cache, sampling, verification,
-the speculative and target-only loops, their events and statistics."""
+the parts both decoding loops share (common), the speculative and target-only loops, their
+events and statistics."""

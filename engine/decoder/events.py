@@ -13,9 +13,11 @@ from engine.analytic.theory import ACCEPTED, DISCARDED, KINDS, REJECTED, TARGET
 
 __all__ = [
     "ACCEPTED",
+    "DEFAULT_SEED",
     "DISCARDED",
+    "GREEDY_BELOW",
     "KINDS",
-    "MAX_K",
+    "MAX_DRAFT_K",
     "REJECTED",
     "TARGET",
     "Acceptance",
@@ -27,13 +29,19 @@ __all__ = [
     "Token",
 ]
 
-MAX_K = 32  # a verification pass over more than 33 positions is never worth it
+MAX_DRAFT_K = 32  # a verification pass over more than 33 positions is never worth it
+DEFAULT_SEED = 0  # the one default seed of every generation: the page, the API, the CLI
+GREEDY_BELOW = 1e-4  # temperatures below this are greedy decoding (engine.decoder.sampling)
 
 
 @dataclass
 class GenerationConfig:
     """What to generate and how. ``top_k = 0`` and ``top_p = 1`` switch those filters off;
-    ``temperature = 0`` is greedy decoding."""
+    ``temperature = 0`` is greedy decoding.
+
+    The field defaults are the generation defaults everywhere (the live panel, the API's
+    schema, the command line read them from here); the server's own limits are settings.
+    """
 
     prompt: str
     k: int = 4
@@ -41,15 +49,20 @@ class GenerationConfig:
     top_p: float = 1.0
     top_k: int = 0
     max_new_tokens: int = 64
-    seed: int = 0
+    seed: int = DEFAULT_SEED
+
+    @property
+    def greedy(self) -> bool:
+        """Greedy decoding: temperature 0, or below ``GREEDY_BELOW``."""
+        return self.temperature < GREEDY_BELOW
 
     def validate(self, max_new_tokens_limit: int | None = None) -> GenerationConfig:
         """Raise ``ValueError`` with a readable message for the first bad setting."""
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise ValueError("the prompt is empty: give some text to continue")
-        if not _is_int(self.k) or not 1 <= self.k <= MAX_K:
+        if not _is_int(self.k) or not 1 <= self.k <= MAX_DRAFT_K:
             raise ValueError(
-                f"k (draft tokens per cycle) must be an integer 1..{MAX_K}, got {self.k!r}"
+                f"k (draft tokens per cycle) must be an integer 1..{MAX_DRAFT_K}, got {self.k!r}"
             )
         if not _is_number(self.temperature) or self.temperature < 0:
             raise ValueError(f"temperature must be a number >= 0, got {self.temperature!r}")
@@ -176,44 +189,3 @@ class DoneEvent:
     decode_ms: float  # cycles (or steps) only, the prefill excluded
     tok_s: float  # tokens / decode time
     event: str = "done"
-
-
-class TextDecoder:
-    """Incremental detokenisation that never splits a UTF-8 character.
-
-    Each new token's text is the growth of the decoded tail of the sequence; while that tail
-    ends in an incomplete character (U+FFFD) the token gets "" and the text waits for the
-    next one. A few tokens of left context keep word-initial spaces right (the method vLLM
-    and text-generation-inference use).
-    """
-
-    CONTEXT = 5
-
-    def __init__(self, tokenizer, prompt_ids: list[int]):
-        self.tokenizer = tokenizer
-        self.ids = list(prompt_ids)
-        self.prefix = max(len(self.ids) - self.CONTEXT, 0)
-        self.read = len(self.ids)
-
-    def push(self, token_id: int) -> str:
-        """Commit ``token_id`` to the sequence; its share of the text."""
-        self.ids.append(token_id)
-        text, self.prefix, self.read = self._delta(self.ids, self.prefix, self.read)
-        return text
-
-    def peek(self, token_ids: list[int]) -> list[str]:
-        """The texts ``token_ids`` would get if they came next, without committing them."""
-        # Only the undecoded tail matters: copy that, not the whole sequence, every cycle.
-        ids, prefix, read, texts = self.ids[self.prefix :], 0, self.read - self.prefix, []
-        for token_id in token_ids:
-            ids.append(token_id)
-            text, prefix, read = self._delta(ids, prefix, read)
-            texts.append(text)
-        return texts
-
-    def _delta(self, ids: list[int], prefix: int, read: int) -> tuple[str, int, int]:
-        before = self.tokenizer.decode(ids[prefix:read], skip_special_tokens=True)
-        after = self.tokenizer.decode(ids[prefix:], skip_special_tokens=True)
-        if len(after) > len(before) and not after.endswith("\ufffd"):
-            return after[len(before) :], read, len(ids)
-        return "", prefix, read

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import os
 import weakref
 from dataclasses import dataclass
 
@@ -63,8 +62,9 @@ def rollback(cache, n: int) -> None:
 # (every pass after the prefill) are recorded once per shape as CUDA graphs and replayed.
 # A graph needs fixed shapes, so it attends over the whole cache under a mask: its logits
 # equal the eager pass's up to rounding (tests/engine/test_gpu.py; the static pass it
-# records is checked on the CPU too). Graphs are opt-in, SPECSCOPE_CUDA_GRAPHS=1, until the
-# GPU check (benchmarks/gpu_check.sh) has run them on a real device.
+# records is checked on the CPU too). Graphs are opt-in (``load_pair(..., cuda_graphs=True)``,
+# the ``cuda_graphs`` setting) until the GPU check (benchmarks/gpu_check.sh) has run them on a
+# real device.
 
 
 class KVSlot:
@@ -164,11 +164,12 @@ class FastDecoder:
         self.cos = self.sin = self.embed.new_empty((0, self.head_dim))  # grown on demand
         self.modules = list(model.modules())
         self.pool: list[KVSlot] = []
-        # Opt-in until benchmarks/gpu_check.sh has validated them on a real GPU.
-        self.graphs = self.embed.device.type == "cuda" and os.environ.get(
-            "SPECSCOPE_CUDA_GRAPHS", "0"
-        ) == "1"
+        self.graphs = False  # opt-in: use_graphs
         self._graph_pool = None
+
+    def use_graphs(self, on: bool) -> None:
+        """Replay decode steps as CUDA graphs (only ever on a CUDA device)."""
+        self.graphs = on and self.embed.device.type == "cuda"
 
     def hooked(self) -> bool:
         """Whether forward hooks are registered (on the model, a submodule or globally)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from engine.decoder.forward import forward, new_cache
+from engine.decoder.forward import FastDecoder, forward, new_cache
 
 # Encoded by both tokenizers of a pair; any difference means they do not share a tokenizer.
 _PROBE = "Hello, world! The 3 quick foxes: héllo wörld ✓ 日本語\n\tdef f(x): return x**2"
@@ -45,12 +45,14 @@ def load_pair(
     device: str | None = None,
     dtype: torch.dtype | None = None,
     warmup: bool = True,
+    cuda_graphs: bool = False,
 ) -> ModelPair:
     """Load ``target`` and ``draft`` (local paths or Hugging Face ids) and their tokenizer.
 
     Device: CUDA when present, else CPU, unless ``device`` says otherwise. Dtype: bfloat16 on
     CUDA, float32 elsewhere, unless ``dtype`` says otherwise. Raises :class:`PairError` when
-    the two do not share a tokenizer.
+    the two do not share a tokenizer. ``cuda_graphs``: replay decode steps as CUDA graphs
+    (the ``cuda_graphs`` setting; opt-in until validated on the GPU in use).
     """
     for name in (target, draft):
         _check_local(name)
@@ -75,6 +77,10 @@ def load_pair(
         target_name=target,
         draft_name=draft,
     )
+    for model in (target_model, draft_model):
+        decoder = FastDecoder.of(model) if model is not None else None
+        if decoder is not None:
+            decoder.use_graphs(cuda_graphs)
     if warmup:
         warm_up(pair)
     return pair

@@ -4,6 +4,9 @@ Both models' logits go through the same :func:`warp` (temperature, then top-k, t
 so the verification rule compares like with like. Temperature 0 is greedy decoding,
 represented as a one-hot distribution on the argmax: fed to the rejection rule, one-hot
 ``p`` and ``q`` reduce it exactly to "accept while the draft's token is the target's argmax".
+Any temperature below ``GREEDY_BELOW`` is greedy too: dividing logits by 1e-38 overflows
+float32 to infinity (and the softmax to NaN), and far above that the distribution is already
+one-hot.
 
 Shapes: ``logits`` is ``[..., V]``; every function keeps the leading dimensions.
 """
@@ -11,6 +14,8 @@ Shapes: ``logits`` is ``[..., V]``; every function keeps the leading dimensions.
 from __future__ import annotations
 
 import torch
+
+from engine.decoder.events import GREEDY_BELOW
 
 
 def warp(
@@ -21,7 +26,7 @@ def warp(
     ``top_k = 0`` and ``top_p = 1`` switch those filters off.
     """
     logits = logits.float()
-    if temperature == 0:
+    if temperature < GREEDY_BELOW:
         return greedy(logits)
     logits = logits / temperature
     if 0 < top_k < logits.shape[-1]:
@@ -42,9 +47,10 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
 def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """Keep the smallest set of most likely tokens whose mass reaches ``top_p``; renormalise."""
     sorted_p, order = torch.sort(probs, dim=-1, descending=True)
-    # A token survives when the mass strictly before it is still short of top_p,
-    # so the most likely token always survives.
+    # A token survives when the mass strictly before it is still short of top_p; the most
+    # likely token always survives, however small top_p is (1e-46 is 0 in float32).
     drop = (sorted_p.cumsum(dim=-1) - sorted_p) >= top_p
+    drop[..., 0] = False
     sorted_p = sorted_p.masked_fill(drop, 0.0)
     kept = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
     return kept / kept.sum(dim=-1, keepdim=True)
@@ -64,4 +70,16 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
         (*probs.shape[:-1], 1), generator=generator, device=probs.device, dtype=cdf.dtype
     )
     threshold = (1.0 - u) * cdf[..., -1:]  # in (0, F(V)]
-    return torch.searchsorted(cdf, threshold).squeeze(-1)
+    # Rows that are not finite (a faulty model) find no x; keep the index a valid id, and
+    # let check_finite, where the caller waits for the device anyway, report it.
+    return torch.searchsorted(cdf, threshold).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+
+
+def check_finite(*probs: torch.Tensor) -> None:
+    """Raise ``ValueError`` when a distribution holds NaN or infinity (a model fault, such as
+    an overflow in half precision); one host synchronisation."""
+    if not all(bool(torch.isfinite(p).all()) for p in probs):
+        raise ValueError(
+            "the model produced probabilities that are not finite numbers (NaN or infinity); "
+            "try another temperature or a full-precision dtype"
+        )

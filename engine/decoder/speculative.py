@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.decoder.baseline import (
+from engine.decoder.common import (
     Clock,
+    TextDecoder,
     detokenizer,
     done_event,
     encode_prompt,
@@ -38,13 +39,12 @@ from engine.decoder.events import (
     DoneEvent,
     GenerationConfig,
     SummaryEvent,
-    TextDecoder,
     Token,
 )
 from engine.decoder.forward import forward, new_cache, rollback
 from engine.decoder.loading import ModelPair
+from engine.decoder.sampling import check_finite, sample, warp
 from engine.decoder.sampling import greedy as greedy_probs
-from engine.decoder.sampling import sample, warp
 from engine.decoder.stats import summarize
 from engine.decoder.verify import verify, verify_greedy
 
@@ -138,7 +138,7 @@ def _cycle(pair: ModelPair, state: _State, config: GenerationConfig, generator, 
     n, next_token, p = _verify(pair, state, drafts, q, config, generator)
     end = clock()
     rejected = n < config.k
-    if config.temperature == 0:  # one-hot p and q: they overlap fully where they agree
+    if config.greedy:  # one-hot p and q: they overlap fully where they agree
         overlap = [1.0] * n + [0.0] * rejected
     else:
         overlap = torch.minimum(p[: n + rejected], q[: n + rejected]).sum(dim=-1).tolist()
@@ -152,7 +152,7 @@ def _draft(pair, state, config, generator, clock):
     At temperature 0 a step is the argmax of the logits and ``q`` (one-hot) is made once for
     the cycle; otherwise a step warps the logits and samples from them.
     """
-    greedy = config.temperature == 0
+    greedy = config.greedy
     tokens, rows, step_ms = [], [], []
     ids = state.draft_input
     for _ in range(config.k):
@@ -176,11 +176,12 @@ def _verify(pair, state, drafts, q, config, generator):
     k = drafts.shape[0]
     ids = torch.cat([state.last, drafts]).view(1, k + 1)
     logits = forward(pair.target, state.target_cache, ids, keep=k + 1)[:, : pair.shared_vocab_size]
-    if config.temperature == 0:
+    if config.greedy:
         p = greedy_probs(logits)
         n, next_token = verify_greedy(drafts.tolist(), logits.argmax(dim=-1).tolist())
     else:
         p = warp(logits, config.temperature, config.top_k, config.top_p)  # [k+1, V]
+        check_finite(p, q)  # verify waits for the device anyway
         n, next_token = verify(drafts, q, p, generator)
 
     # The target cache now holds ..., last, x_1..x_k; keep ..., last, x_1..x_n.

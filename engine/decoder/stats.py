@@ -11,6 +11,7 @@ from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 
 
 def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
+    """What the cycles so far tell, before any target-only run (the page shows it live)."""
     if not cycles:
         raise ValueError("no cycles to summarise")
     accepted = sum(c.n_accepted for c in cycles)
@@ -31,11 +32,6 @@ def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
         mean_acceptance_length=1.0 + accepted / len(cycles),
         spec_tok_s=1000.0 * tokens / sum(c.cycle_ms for c in cycles),
     )
-
-
-def running_figures(cycles: Sequence[CycleEvent]) -> dict[str, float]:
-    """:func:`acceptance` as a plain dict, for the page while a run is going."""
-    return asdict(acceptance(cycles))
 
 
 def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> SummaryEvent:

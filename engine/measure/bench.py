@@ -75,7 +75,7 @@ class BenchConfig:
 
 
 @dataclass
-class Run:
+class TimedRun:
     """One timed run of one contender on one prompt."""
 
     contender: str
@@ -131,7 +131,7 @@ class Bench:
         self.log = log
         # End of sequence never stops our runs (transformers' side: eos_token_id=[]).
         self.ours = dataclasses.replace(pair, stop_token_ids=frozenset())
-        self.runs: list[Run] = []
+        self.runs: list[TimedRun] = []
         self.outputs: dict[tuple, list[int]] = {}  # (contender, k, T, prompt, repeat) -> ids
         self.cycles: dict[tuple[float, int], list[CycleEvent]] = {}
         self.steps: dict[float, list[StepEvent]] = {}
@@ -165,7 +165,7 @@ class Bench:
 
     def _once(self, c: Contender, temperature: float, prompt: int, repeat: int) -> None:
         text = self.config.prompts[prompt]
-        ids = list(self.pair.tokenizer(text).input_ids)  # as decoder.baseline.encode_prompt
+        ids = list(self.pair.tokenizer(text).input_ids)  # as decoder.common.encode_prompt
         seed = self.config.seed + prompt
         self._sync()
         start = time.perf_counter()
@@ -175,7 +175,7 @@ class Bench:
         if repeat < 0:
             return  # warm-up
         self.runs.append(
-            Run(c.name, temperature, c.k, prompt, repeat, len(token_ids), wall_ms, prefill_ms)
+            TimedRun(c.name, temperature, c.k, prompt, repeat, len(token_ids), wall_ms, prefill_ms)
         )
         self.outputs[c.name, c.k, temperature, prompt, repeat] = token_ids
         if c.name == OURS_BASE:
@@ -239,7 +239,7 @@ class Bench:
         return run
 
 
-# ---- figures ----------------------------------------------------------------------------
+# ---- results ----------------------------------------------------------------------------
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -286,7 +286,7 @@ def greedy_check(bench: Bench) -> dict:
     return {"match": not mismatches, "compared": compared, "mismatches": mismatches}
 
 
-def figures(bench: Bench) -> dict:
+def results(bench: Bench) -> dict:
     """Medians and spread per contender, our alpha, c and v, predicted against measured
     speedup, and the ratios the issue sets targets for."""
     cfg = bench.config
@@ -361,12 +361,12 @@ def figures(bench: Bench) -> dict:
     return out
 
 
-def decode_rate(runs: list[Run], name: str, k: int | None) -> float:
+def decode_rate(runs: list[TimedRun], name: str, k: int | None) -> float:
     """Tokens per second of decoding (prefill left out) over all prompts: per prompt the
     median time over the repeats (a run slowed by the machine drops out), then total tokens
     over total time, the same pooling as the counted alpha's."""
     tokens = ms = 0.0
-    by_prompt: dict[int, list[Run]] = {}
+    by_prompt: dict[int, list[TimedRun]] = {}
     for r in runs:
         if r.contender == name and r.k == k:
             by_prompt.setdefault(r.prompt, []).append(r)
@@ -376,7 +376,7 @@ def decode_rate(runs: list[Run], name: str, k: int | None) -> float:
     return 1000.0 * tokens / ms
 
 
-def time_budget(cycles: list[CycleEvent], runs: list[Run], bench: Bench, t: float, k: int):
+def time_budget(cycles: list[CycleEvent], runs: list[TimedRun], bench: Bench, t: float, k: int):
     """Where a speculative run's time goes, in ms: per cycle (first draft step, the other
     steps, verification, the rest of the cycle) and per run (prefill, turning cycles into
     events and text)."""
@@ -411,7 +411,7 @@ def time_budget(cycles: list[CycleEvent], runs: list[Run], bench: Bench, t: floa
 def run_bench(
     pair: ModelPair, config: BenchConfig, log: Callable[[str], None] = lambda _: None
 ) -> dict:
-    """Run everything; a JSON-ready dict of the setting, every run and the figures."""
+    """Run everything; a JSON-ready dict of the setting, every run and the results."""
     for prompt in config.prompts:
         if not prompt.strip():
             raise ValueError("a benchmark prompt is empty")
@@ -424,7 +424,7 @@ def run_bench(
             pair.draft.generation_config = draft_config
     return {
         "setting": setting(pair, config),
-        "figures": figures(bench),
+        "results": results(bench),
         "runs": [dataclasses.asdict(r) for r in bench.runs],
     }
 
@@ -465,7 +465,7 @@ def _transformers_version() -> str:
 
 
 def markdown(result: dict, command: str | None = None) -> str:
-    s, f = result["setting"], result["figures"]
+    s, f = result["setting"], result["results"]
     cfg = s["config"]
     lines = [
         "## specscope bench",

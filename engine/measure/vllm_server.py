@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.measure.vllm_client import VllmClient, VllmError
+from engine.settings import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
 # ~30 s on two idle CPU cores; minutes while other work shares them.
 STARTUP_TIMEOUT_S = 600.0

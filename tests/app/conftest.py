@@ -4,7 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
+from engine.settings import Settings
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.live import DEFAULT_PROMPT, parse_live_state
-from app.settings import Settings
+from engine.settings import Settings
 
 SETTINGS = Settings(load_models=False, max_new_tokens_limit=100, max_prompt_chars=100)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from app.render import render_page_message
-from app.runs import RunMessage
+from app.run_messages import RunMessage
 from engine.decoder.events import CycleEvent, Token
-from engine.decoder.stats import running_figures
+from engine.decoder.stats import acceptance
 
 
 def cycle(texts_and_kinds: list[tuple[str, str]]) -> CycleEvent:
@@ -21,7 +21,7 @@ def cycle(texts_and_kinds: list[tuple[str, str]]) -> CycleEvent:
 def test_token_text_with_markup_is_escaped():
     event = cycle([("<script>alert(1)</script>", "accepted"), ("<img src=x onerror=y>", "rejected"),
                    ("&amp;", "discarded"), ('"/><b>', "target")])
-    out = render_page_message(RunMessage("cycle", event, running_figures([event])))
+    out = render_page_message(RunMessage.cycle(event, acceptance([event])))
     for markup in ("<script", "<img", "<b>"):
         assert markup not in out["chips"]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out["chips"]
@@ -32,6 +32,6 @@ def test_token_text_with_markup_is_escaped():
 
 def test_chips_carry_their_kind_and_visible_whitespace():
     event = cycle([(" the", "accepted"), ("\n", "accepted"), ("x", "rejected"), ("", "target")])
-    chips = render_page_message(RunMessage("cycle", event, running_figures([event])))["chips"]
+    chips = render_page_message(RunMessage.cycle(event, acceptance([event])))["chips"]
     assert chips.count('class="chip accepted"') == 2 and chips.count('class="chip rejected"') == 1
     assert "·the" in chips and "↵" in chips and "⋯" in chips

@@ -5,6 +5,7 @@ A real server (uvicorn on a free localhost port) runs a tiny real pair built by 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from contextlib import contextmanager
@@ -135,13 +136,16 @@ def test_non_json_body_gets_422(live_server):
 
 @contextmanager
 def slow_target(app_state, seconds: float):
-    """Every target forward pass takes ``seconds`` longer: a run that lasts long enough to
-    be cancelled or queued behind."""
-    hook = app_state.runs.pairs["tiny"].target.register_forward_hook(
-        lambda *_: time.sleep(seconds))
+    """Every target forward pass takes ``seconds`` longer, and no run stops at an end of
+    sequence: a run that lasts long enough to be cancelled or queued behind."""
+    pairs = app_state.runs.pairs
+    pair = pairs["tiny"]
+    hook = pair.target.register_forward_hook(lambda *_: time.sleep(seconds))
+    pairs["tiny"] = dataclasses.replace(pair, stop_token_ids=frozenset())
     try:
         yield
     finally:
+        pairs["tiny"] = pair
         hook.remove()
 
 

@@ -7,7 +7,7 @@ from playwright.sync_api import Browser, sync_playwright
 from support.live_server import LiveServer
 
 from app.main import create_app
-from app.settings import Settings
+from engine.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [

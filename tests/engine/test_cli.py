@@ -3,6 +3,7 @@ import json
 import pytest
 
 from engine import cli
+from engine.decoder.events import GenerationConfig
 
 
 def generate(capsys, model_dirs, *extra: str, draft: str = "good"):
@@ -82,10 +83,18 @@ def test_a_mismatched_pair_exits_with_a_clear_message(capsys, model_dirs):
     assert code == 2 and "do not share a tokenizer" in err
 
 
-def test_defaults_come_from_settings():
-    from app.settings import Settings
-
-    settings = Settings()
+def test_pair_device_and_graphs_come_from_settings(monkeypatch):
+    monkeypatch.setenv("SPECSCOPE_PAIRS", '{"other": {"target": "/t", "draft": "/d"}}')
+    monkeypatch.setenv("SPECSCOPE_DEFAULT_PAIR", "other")
+    monkeypatch.setenv("SPECSCOPE_DEVICE", "cpu")
+    monkeypatch.setenv("SPECSCOPE_CUDA_GRAPHS", "1")
     args = cli.build_parser(cli.defaults()).parse_args(["generate", "hi"])
-    assert (args.target, args.draft) == (settings.target, settings.draft)
-    assert (args.k, args.temperature, args.max_new_tokens) == (4, 0.8, 64)
+    assert (args.target, args.draft, args.device, args.cuda_graphs) == ("/t", "/d", "cpu", True)
+
+
+def test_generation_defaults_are_the_engines():
+    args = cli.build_parser(cli.defaults()).parse_args(["generate", "hi"])
+    expected = GenerationConfig(prompt="hi")
+    assert (args.k, args.temperature, args.top_p, args.top_k, args.max_new_tokens, args.seed) == (
+        expected.k, expected.temperature, expected.top_p, expected.top_k,
+        expected.max_new_tokens, expected.seed)

@@ -29,11 +29,11 @@ def cuda_pair(model_dirs):
     return load_pair(model_dirs["target"], model_dirs["good"], device="cuda", dtype=torch.float32)
 
 
-def test_cuda_graph_replays_give_the_eager_logits(monkeypatch):
-    monkeypatch.setenv("SPECSCOPE_CUDA_GRAPHS", "1")
+def test_cuda_graph_replays_give_the_eager_logits():
     model = build_llama(seed=0).to("cuda")
     decoder = FastDecoder.of(model)
-    assert decoder is not None and decoder.graphs
+    decoder.use_graphs(True)
+    assert decoder.graphs
     ids = torch.randint(0, 300, (1, 80), device="cuda")
     # (tokens, logits kept, positions rolled back): a prefill, steps, verification passes
     plan = [(12, 12, 0), (1, 1, 0), (1, 1, 0), (5, 5, 2), (2, 1, 0), (1, 1, 0), (5, 5, 0)]
@@ -81,11 +81,12 @@ def test_the_benchmark_runs_on_cuda(cuda_pair):
     config = BenchConfig(ks=(1, 3), max_new_tokens=12, prompts=[PROMPT], repeats=1)
     result = run_bench(cuda_pair, config)
     assert result["setting"]["device"].startswith("cuda")
-    assert result["figures"]["greedy_check"]["match"]
+    assert result["results"]["greedy_check"]["match"]
 
 
-def test_cuda_graphs_are_opt_in(monkeypatch):
-    monkeypatch.delenv("SPECSCOPE_CUDA_GRAPHS", raising=False)
-    assert not FastDecoder(build_llama(seed=0).to("cuda")).graphs
-    monkeypatch.setenv("SPECSCOPE_CUDA_GRAPHS", "1")
-    assert FastDecoder(build_llama(seed=0).to("cuda")).graphs
+def test_cuda_graphs_are_opt_in(model_dirs):
+    plain = load_pair(model_dirs["target"], model_dirs["good"], device="cuda", warmup=False)
+    assert not FastDecoder.of(plain.target).graphs and not FastDecoder.of(plain.draft).graphs
+    graphed = load_pair(model_dirs["target"], model_dirs["good"], device="cuda", warmup=False,
+                        cuda_graphs=True)
+    assert FastDecoder.of(graphed.target).graphs and FastDecoder.of(graphed.draft).graphs

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from engine.decoder.baseline import run_target_only, target_only
+from engine.decoder.common import TextDecoder
 from engine.decoder.events import (
     ACCEPTED,
     DISCARDED,
@@ -15,7 +16,6 @@ from engine.decoder.events import (
     GenerationConfig,
     StepEvent,
     SummaryEvent,
-    TextDecoder,
 )
 from engine.decoder.forward import forward, new_cache
 from engine.decoder.sampling import warp

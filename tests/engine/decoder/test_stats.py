@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from engine.analytic import theory
 from engine.decoder.events import CycleEvent
-from engine.decoder.stats import running_figures, summarize
+from engine.decoder.stats import acceptance, summarize
 
 
 def cycle(n: int, k: int = 4, rejected: bool | None = None, ms=(1.0, 2.0)) -> CycleEvent:
@@ -42,9 +44,9 @@ def test_summary_figures_follow_the_design_definitions():
     assert s.speedup_predicted == pytest.approx(theory.speedup(0.75, 4, 0.25, 0.5))
 
 
-def test_running_figures_need_no_baseline_and_agree_with_the_summary():
+def test_acceptance_needs_no_baseline_and_agrees_with_the_summary():
     cycles = [cycle(2), cycle(4), cycle(0)]
-    live = running_figures(cycles)
+    live = asdict(acceptance(cycles))
     final = summarize(cycles, baseline_step_ms=[4.0])
     for key, value in live.items():
         assert getattr(final, key) == value, key
@@ -53,4 +55,4 @@ def test_running_figures_need_no_baseline_and_agree_with_the_summary():
 
 def test_no_cycles_is_an_error():
     with pytest.raises(ValueError, match="no cycles"):
-        running_figures([])
+        acceptance([])

@@ -44,15 +44,15 @@ def test_every_contender_runs_every_prompt_in_every_repeat(result):
 
 
 def test_greedy_outputs_match_across_all_four_contenders(result):
-    check = result["figures"]["greedy_check"]
+    check = result["results"]["greedy_check"]
     # every run of every contender, both repeats, against the first target-only run
     assert check == {"match": True, "compared": 2 * (2 * 6 - 1), "mismatches": []}
 
 
-def test_figures_per_temperature_and_k(result):
-    figures = result["figures"]["temperatures"]
-    assert set(figures) == {"0.0", "1.0"}
-    for t in figures.values():
+def test_results_per_temperature_and_k(result):
+    per_t = result["results"]["temperatures"]
+    assert set(per_t) == {"0.0", "1.0"}
+    for t in per_t.values():
         assert t["ours_baseline"]["median"] > 0 and t["hf_generate"]["median"] > 0
         assert set(t["k"]) == {1, 3}
         for row in t["k"].values():
@@ -112,8 +112,8 @@ def test_cli_bench_prints_json(capsys, model_dirs, keep_threads):
     assert cli.main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["command"].startswith("specscope bench --target")
-    assert out["figures"]["greedy_check"]["match"]
-    assert set(out["figures"]["temperatures"]["0.0"]["k"]) == {"1", "2"}
+    assert out["results"]["greedy_check"]["match"]
+    assert set(out["results"]["temperatures"]["0.0"]["k"]) == {"1", "2"}
     assert out["setting"]["threads"] >= 1 and out["setting"]["device"] == "cpu"
 
 

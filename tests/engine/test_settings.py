@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.settings import SHIPPED_MODELS, Settings
+from engine.settings import SHIPPED_MODELS, Settings
 
 
 def test_defaults_serve_the_shipped_pair_on_localhost(monkeypatch):

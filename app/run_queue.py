@@ -1,9 +1,10 @@
 """Live runs: one engine, one run at a time, a bounded queue, cancellation between cycles.
 
 A single worker thread owns the models, so torch never runs two generations at once. Each run
-gets an asyncio queue of ``RunMessage``; the thread posts to it through the event loop, and the
-web layer turns the messages into a stream. A run stops at the next cycle boundary when its
-client goes away, when it runs past the wall-time limit, or when the engine raises.
+gets an asyncio queue of :class:`app.run_messages.RunMessage`; the thread posts to it through
+the event loop, and the web layer turns the messages into a stream. A run stops at the next
+cycle boundary when its client goes away, when it runs past the wall-time limit, or when the
+engine raises.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.run_messages import MessageKind, RunMessage
 from engine.decoder.baseline import target_only
-from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent, SummaryEvent
+from engine.decoder.common import encode_prompt
+from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.speculative import speculate
-from engine.decoder.stats import running_figures, summarize
+from engine.decoder.stats import acceptance, summarize
 
 log = logging.getLogger("specscope.runs")
 
@@ -36,20 +39,9 @@ class RunStopped(Exception):
 
 
 @dataclass
-class RunMessage:
-    """What the worker tells the web layer.
+class LiveRun:
+    """One run in the queue or on the engine, and the messages for its client."""
 
-    kind: "queued" (data: position), "cycle" (event, data: running figures), "baseline"
-    (the target-only run has started), "summary" (event), "error" (data: message), "end".
-    """
-
-    kind: str
-    event: CycleEvent | SummaryEvent | None = None
-    data: Any = None
-
-
-@dataclass
-class Run:
     id: int
     pair_name: str
     config: GenerationConfig
@@ -74,8 +66,8 @@ class RunManager:
         self.pairs = pairs
         self.queue_size = queue_size
         self.run_timeout_s = run_timeout_s
-        self.waiting: deque[Run] = deque()
-        self.active: Run | None = None
+        self.waiting: deque[LiveRun] = deque()
+        self.active: LiveRun | None = None
         self.completed = 0
         self._ids = itertools.count(1)
         self._wake = threading.Condition()
@@ -85,20 +77,25 @@ class RunManager:
 
     # ---- called from the web layer --------------------------------------------------
 
-    def submit(self, pair_name: str, config: GenerationConfig) -> Run:
+    def submit(self, pair_name: str, config: GenerationConfig) -> LiveRun:
         """Queue a run; raise ``QueueFull`` when the queue is at its bound."""
         with self._wake:
             if len(self.waiting) >= self.queue_size:
                 raise QueueFull
-            run = Run(next(self._ids), pair_name, config, asyncio.get_running_loop())
+            run = LiveRun(next(self._ids), pair_name, config, asyncio.get_running_loop())
             self.waiting.append(run)
             position = len(self.waiting) if self.active else 0
             self._wake.notify()
         if position:
-            run.post(RunMessage("queued", data=position))
+            run.post(RunMessage.queued(position))
         return run
 
-    def cancel(self, run: Run) -> None:
+    def check(self, pair_name: str, config: GenerationConfig) -> None:
+        """Raise ``ValueError`` (a message for a person) for a run the engine would refuse,
+        before it is queued: bad settings, a prompt that does not fit in the context."""
+        encode_prompt(self.pairs[pair_name], config.validate(), lookahead=config.k)
+
+    def cancel(self, run: LiveRun) -> None:
         with self._wake:
             run.cancel()
             if run in self.waiting:
@@ -123,7 +120,7 @@ class RunManager:
 
     def _announce_positions(self) -> None:
         for position, run in enumerate(self.waiting, start=1):
-            run.post(RunMessage("queued", data=position))
+            run.post(RunMessage.queued(position))
 
     def _work(self) -> None:
         while True:
@@ -139,19 +136,19 @@ class RunManager:
                 self._execute(run)
             except RunStopped as stop:
                 if str(stop):
-                    run.post(RunMessage("error", data=str(stop)))
+                    run.post(RunMessage.failed(str(stop)))
             except ValueError as error:  # bad settings the engine caught: the user's to fix
-                run.post(RunMessage("error", data=str(error)))
+                run.post(RunMessage.failed(str(error)))
             except Exception as error:  # noqa: BLE001 - any engine fault ends only this run
                 log.exception("run %d failed", run.id)
-                run.post(RunMessage("error", data=_describe_fault(error)))
+                run.post(RunMessage.failed(_describe_fault(error)))
             finally:
-                run.post(RunMessage("end"))
+                run.post(RunMessage(MessageKind.END))
                 with self._wake:
                     self.active = None
                     self.completed += 1
 
-    def _execute(self, run: Run) -> None:
+    def _execute(self, run: LiveRun) -> None:
         pair = self.pairs[run.pair_name]
         deadline = time.monotonic() + self.run_timeout_s
         cycles: list[CycleEvent] = []
@@ -159,8 +156,8 @@ class RunManager:
             if isinstance(event, CycleEvent):
                 cycles.append(event)
                 run.cycles = len(cycles)
-                run.post(RunMessage("cycle", event, running_figures(cycles)))
-        run.post(RunMessage("baseline"))
+                run.post(RunMessage.cycle(event, acceptance(cycles)))
+        run.post(RunMessage(MessageKind.BASELINE))
         # The baseline decodes the same prompt with the same settings for as many tokens as
         # the speculative run produced, past an end of sequence if need be: equal samples.
         tokens = sum(c.n_emitted for c in cycles)
@@ -171,9 +168,9 @@ class RunManager:
             for event in self._guarded(run, target_only(baseline_pair, baseline_config), deadline)
             if isinstance(event, StepEvent)
         ]
-        run.post(RunMessage("summary", summarize(cycles, step_ms)))
+        run.post(RunMessage.summary(summarize(cycles, step_ms)))
 
-    def _guarded(self, run: Run, events, deadline: float):
+    def _guarded(self, run: LiveRun, events, deadline: float):
         """Pass the engine's events on, stopping between two of them when the run must end."""
         try:
             for event in events:

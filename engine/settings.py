@@ -1,4 +1,8 @@
-"""Server settings, read from the environment with the ``SPECSCOPE_`` prefix."""
+"""Settings, read from the environment with the ``SPECSCOPE_`` prefix.
+
+They sit at the bottom of the import graph: the engine, its command line and the web app all
+read them from here, and this module imports nothing of the project's.
+"""
 
 from __future__ import annotations
 
@@ -46,6 +50,9 @@ class Settings(BaseSettings):
     max_prompt_chars: int = Field(2000, ge=1)
     run_timeout_s: float = Field(120.0, gt=0)
     queue_size: int = Field(4, ge=0)  # runs that may wait while one runs
+    # Record the decode steps as CUDA graphs (engine.decoder.forward); off until
+    # benchmarks/gpu_check.sh has validated them on the GPU in use.
+    cuda_graphs: bool = False
     # A running vLLM server (http://host:port) for `--engine vllm`; server-side only.
     vllm_url: str | None = None
 

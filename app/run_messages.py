@@ -1,0 +1,71 @@
+"""The run-message protocol: what the engine's worker tells the web layer about a live run,
+and its one JSON form.
+
+The API streams :func:`message_json` as it is; the page's renderer
+(:func:`app.render.render_page_message`) adds HTML fragments to the same JSON. A stream is a
+sequence of Server-Sent Events whose event name is the message's kind.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
+
+
+class MessageKind(StrEnum):
+    QUEUED = "queued"  # waiting for the engine: ``position`` in the queue (1 = next)
+    CYCLE = "cycle"  # one speculative cycle: ``event`` and the ``running`` figures so far
+    BASELINE = "baseline"  # the target-only run of the same prompt has started
+    SUMMARY = "summary"  # ``event``: the run measured against the target-only run
+    ERROR = "error"  # the run ended early: ``error``, a message for a person
+    END = "end"  # nothing follows; never sent to a client
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    kind: MessageKind
+    event: CycleEvent | SummaryEvent | None = None
+    running: Acceptance | None = None
+    position: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def queued(cls, position: int) -> RunMessage:
+        return cls(MessageKind.QUEUED, position=position)
+
+    @classmethod
+    def cycle(cls, event: CycleEvent, running: Acceptance) -> RunMessage:
+        return cls(MessageKind.CYCLE, event=event, running=running)
+
+    @classmethod
+    def summary(cls, event: SummaryEvent) -> RunMessage:
+        return cls(MessageKind.SUMMARY, event=event)
+
+    @classmethod
+    def failed(cls, error: str) -> RunMessage:
+        return cls(MessageKind.ERROR, error=error)
+
+
+def message_json(message: RunMessage) -> dict[str, Any]:
+    """The message's data as the API streams it (the page's fragments build on it)."""
+    if message.kind is MessageKind.CYCLE:
+        e = message.event
+        return {"index": e.index, "tokens": [asdict(t) for t in e.tokens],
+                "draft_ms": e.draft_ms, "verify_ms": e.verify_ms,
+                "running": asdict(message.running)}
+    if message.kind is MessageKind.SUMMARY:
+        return asdict(message.event)
+    if message.kind is MessageKind.ERROR:
+        return {"message": message.error}
+    if message.kind is MessageKind.QUEUED:
+        return {"position": message.position}
+    return {}
+
+
+def sse(kind: str, data: Any) -> str:
+    """One Server-Sent Event."""
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
