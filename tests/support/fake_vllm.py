@@ -10,6 +10,7 @@ Started the way specscope starts vLLM (``python -m vllm.entrypoints.openai.api_s
 - ``hang``: listens, answers /health, and never answers anything else
 - ``die-after-N``: serves N completions, then the whole process exits
 - ``ignore-term``: serves, and ignores SIGTERM (only SIGKILL stops it)
+- ``short``: serves, but stops every completion at half its ``max_tokens``
 
 ``FAKE_VLLM_CHILD=1`` also starts a child process in the same process group (vLLM's engine
 core is one), which must be stopped with the server.
@@ -91,7 +92,7 @@ def main() -> None:
             served["completions"] += 1
             if limit is not None and served["completions"] > limit:
                 os._exit(1)  # a crash: no answer, the connection just drops
-            ids = [7] * request["max_tokens"]
+            ids = [7] * (request["max_tokens"] // (2 if mode == "short" else 1))
             body = {"choices": [{"text": "x" * len(ids), "token_ids": ids,
                                  "finish_reason": "length"}]}
             self._send(200, json.dumps(body))

@@ -197,3 +197,34 @@ def test_sigterm_to_specscope_vllm_serve_stops_the_server(fake_python, tmp_path)
     assert not VllmClient(f"http://127.0.0.1:{port}").healthy(timeout=1)
 
 
+
+
+def test_status_reads_the_server_in_the_setting(fake_python, monkeypatch, capsys):
+    from engine.cli import main
+
+    with VllmServer(spec(fake_python("serve")), startup_timeout_s=30) as server:
+        monkeypatch.setenv("SPECSCOPE_VLLM_URL", server.url + "/")
+        assert main(["vllm", "status"]) == 0
+    out = capsys.readouterr().out
+    assert f"{server.url}: healthy, serving fake" in out
+    assert "draft acceptance rate 0.625, mean acceptance length 3.50" in out
+    assert "per-position acceptance 0.900 0.700 0.500 0.400" in out
+
+
+def test_status_of_a_server_that_is_down_is_a_clear_error(monkeypatch, capsys):
+    from engine.cli import main
+
+    monkeypatch.setenv("SPECSCOPE_VLLM_URL", f"http://127.0.0.1:{free_port()}")
+    assert main(["vllm", "status"]) == 2
+    assert "does not answer /health" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["localhost:8000", "ftp://x", "file:///etc/passwd"])
+def test_the_vllm_url_setting_must_be_an_http_address(url, monkeypatch):
+    from pydantic import ValidationError
+
+    from engine.settings import Settings
+
+    monkeypatch.setenv("SPECSCOPE_VLLM_URL", url)
+    with pytest.raises(ValidationError, match="must be an http"):
+        Settings()
