@@ -94,6 +94,17 @@ class VllmClient:
         ignore_eos: bool = True,
     ) -> Completion:
         """Continue ``prompt_ids`` (token ids, used as given) by ``max_tokens`` tokens."""
+        return self._complete(prompt_ids, max_tokens, temperature, top_p=top_p, top_k=top_k,
+                              seed=seed, ignore_eos=ignore_eos)[0]
+
+    def complete_n(
+        self, prompt_ids: list[int], max_tokens: int, temperature: float, n: int
+    ) -> list[list[int]]:
+        """``n`` independent continuations of ``prompt_ids`` in one request: their token ids."""
+        return [c.token_ids for c in self._complete(prompt_ids, max_tokens, temperature, n=n)]
+
+    def _complete(self, prompt_ids, max_tokens, temperature, *, top_p=1.0, top_k=0, seed=None,
+                  ignore_eos=True, n=1) -> list[Completion]:
         request = {
             "model": self.model(),
             "prompt": list(prompt_ids),
@@ -104,16 +115,22 @@ class VllmClient:
             "ignore_eos": ignore_eos,
             "return_token_ids": True,
             "skip_special_tokens": False,
+            "n": n,
         }
         if seed is not None:
             request["seed"] = seed
         body = self._json("POST", "/v1/completions", request)
         try:
-            choice = body["choices"][0]
-            ids = choice["token_ids"]
-            if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+            completions = []
+            for choice in body["choices"]:
+                ids = choice["token_ids"]
+                if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+                    raise TypeError
+                completions.append(Completion(list(ids), str(choice.get("text", "")),
+                                              choice.get("finish_reason")))
+            if len(completions) != n:
                 raise TypeError
-            return Completion(list(ids), str(choice.get("text", "")), choice.get("finish_reason"))
+            return completions
         except (KeyError, IndexError, TypeError):
             raise VllmError(
                 f"{self.url}/v1/completions answered without generated token ids: "
