@@ -36,6 +36,19 @@ class Frame:
     top: int
     bottom: int
 
+    @property
+    def y_title_x(self) -> float:
+        """Where the rotated y-axis title sits: left of the tick labels."""
+        return self.left - 44
+
+    @property
+    def middle_x(self) -> float:
+        return (self.left + self.right) / 2
+
+    @property
+    def middle_y(self) -> float:
+        return (self.top + self.bottom) / 2
+
 
 @dataclass(frozen=True)
 class SpeedupChart(Frame):
@@ -43,6 +56,9 @@ class SpeedupChart(Frame):
     y_ticks: list[Tick]
     break_even_y: float
     path: str
+
+    worth_speculating: bool  # the best k beats 1x; else no k is marked best
+    best_at_edge: bool  # the best k is the last k drawn: a longer draft might be better still
 
     @property
     def best_label_y(self) -> float:
@@ -75,9 +91,12 @@ def nice_step(span: float, target_ticks: int = 5) -> float:
     return 10 * magnitude
 
 
-def speedup_chart(fig: Figures, width: int = 560, height: int = 260) -> SpeedupChart:
-    """Speedup against k = 1..16, scaled so the curve and the 1x line are always in view."""
-    left, right, top, bottom = 44, width - 12, 14, height - 34
+def speedup_chart(fig: Figures, width: int = 440, height: int = 280) -> SpeedupChart:
+    """Speedup against k = 1..16, scaled so the curve and the 1x line are always in view.
+
+    A small viewBox, so its text (sized in the stylesheet) is drawn large on a desktop and
+    still readable on a phone; the margins hold the tick labels and the axis titles."""
+    left, right, top, bottom = 60, width - 14, 18, height - 48
     peak = max(max(p.speedup for p in fig.curve), 1.0)
     step = nice_step(peak * 1.1)
     y_max = step * math.ceil(peak * 1.1 / step)
@@ -98,7 +117,8 @@ def speedup_chart(fig: Figures, width: int = 560, height: int = 260) -> SpeedupC
         for i in range(int(round(y_max / step)) + 1)
     ]
     path = "M" + " L".join(f"{p.x:.1f},{p.y:.1f}" for p in points)
-    return SpeedupChart(width, height, left, right, top, bottom, points, ticks, y_of(1.0), path)
+    return SpeedupChart(width, height, left, right, top, bottom, points, ticks, y_of(1.0), path,
+                        fig.worth_speculating, fig.best_k == fig.curve[-1].k)
 
 
 @dataclass(frozen=True)
@@ -123,9 +143,9 @@ class BarChart(Frame):
 
 def measured_vs_model(
     labels: list[str], measured: list[float], model: list[float], width: int = 360,
-    height: int = 190,
+    height: int = 220,
 ) -> BarChart:
-    left, right, top, bottom = 40, width - 8, 10, height - 30
+    left, right, top, bottom = 62, width - 8, 12, height - 48
     peak = max([*measured, *model, 0.1])
     y_max = min(1.0, nice_step(peak * 1.1, 4) * math.ceil(peak * 1.1 / nice_step(peak * 1.1, 4)))
     step = nice_step(y_max, 4)

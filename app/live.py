@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
+from urllib.parse import urlencode
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from app.params import MAX_SEED, Slider, parse_controls
+from app.params import MAX_SEED, Slider, fmt, parse_controls
 from engine.analytic.theory import CURVE_MAX_K
 from engine.decoder.events import GenerationConfig
 from engine.settings import Settings
@@ -31,12 +32,12 @@ def run_controls(settings: Settings) -> dict[str, Slider]:
     return {
         s.name: s
         for s in (
-            Slider("run_k", "k", 1, CURVE_MAX_K, 1, g.k, integer=True),
+            Slider("run_k", "run's draft length k", 1, CURVE_MAX_K, 1, g.k, integer=True),
             Slider("temperature", "temperature", 0.0, 2.0, 0.05, g.temperature),
             Slider("top_p", "top-p", 0.01, 1.0, 0.01, g.top_p),
             Slider("max_new_tokens", "max new tokens", 1, limit, 1,
                    min(g.max_new_tokens, limit), integer=True),
-            Slider("run_seed", "seed", 0, MAX_SEED, 1, g.seed, integer=True),
+            Slider("run_seed", "run seed", 0, MAX_SEED, 1, g.seed, integer=True),
         )
     }
 
@@ -86,6 +87,11 @@ class LiveState:
     top_p: float
     max_new_tokens: int
     run_seed: int
+
+    def query(self) -> str:
+        """This state as the link's query string, in the order the panel shows it."""
+        return urlencode({name: value if isinstance(value, str) else fmt(value)
+                          for name, value in asdict(self).items()})
 
 
 def parse_live_state(

@@ -62,7 +62,8 @@ SLIDERS: dict[str, Slider] = {
         Slider("v", "verification cost v", 0.5, 3.0, 0.01, 1.0),
         Slider("step_ms", "target step (ms)", 1.0, 1000.0, 0.1, 22.0, widget="number"),
         Slider("tokens", "output length N", 1, 100_000, 1, 500, integer=True, widget="number"),
-        Slider("seed", "seed", 0, MAX_SEED, 1, DEFAULT_SEED, integer=True, widget="number"),
+        Slider("seed", "simulation seed", 0, MAX_SEED, 1, DEFAULT_SEED, integer=True,
+               widget="number"),
     )
 }
 

@@ -27,8 +27,23 @@
     htmx.trigger(form, "submit");
   });
 
+  // Screen readers hear a one-line summary once the sliders rest, not the whole results
+  // region on every step.
+  var announceTimer = null;
+  document.addEventListener("htmx:afterSettle", function () {
+    var results = document.getElementById("results");
+    var announcer = document.getElementById("results-announcer");
+    if (!results || !announcer) return;
+    clearTimeout(announceTimer);
+    announceTimer = setTimeout(function () { announcer.textContent = results.dataset.announce; }, 700);
+  });
+
   // Copy link: the address bar is the state.
   document.addEventListener("DOMContentLoaded", function () {
+    // The server names the state it shows, bad values clamped (htmx answers carry it in
+    // HX-Replace-Url): the address bar follows, so a shared link never carries refused values.
+    var results = document.getElementById("results");
+    if (results && results.dataset.canonical) history.replaceState(null, "", results.dataset.canonical);
     var button = document.getElementById("copy-link");
     var status = document.getElementById("copy-status");
     if (!button) return;
@@ -76,7 +91,11 @@
   var handlers = {
     queued: function (d) { setStatus("Waiting for the engine: place " + d.position + " in the queue."); },
     cycle: function (d, max) {
-      $("live-cycles").insertAdjacentHTML("beforeend", d.chips);
+      var list = $("live-cycles");
+      // Follow the newest cycle unless the reader has scrolled up to look at older ones.
+      var following = list.scrollHeight - list.scrollTop - list.clientHeight < 24;
+      list.insertAdjacentHTML("beforeend", d.chips);
+      if (following) list.scrollTop = list.scrollHeight;
       $("live-text").appendChild(document.createTextNode(d.text));
       $("live-figures").innerHTML = d.running_html;
       $("live-progress").value = d.generated;

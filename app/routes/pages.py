@@ -17,11 +17,13 @@ router = APIRouter()
 SIMULATED_CYCLES = 12
 
 
-@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+@router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse,
+                  include_in_schema=False)
 def slider_page(request: Request) -> HTMLResponse:
     settings: Settings = request.app.state.settings
     query = list(request.query_params.multi_items())
     state, notices = parse_page_state(query)
+    live, live_notices = parse_live_state(query, settings)
     fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
     context = {
         "state": state,
@@ -30,13 +32,16 @@ def slider_page(request: Request) -> HTMLResponse:
         "chart": speedup_chart(fig),
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
         "sliders": SLIDERS,
+        # The address bar is rewritten to this, so a shared link carries the clamped values.
+        "canonical_query": f"{state.query()}&{live.query()}",
     }
     # htmx asks for the results only, so a slider drag never re-renders the controls.
     if request.headers.get("HX-Target") == "results":
         template = "_results.html"
+        headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
     else:
         template = "index.html"
-        live, live_notices = parse_live_state(query, settings)
+        headers = {}
         notices += live_notices
         load_error = getattr(request.app.state, "load_error", None)
         context |= {
@@ -49,6 +54,6 @@ def slider_page(request: Request) -> HTMLResponse:
             "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS"
                                                     " is off)",
         }
-    response = templates.TemplateResponse(request, template, context)
+    response = templates.TemplateResponse(request, template, context, headers=headers)
     response.headers["Vary"] = "HX-Request, HX-Target"
     return response

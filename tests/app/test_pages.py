@@ -22,8 +22,31 @@ def test_default_page_shows_the_reference_case(client):
     assert figure(html, "cycle_cost") == "4 × 0.18 + 1.00 = 1.72"
     assert figure(html, "speedup") == "1.612×"
     assert figure(html, "tok_s") == "45.5 → 73.3"
-    assert figure(html, "time") == "11.0 s → 6823 ms"
+    assert figure(html, "time") == "11.0 s → 6.8 s"  # one unit for the pair
     assert figure(html, "best_k") == "3 (1.64×)"
+
+
+def test_head_answers_like_get_without_a_body(client):
+    response = client.head("/")
+    assert response.status_code == 200 and response.content == b""
+    assert response.headers["content-type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("seconds,shown", [
+    ((11.0, 6.823), "11.0 s → 6.8 s"), ((3.2, 2.242), "3.20 s → 2.24 s"),
+    ((0.32, 0.2242), "320 ms → 224 ms"), ((900, 450), "15.0 min → 7.5 min"),
+])
+def test_a_pair_of_times_shares_one_unit(seconds, shown):
+    from app.templating import templates
+
+    assert templates.env.filters["durations"](seconds) == shown
+
+
+def test_htmx_answer_names_the_clamped_link(client):
+    response = client.get("/?alpha=1.7&k=abc&c=-1&temperature=9",
+                          headers={"HX-Request": "true", "HX-Target": "results"})
+    link = response.headers["HX-Replace-Url"]
+    assert link.startswith("/?alpha=1&k=4&c=0&") and "temperature=2&" in link
 
 
 def test_page_figures_follow_the_link(client):
@@ -57,7 +80,7 @@ def test_do_not_speculate_when_nothing_pays(client):
 
 def test_strip_of_simulated_cycles_is_seeded(client):
     def strip(html: str) -> list[str]:
-        simulated = html.split('<ol class="cycles" id="simulated-cycles">')[1].split("</ol>")[0]
+        simulated = html.split('id="simulated-cycles"')[1].split("</ol>")[0]
         return re.findall(r'class="chip (\w+)"', simulated)
 
     a = strip(client.get("/?alpha=0.5&seed=3").text)

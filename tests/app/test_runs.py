@@ -191,7 +191,9 @@ def test_queue_is_bounded_with_429_and_retry_after(live_server, app_state):
     body = BODY | {"max_new_tokens": 200}
     first = httpx.stream("POST", live_server.url + "/api/runs", json=body, timeout=60)
     second = httpx.stream("POST", live_server.url + "/api/runs", json=body, timeout=60)
-    with slow_target(app_state, 0.05), first as a:
+    # The tiny pair may end its text within two cycles: slow enough that the first run is
+    # still going while the second waits and the third is refused.
+    with slow_target(app_state, 0.5), first as a:
         running = a.iter_lines()  # held: a dropped iterator closes its stream
         assert next(running) == "event: cycle"
         with second as b:

@@ -95,3 +95,40 @@ def test_live_settings_are_part_of_the_link(page):
     page.locator("#temperature").fill("0.5")
     expect(page).to_have_url(re.compile(r"temperature=0\.5"))
     assert "alpha=0.6" in page.url and "prompt=hello+there" in page.url
+
+
+def test_phone_width_never_scrolls_sideways_after_a_run(browser, live_server):
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(live_server.url + "/?temperature=1&run_k=6&max_new_tokens=120&run_seed=2")
+    page.locator("#run-live").click()
+    expect(page.locator("#live-summary .live-summary")).to_be_visible(timeout=60_000)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.close()
+
+
+def test_cycle_list_follows_the_newest_cycle(page):
+    page.goto("/?temperature=1&run_k=1&max_new_tokens=200&run_seed=2")
+    start_run(page, "the quick brown fox")
+    expect(page.locator("#live-status")).to_have_text("Done.", timeout=60_000)
+    cycles = page.locator("#live-cycles")
+    assert cycles.evaluate("l => l.scrollHeight > l.clientHeight")  # it did overflow
+    assert cycles.evaluate("l => l.scrollHeight - l.scrollTop - l.clientHeight < 2")
+    last = page.locator("#live-cycles .cycle").last.bounding_box()
+    box = cycles.bounding_box()
+    assert box["y"] <= last["y"] and last["y"] + last["height"] <= box["y"] + box["height"] + 1
+
+
+def test_live_panel_labels_and_defines_its_figures(page):
+    page.goto("/?max_new_tokens=20")
+    start_run(page, "the quick brown fox")
+    expect(page.locator("#live-status")).to_have_text("Done.", timeout=60_000)
+    tree = page.locator("#live").aria_snapshot()
+    assert 'progressbar "tokens generated"' in tree
+    assert re.search(r'img "(accepted|rejected|discarded|target) ', tree)
+    assert "draft" in page.locator("#live-cycles .cycle-ms").first.inner_text()
+    term = page.locator("#live-summary .term").first
+    definition = term.locator(".definition")
+    assert definition.bounding_box()["width"] <= 1  # hidden until asked for
+    term.focus()
+    assert definition.bounding_box()["width"] > 100
+    expect(definition).to_contain_text("drafts tried")

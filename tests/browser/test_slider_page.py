@@ -92,6 +92,15 @@ def test_resample_changes_the_strip_and_the_seed(page):
     assert kinds == [k for c in theory.simulate_cycles(0.5, 4, 12, seed=2) for k in c]
 
 
+def test_bad_link_is_rewritten_to_the_clamped_state(page):
+    page.goto("/?alpha=1.7&k=abc&c=-1")
+    expect(page.locator("#results .notice")).to_contain_text("alpha=1.7 is outside 0–1")
+    assert query(page) | {"alpha": "1", "k": "4", "c": "0"} == query(page)
+    page.locator("#copy-link").click()
+    expect(page.locator("#copy-status")).to_have_text("Link copied")
+    assert "1.7" not in page.evaluate("navigator.clipboard.readText()")
+
+
 def test_bad_link_shows_a_notice_then_clears_on_the_next_move(page):
     page.goto("/?alpha=1.7&k=abc")
     expect(page.locator("#results .notice")).to_contain_text("alpha=1.7 is outside 0–1")
@@ -105,11 +114,11 @@ def test_four_token_kinds_have_distinct_non_colour_cues(page):
     style = page.evaluate("""() => Object.fromEntries(['accepted','rejected','discarded','target']
         .map(kind => { const el = document.querySelector('#simulated-cycles .chip.' + kind);
                        const s = getComputedStyle(el);
-                       return [kind, {line: s.textDecorationLine, opacity: s.opacity,
+                       return [kind, {line: s.textDecorationLine, border: s.borderTopStyle,
                                       bg: s.backgroundColor,
                                       marker: getComputedStyle(el, '::before').content}]; }))""")
     assert style["rejected"]["line"] == "line-through"
-    assert float(style["discarded"]["opacity"]) < 1
+    assert style["discarded"]["border"] == "dashed"
     assert style["target"]["marker"] not in ("none", "normal")
     assert len({s["bg"] for s in style.values()}) == 4
 
@@ -127,3 +136,120 @@ def test_form_works_with_javascript_off(browser, slider_server):
     assert figure(page, "speedup") == f"{expected.speedup:.3f}×"
     assert "1000 tokens" in page.locator("dl.stats").inner_text()
     context.close()
+
+
+def contrast(a: list[float], b: list[float]) -> float:
+    def luminance(rgb: list[float]) -> float:
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+               for c in (x / 255 for x in rgb)]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+COLOURS = """() => {
+  const rgb = c => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const panel = rgb(getComputedStyle(document.querySelector('.controls')).backgroundColor);
+  const chips = ['accepted', 'rejected', 'discarded', 'target'].map(kind => {
+    const s = getComputedStyle(document.querySelector('#simulated-cycles .chip.' + kind));
+    return [kind, rgb(s.color), rgb(s.backgroundColor), s.opacity];
+  });
+  const texts = ['.muted', '.stats dt', '.chart .axis', '.chart .axis-title', '.chart .best-label',
+                 '.chart .break-even-label'].map(sel => {
+    const el = document.querySelector(sel), s = getComputedStyle(el);
+    return [sel, rgb(sel.startsWith('.chart') ? s.fill : s.color)];
+  });
+  return {panel, chips, texts};
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_text_and_chips_meet_wcag_aa_contrast(browser, slider_server, scheme):
+    page = browser.new_page(color_scheme=scheme)
+    page.goto(slider_server.url + "/?alpha=0.5&k=6&seed=3")
+    colours = page.evaluate(COLOURS)
+    for kind, ink, background, opacity in colours["chips"]:
+        assert float(opacity) == 1, kind  # fading by opacity would drop the contrast
+        assert contrast(ink, background) >= 4.5, kind
+    for selector, ink in colours["texts"]:
+        assert contrast(ink, colours["panel"]) >= 4.5, selector
+    page.close()
+
+
+def test_dark_mode_follows_the_system_setting(browser, slider_server):
+    backgrounds = {}
+    for scheme in ("light", "dark"):
+        page = browser.new_page(color_scheme=scheme)
+        page.goto(slider_server.url)
+        backgrounds[scheme] = page.evaluate(
+            "getComputedStyle(document.documentElement).backgroundColor")
+        page.close()
+    assert backgrounds["light"] != backgrounds["dark"]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_chart_text_is_readable_and_axes_are_labelled(browser, slider_server, width):
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(slider_server.url)
+    sizes = page.locator("svg.chart text").evaluate_all(
+        "els => els.map(e => e.getBoundingClientRect().height)")
+    assert min(sizes) >= 13  # a glyph box of 13 px or more: 11 px type or larger
+    titles = page.locator("svg.chart .axis-title").all_text_contents()
+    assert titles == ["draft length k (tokens drafted per cycle)", "speedup (× plain decoding)"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_nothing_moves_while_dragging_across_do_not_speculate(browser, slider_server, width):
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(slider_server.url + "/?alpha=0.3")
+    tops = set()
+    # 0.18 and 0.00 say "do not speculate", 1.00 puts the best k at the slider's edge.
+    for alpha in ("0.30", "0.19", "0.18", "0.00", "1.00", "0.50"):
+        page.locator("#alpha").fill(alpha)
+        expect(page.locator('[data-figure="headline"]')).to_contain_text(f"α = {alpha}")
+        tops.add(page.evaluate("""() => ['#simulated-cycles', 'svg.chart', '.panels']
+            .map(s => document.querySelector(s).getBoundingClientRect().top).join()"""))
+    assert len(tops) == 1, tops
+    page.close()
+
+
+def test_phone_sees_the_answer_while_moving_a_slider(browser, slider_server):
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(slider_server.url)
+    page.locator("#alpha").fill("0.9")
+    pocket = page.locator(".pocket")
+    expect(pocket).to_contain_text(f"{theory.figures(0.9, 4, 0.18).speedup:.2f}×")
+    box = pocket.bounding_box()
+    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 844
+    page.close()
+
+
+def test_do_not_speculate_draws_no_best_marker_and_the_edge_is_named(page):
+    page.goto("/?alpha=0")
+    assert page.locator("svg.chart .best-marker").count() == 0
+    expect(page.locator("svg.chart .no-best-label")).to_have_text("no k pays: do not speculate")
+    expect(page.locator('[data-figure="best_k"]')).to_have_text("none: do not speculate")
+    page.locator("#alpha").fill("1")
+    expect(page.locator("svg.chart .best-label")).to_have_text("best k = 16 (slider's edge)")
+    expect(page.locator('[data-figure="headline"]')).to_contain_text("16 is the slider's edge")
+
+
+def test_accessibility_tree_names_every_control_once(page):
+    page.goto("/?alpha=0.5&k=3&seed=3")
+    tree = page.locator("body").aria_snapshot()
+    names = re.findall(r'- (?:slider|spinbutton|combobox|textbox) "([^"]+)"', tree)
+    assert len(names) == len(set(names)) >= 10, names
+    assert 'slider "acceptance rate α"' in tree and 'spinbutton "simulation seed"' in tree
+    assert 'spinbutton "run seed"' in tree and 'spinbutton "run\'s draft length k"' in tree
+    # Token kinds are names, not only tooltips.
+    kinds = theory.simulate_cycles(0.5, 3, 12, seed=3)[0]
+    assert f'img "draft 1: {kinds[0]}"' in tree
+    # The results are not one big live region; a short status line speaks instead.
+    assert page.locator("#results").get_attribute("aria-live") is None
+    page.locator("#alpha").fill("0.8")
+    fig = theory.figures(0.8, 3, 0.18)
+    expect(page.locator("#results-announcer")).to_have_text(
+        f"{fig.speedup:.2f}× at k = 3; best k {fig.best_k}, {fig.best_speedup:.2f}×.")
