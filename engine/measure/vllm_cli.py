@@ -216,9 +216,8 @@ def _curve(args, points: list[SweepPoint], alpha: float | None) -> dict:
         "k": args.k,
         "alpha": round(alpha, 4) if alpha is not None else 0.0,
         "method": "end-to-end",
-        "points": [{"batch": p.batch, "speedup": round(p.speedup, 4),
-                    "tok_s_spec": round(p.tok_s_spec, 1), "tok_s_base": round(p.tok_s_base, 1)}
-                   for p in points],
+        "points": [{"batch": p.batch, "speedup": p.speedup, "tok_s_spec": p.tok_s_spec,
+                    "tok_s_base": p.tok_s_base} for p in points],
         "break_even_batch": break_even(points),
         "temperature": args.temperature,
         "new_tokens": args.new_tokens,

@@ -9,6 +9,7 @@ what went wrong; every request has a timeout, so nothing waits forever.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import urllib.error
@@ -161,6 +162,9 @@ class VllmClient:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 body = response.read(MAX_BODY_BYTES + 1)
+                declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and len(body) < int(declared) <= MAX_BODY_BYTES:
+                raise http.client.IncompleteRead(body, int(declared) - len(body))
         except urllib.error.HTTPError as error:
             detail = error.read(2000).decode("utf-8", "replace")
             raise VllmError(
@@ -171,7 +175,12 @@ class VllmClient:
                 f"the vLLM server at {self.url} did not answer {path} within "
                 f"{self.timeout_s:.0f} s"
             ) from None
-        except (urllib.error.URLError, ConnectionError, OSError) as error:
+        except http.client.IncompleteRead as error:
+            raise VllmError(
+                f"the vLLM server at {self.url} stopped answering in the middle of {path} "
+                f"({len(error.partial)} bytes came)"
+            ) from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
             reason = getattr(error, "reason", error)
             raise VllmError(
                 f"the vLLM server at {self.url} is not answering ({reason}); "

@@ -11,6 +11,7 @@ Started the way specscope starts vLLM (``python -m vllm.entrypoints.openai.api_s
 - ``die-after-N``: serves N completions, then the whole process exits
 - ``ignore-term``: serves, and ignores SIGTERM (only SIGKILL stops it)
 - ``short``: serves, but stops every completion at half its ``max_tokens``
+- ``truncate``: answers /v1/models with 10 of the 1000 bytes it announces, then hangs up
 
 ``FAKE_VLLM_CHILD=1`` also starts a child process in the same process group (vLLM's engine
 core is one), which must be stopped with the server.
@@ -77,6 +78,13 @@ def main() -> None:
                 return self._send(200, "")
             if mode == "hang":
                 time.sleep(600)
+            if self.path == "/v1/models" and mode == "truncate":
+                self.send_response(200)
+                self.send_header("Content-Length", "1000")
+                self.end_headers()
+                self.wfile.write(b'{"data": [')
+                self.close_connection = True
+                return None
             if self.path == "/v1/models":
                 return self._send(200, json.dumps({"data": [{"id": "fake"}]}))
             if self.path == "/metrics":

@@ -122,6 +122,13 @@ def test_garbage_answers_are_named_as_such(fake_python):
             server.client.counters()
 
 
+def test_an_answer_cut_short_is_named_as_such(fake_python):
+    with VllmServer(spec(fake_python("truncate")), startup_timeout_s=30) as server:
+        cut = r"stopped answering in the middle of /v1/models \(10 bytes came\)"
+        with pytest.raises(VllmError, match=cut):
+            server.client.model()
+
+
 def test_a_hanging_server_times_out(fake_python):
     with VllmServer(spec(fake_python("hang")), startup_timeout_s=30) as server:
         client = VllmClient(server.url, timeout_s=1)

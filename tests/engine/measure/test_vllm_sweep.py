@@ -1,5 +1,4 @@
-"""The batch sweep's timing and arithmetic, against the stand-in server (the real sweep of
-the shipped pair is in models/; see the README)."""
+"""The batch sweep's timing and arithmetic, against the stand-in server."""
 
 from __future__ import annotations
 
@@ -55,7 +54,7 @@ def test_each_batch_sends_b_requests_and_counts_their_tokens(fake_server):
 def test_a_server_dying_mid_sweep_names_the_batch_and_does_not_hang(fake_server):
     server = fake_server("die-after-3")  # the warm-up, B = 1, then one of B = 2's two
     started = time.monotonic()
-    with pytest.raises(VllmError, match=r"batch 2 failed: .*not answering"):
+    with pytest.raises(VllmError, match=r"batch 2 failed: .*stopped answering|not answering"):
         time_batches(server.client, [[1, 2]], [1, 2, 4], new_tokens=3)
     assert time.monotonic() - started < 30
     server.stop()
@@ -119,7 +118,7 @@ def test_the_sweep_command_against_running_servers_writes_the_curve(
     # Warm-up + 1 + 2 completions, each a cycle accepting 2 of 4: 6 / (6 + 3 - 0) trials.
     assert curve["alpha"] == round(6 / 9, 4)
     for p in curve["points"]:
-        assert p["speedup"] == pytest.approx(p["tok_s_spec"] / p["tok_s_base"], rel=1e-3)
+        assert p["speedup"] == p["tok_s_spec"] / p["tok_s_base"]
 
 
 def test_the_sweep_needs_a_baseline_server_next_to_a_given_one(capsys):
