@@ -7,6 +7,7 @@ CHROMIUM := /usr/bin/chromium
 .PHONY: run test lint bench-page bench-first-cycle install install-dev chromium install-vllm
 
 run: install
+	mkdir -p data
 	$(PY) -m app.main
 
 test: install-dev install-vllm chromium

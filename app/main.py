@@ -16,9 +16,11 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from app.errors import http_error_handler, validation_error_handler
-from app.routes import api, pages, runs
+from app.routes import api, pages, previews, runs, saved
 from app.run_queue import RunManager
+from app.saved import Archiver
 from app.security import SecurityHeaders
+from app.store import RunStore, StoreUnavailable
 from engine.decoder.loading import ModelPair, load_pair, set_threads
 from engine.settings import REPO_ROOT, Settings
 
@@ -33,8 +35,18 @@ def load_pairs(settings: Settings) -> dict[str, ModelPair]:
             for name, spec in settings.pairs.items()}
 
 
+def open_store(settings: Settings) -> tuple[RunStore | None, str]:
+    """The saved-runs database, or None and why: a broken file must not stop the page."""
+    try:
+        return RunStore(settings.db, settings.runs_kept, settings.max_run_bytes), ""
+    except StoreUnavailable as error:
+        log.error("saved runs are unavailable (%s): %s", settings.db, error)
+        return None, str(error)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    store, store_error = open_store(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -43,7 +55,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.load_models:
             try:
                 pairs = await asyncio.to_thread(load_pairs, settings)
-                manager = RunManager(pairs, settings.queue_size, settings.run_timeout_s)
+                manager = RunManager(pairs, settings.queue_size, settings.run_timeout_s,
+                                     on_finished=Archiver(store, settings, store_error))
                 app.state.runs = manager
             except Exception as error:  # noqa: BLE001 - a page without live runs beats no page
                 log.exception("could not load the model pairs")
@@ -51,17 +64,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         if manager is not None:
             await asyncio.to_thread(manager.close)
+        if store is not None:
+            store.close()
 
     app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
+    app.state.store, app.state.store_error = store, store_error
     app.add_middleware(GZipMiddleware, minimum_size=1000)
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(HTTPException, http_error_handler)
     app.mount("/static", StaticFiles(directory=REPO_ROOT / "static"), name="static")
     app.include_router(pages.router)
     app.include_router(api.router)
     app.include_router(runs.router(settings))
+    app.include_router(saved.router)
+    app.include_router(previews.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:

@@ -48,4 +48,6 @@ def render_page_message(message: RunMessage) -> dict[str, Any]:
     elif message.kind is MessageKind.SUMMARY:
         data["html"] = _render("_live_summary.html", s=message.event,
                                **summary_context(message.event))
+    elif message.kind is MessageKind.SAVED:
+        data["html"] = _render("_share_run.html", **data)
     return data

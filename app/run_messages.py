@@ -21,6 +21,7 @@ class MessageKind(StrEnum):
     CYCLE = "cycle"  # one speculative cycle: ``event`` and the ``running`` figures so far
     BASELINE = "baseline"  # the target-only run of the same prompt has started
     SUMMARY = "summary"  # ``event``: the run measured against the target-only run
+    SAVED = "saved"  # where the finished run was saved (``run_id``), or ``error``: why not
     ERROR = "error"  # the run ended early: ``error``, a message for a person
     END = "end"  # nothing follows; never sent to a client
 
@@ -32,6 +33,7 @@ class RunMessage:
     running: Acceptance | None = None
     position: int | None = None
     error: str | None = None
+    run_id: str | None = None
 
     @classmethod
     def queued(cls, position: int) -> RunMessage:
@@ -44,6 +46,14 @@ class RunMessage:
     @classmethod
     def summary(cls, event: SummaryEvent) -> RunMessage:
         return cls(MessageKind.SUMMARY, event=event)
+
+    @classmethod
+    def saved(cls, run_id: str) -> RunMessage:
+        return cls(MessageKind.SAVED, run_id=run_id)
+
+    @classmethod
+    def not_saved(cls, error: str) -> RunMessage:
+        return cls(MessageKind.SAVED, error=error)
 
     @classmethod
     def failed(cls, error: str) -> RunMessage:
@@ -59,6 +69,10 @@ def message_json(message: RunMessage) -> dict[str, Any]:
                 "running": asdict(message.running)}
     if message.kind is MessageKind.SUMMARY:
         return asdict(message.event)
+    if message.kind is MessageKind.SAVED:
+        if message.run_id is None:
+            return {"error": message.error}
+        return {"id": message.run_id, "url": f"/runs/{message.run_id}"}
     if message.kind is MessageKind.ERROR:
         return {"message": message.error}
     if message.kind is MessageKind.QUEUED:

@@ -16,13 +16,20 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.run_messages import MessageKind, RunMessage
 from engine.decoder.baseline import target_only
 from engine.decoder.common import encode_prompt
-from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent
+from engine.decoder.events import (
+    CycleEvent,
+    DoneEvent,
+    GenerationConfig,
+    StepEvent,
+    SummaryEvent,
+)
 from engine.decoder.loading import ModelPair
 from engine.decoder.speculative import speculate
 from engine.decoder.stats import acceptance, summarize
@@ -61,9 +68,25 @@ class LiveRun:
         self.cancelled.set()
 
 
+@dataclass
+class FinishedRun:
+    """Everything a finished run measured, for whoever keeps it."""
+
+    pair_name: str
+    pair: ModelPair
+    config: GenerationConfig
+    cycles: list[CycleEvent]
+    baseline_step_ms: list[float]
+    summary: SummaryEvent
+
+
 class RunManager:
-    def __init__(self, pairs: dict[str, ModelPair], queue_size: int, run_timeout_s: float):
+    def __init__(
+        self, pairs: dict[str, ModelPair], queue_size: int, run_timeout_s: float,
+        on_finished: Callable[[FinishedRun], RunMessage] | None = None,
+    ):
         self.pairs = pairs
+        self.on_finished = on_finished  # its message follows the summary on the stream
         self.queue_size = queue_size
         self.run_timeout_s = run_timeout_s
         self.waiting: deque[LiveRun] = deque()
@@ -168,7 +191,11 @@ class RunManager:
             for event in self._guarded(run, target_only(baseline_pair, baseline_config), deadline)
             if isinstance(event, StepEvent)
         ]
-        run.post(RunMessage.summary(summarize(cycles, step_ms)))
+        summary = summarize(cycles, step_ms)
+        run.post(RunMessage.summary(summary))
+        if self.on_finished is not None:
+            run.post(self.on_finished(
+                FinishedRun(run.pair_name, pair, run.config, cycles, step_ms, summary)))
 
     def _guarded(self, run: LiveRun, events, deadline: float):
         """Pass the engine's events on, stopping between two of them when the run must end."""

@@ -6,6 +6,7 @@ read them from here, and this module imports nothing of the project's.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -13,6 +14,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_MODELS = REPO_ROOT / "models"
+DATA_DIR = REPO_ROOT / "data"  # `make run` creates it
+# An origin as a browser sends it: scheme, host, optional port; nothing a policy could break on.
+ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 
 
 class PairSpec(BaseModel):
@@ -53,6 +57,23 @@ class Settings(BaseSettings):
     # Record the decode steps as CUDA graphs (engine.decoder.forward); off until
     # benchmarks/gpu_check.sh has validated them on the GPU in use.
     cuda_graphs: bool = False
+    # Saved runs: a SQLite file (":memory:" keeps them for the life of the process).
+    db: str = str(DATA_DIR / "specscope.db")
+    runs_kept: int = Field(10_000, ge=1)  # the oldest saved runs beyond this are deleted
+    max_run_bytes: int = Field(2_000_000, ge=1_000)  # a larger run is not saved
+    # Origins that may show the page in a frame (``?embed=1``); none by default.
+    frame_ancestors: list[str] = []
+
+    @field_validator("frame_ancestors")
+    @classmethod
+    def _origins_only(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            if not ORIGIN.match(origin):
+                raise ValueError(
+                    f"frame_ancestors: {origin[:60]!r} is not an origin like https://docs.example.com"
+                )
+        return origins
+
     # A running vLLM server (http://host:port) for `--engine vllm`; server-side only.
     vllm_url: str | None = None
 

@@ -27,6 +27,12 @@
     htmx.trigger(form, "submit");
   });
 
+  // The tab's title says what the results show; the server puts it on the fragment.
+  document.addEventListener("htmx:afterSwap", function () {
+    var results = document.getElementById("results");
+    if (results && results.dataset.title) document.title = results.dataset.title;
+  });
+
   // Screen readers hear a one-line summary once the sliders rest, not the whole results
   // region on every step.
   var announceTimer = null;
@@ -103,6 +109,11 @@
     },
     baseline: function () { setStatus("Measuring the target-only baseline on the same prompt and settings…"); },
     summary: function (d) { $("live-summary").innerHTML = d.html; setStatus("Done."); },
+    saved: function (d) {
+      $("live-share").innerHTML = d.html;
+      var link = $("share-run");
+      if (link) $("share-url").value = link.href;
+    },
     error: function (d) { setStatus("The run stopped: " + d.message, true); }
   };
 
@@ -127,6 +138,7 @@
     $("live-text").replaceChildren(prompt);
     $("live-figures").innerHTML = "";
     $("live-summary").innerHTML = "";
+    $("live-share").innerHTML = "";
     $("live-progress").max = max;
     $("live-progress").value = 0;
     setStatus("Starting…");
@@ -164,6 +176,15 @@
     }
   }
 
+  // Share this run: copy its permalink; the link itself still opens the run.
+  function shareRun(event, link) {
+    event.preventDefault();
+    var done = function () { $("share-status").textContent = "Link copied: paste it anywhere."; };
+    var fallback = function () { $("share-url").select(); $("share-status").textContent = "Copy the selected link."; };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link.href).then(done, fallback);
+    else fallback();
+  }
+
   function useNumbers(button) {
     ["alpha", "k", "c", "v", "step_ms"].forEach(function (name) {
       var input = $(name);
@@ -187,6 +208,8 @@
     document.addEventListener("click", function (event) {
       var button = event.target.closest("#use-numbers");
       if (button) useNumbers(button);
+      var share = event.target.closest("#share-run");
+      if (share) shareRun(event, share);
     });
   });
 })();

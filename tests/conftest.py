@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from support.live_server import LiveServer
@@ -10,6 +12,9 @@ from transformers import AutoTokenizer
 
 from app.main import create_app
 from engine.settings import PairSpec, Settings
+
+# Tests keep saved runs in memory unless they say otherwise: never in the repository's data/.
+os.environ["SPECSCOPE_DB"] = ":memory:"
 
 
 @pytest.fixture(scope="session", autouse=True)

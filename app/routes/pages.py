@@ -8,6 +8,7 @@ from fastapi.responses import HTMLResponse
 from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
 from app.params import SLIDERS, parse_page_state
+from app.saved import slider_headline, slider_title
 from app.templating import templates
 from engine.analytic.theory import figures, simulate_cycles
 from engine.settings import Settings
@@ -32,6 +33,7 @@ def slider_page(request: Request) -> HTMLResponse:
         "chart": speedup_chart(fig),
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
         "sliders": SLIDERS,
+        "page_title": f"{slider_title(state)} · specscope",
         # The address bar is rewritten to this, so a shared link carries the clamped values.
         "canonical_query": f"{state.query()}&{live.query()}",
     }
@@ -39,6 +41,10 @@ def slider_page(request: Request) -> HTMLResponse:
     if request.headers.get("HX-Target") == "results":
         template = "_results.html"
         headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
+    elif request.query_params.get("embed") == "1":
+        template = "embed.html"
+        headers = {}
+        context["page_url"] = f"{request.url_for('slider_page')}?{context['canonical_query']}"
     else:
         template = "index.html"
         headers = {}
@@ -53,6 +59,12 @@ def slider_page(request: Request) -> HTMLResponse:
             "live_available": getattr(request.app.state, "runs", None) is not None,
             "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS"
                                                     " is off)",
+            "meta": {
+                "title": slider_title(state),
+                "description": slider_headline(fig),
+                "url": f"{request.url_for('slider_page')}?{context['canonical_query']}",
+                "image": f"{request.url_for('slider_preview')}?{state.query()}",
+            },
         }
     response = templates.TemplateResponse(request, template, context, headers=headers)
     response.headers["Vary"] = "HX-Request, HX-Target"

@@ -85,8 +85,9 @@ async def _events(
 STREAM_DESCRIPTION = (
     "Server-Sent Events, each named by its kind: `queued` (`position`), `cycle` (`index`, "
     "`tokens` as `{id, text, kind}`, `draft_ms`, `verify_ms`, `running` figures), `baseline` "
-    "(the target-only run started), `summary` (the run against the target-only run), `error` "
-    "(`message`; the run ended early)."
+    "(the target-only run started), `summary` (the run against the target-only run), `saved` "
+    "(`id` and `url` of the saved run, see `GET /api/runs/{run_id}`, or `error`: why it was "
+    "not saved), `error` (`message`; the run ended early)."
 )
 
 

@@ -44,12 +44,13 @@ def wait_until_idle(server, timeout: float = 10.0) -> float:
     return time.monotonic() - start
 
 
-def test_stream_is_cycles_then_one_summary(live_server):
+def test_stream_is_cycles_then_one_summary_then_where_it_was_saved(live_server):
     events = run(live_server)
     kinds = [kind for kind, _ in events]
-    assert kinds[0] == "cycle" and kinds[-1] == "summary"
-    assert set(kinds) == {"cycle", "baseline", "summary"}
-    assert kinds.index("baseline") == len(kinds) - 2
+    assert kinds[0] == "cycle" and kinds[-2:] == ["summary", "saved"]
+    assert set(kinds) == {"cycle", "baseline", "summary", "saved"}
+    assert kinds.index("baseline") == len(kinds) - 3
+    assert events[-1][1]["url"] == f"/runs/{events[-1][1]['id']}"
     cycles = [data for kind, data in events if kind == "cycle"]
     assert [c["index"] for c in cycles] == list(range(len(cycles)))
     for c in cycles:
@@ -60,7 +61,7 @@ def test_stream_is_cycles_then_one_summary(live_server):
 def test_cycle_invariants_and_counts_add_up(live_server, tiny_tokenizer):
     events = run(live_server)
     cycles = [data for kind, data in events if kind == "cycle"]
-    summary = events[-1][1]
+    summary = next(data for kind, data in events if kind == "summary")
     output_ids, output_text = [], ""
     for c in cycles:
         kinds = [t["kind"] for t in c["tokens"]]
@@ -87,7 +88,7 @@ def test_cycle_invariants_and_counts_add_up(live_server, tiny_tokenizer):
 
 
 def test_summary_has_every_figure(live_server):
-    summary = run(live_server)[-1][1]
+    summary = run(live_server)[-2][1]
     for key in ("alpha_counted", "alpha_expected", "draft_acceptance_rate",
                 "mean_acceptance_length", "c", "v", "baseline_tok_s", "spec_tok_s",
                 "speedup_measured", "speedup_predicted"):
@@ -168,7 +169,7 @@ def test_client_going_away_cancels_within_one_cycle(live_server, app_state):
 
 
 def run_summary_ok(server) -> bool:
-    return run(server)[-1][0] == "summary"
+    return [kind for kind, _ in run(server)[-2:]] == ["summary", "saved"]
 
 
 def test_engine_fault_ends_the_run_with_an_error_and_the_next_run_works(live_server, app_state):
@@ -213,8 +214,9 @@ def test_page_stream_renders_escaped_html_fragments(live_server):
     cycles = [data for kind, data in events if kind == "cycle"]
     assert cycles and all(c["chips"].lstrip().startswith('<li class="cycle"') for c in cycles)
     assert "<script" not in "".join(c["chips"] for c in cycles)
-    assert 'class="live-summary"' in events[-1][1]["html"]
-    assert "Use these numbers" in events[-1][1]["html"]
+    assert 'class="live-summary"' in events[-2][1]["html"]
+    assert "Use these numbers" in events[-2][1]["html"]
+    assert 'id="share-run"' in events[-1][1]["html"]
 
 
 def test_run_past_the_time_limit_is_stopped(live_server, app_state):

@@ -1,0 +1,38 @@
+"""The slider page's link-preview image and its chart downloads, for any state in the link."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from app.charts import speedup_chart
+from app.params import PageState, parse_page_state
+from app.preview import chart_svg, preview_svg
+from app.routes.saved import _png_response, export
+from app.saved import slider_headline, slider_title
+from engine.analytic.theory import Figures, figures
+
+router = APIRouter(include_in_schema=False)
+
+
+def _figures(request: Request) -> tuple[PageState, Figures]:
+    # Bad values are clamped as the page clamps them: an image never fails on a link.
+    state, _ = parse_page_state(list(request.query_params.multi_items()))
+    return state, figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
+
+
+@router.get("/preview.png")
+def slider_preview(request: Request) -> Response:
+    state, fig = _figures(request)
+    svg = preview_svg(slider_title(state), slider_headline(fig), speedup_chart(fig),
+                      "_chart.html", fig=fig)
+    return _png_response(svg)
+
+
+@router.get("/chart.{fmt}")
+def slider_chart(request: Request, fmt: str) -> Response:
+    if fmt not in ("svg", "png"):
+        return Response("Charts download as chart.svg or chart.png.", status_code=404)
+    state, fig = _figures(request)
+    name = f"specscope-speedup-alpha{state.alpha:g}-k{state.k}-c{state.c:g}-v{state.v:g}"
+    return export(chart_svg(speedup_chart(fig), "_chart.html", fig=fig), fmt, name)

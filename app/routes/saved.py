@@ -1,0 +1,228 @@
+"""Saved runs: the permalink page with its replay, the JSON and CSV exports, the API entry,
+the link-preview image and the chart downloads."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel
+
+from app.charts import BarChart
+from app.params import Slider, parse_controls
+from app.preview import EXPORT_ZOOM, chart_svg, png, preview_svg
+from app.render import summary_context
+from app.saved import cycle_events as events_of
+from app.saved import (
+    replay_frames,
+    run_title,
+    short_prompt,
+    summary_event,
+    token_rows,
+)
+from app.store import RunStore, StoreUnavailable, is_run_id
+from app.templating import templates
+
+router = APIRouter(tags=["saved runs"])
+
+SPEEDS = {"1": 1.0, "0.25": 0.25, "0.1": 0.1}  # real time, and the two slow motions
+CHARTS = {"positions": "Acceptance at each draft position",
+          "lengths": "Acceptance lengths"}
+RunId = Annotated[str, Path(description="the run's id, as in its /runs/{id} link")]
+
+
+class TokenOut(BaseModel):
+    id: int
+    text: str
+    kind: Literal["accepted", "rejected", "discarded", "target"]
+
+
+class CycleOut(BaseModel):
+    index: int
+    tokens: list[TokenOut]
+    draft_ms: float
+    verify_ms: float
+    cycle_ms: float
+    k: int
+    n_accepted: int
+    rejected: bool
+    draft_step_ms: list[float]
+    overlap: list[float]
+    n_emitted: int
+
+
+class SavedRunOut(BaseModel):
+    """A saved live run: what was asked, where it ran, every cycle, and what was measured."""
+
+    id: str
+    created: str
+    kind: str
+    pair: dict[str, Any]
+    settings: dict[str, Any]
+    machine: dict[str, Any]
+    cycles: list[CycleOut]
+    summary: dict[str, Any]
+    baseline: dict[str, Any]
+
+
+class Problem(BaseModel):
+    message: str
+
+
+class NoRun(Exception):
+    """No run under this id (or the id is not one the server hands out)."""
+
+
+def _record(request: Request, run_id: str) -> dict[str, Any]:
+    store: RunStore | None = request.app.state.store
+    if store is None:
+        raise StoreUnavailable(request.app.state.store_error)
+    record = store.get(run_id) if is_run_id(run_id) else None
+    if record is None:
+        raise NoRun(run_id)
+    return record
+
+
+def _problem_page(request: Request, status: int, heading: str, message: str) -> HTMLResponse:
+    return templates.TemplateResponse(request, "error.html", {
+        "heading": heading, "message": message}, status_code=status)
+
+
+def _failure(request: Request, error: Exception, html: bool) -> Response:
+    if isinstance(error, NoRun):
+        status, heading = 404, "No such run"
+        message = ("There is no saved run at this address. The link may be mistyped, or the "
+                   "run was removed to make room for newer ones.")
+    else:
+        status, heading = 503, "Saved runs are unavailable"
+        message = (f"The server cannot read its database of saved runs ({error}). The page "
+                   f"and live runs still work; new runs are not saved until the server's "
+                   f"operator repairs or moves the database file.")
+    if html:
+        return _problem_page(request, status, heading, message)
+    return JSONResponse(status_code=status, content={"message": message})
+
+
+def _load(request: Request, run_id: str, html: bool) -> dict[str, Any] | Response:
+    try:
+        return _record(request, run_id)
+    except (NoRun, StoreUnavailable) as error:
+        return _failure(request, error, html)
+
+
+@router.get("/api/runs/{run_id}", response_model=SavedRunOut,
+            summary="A saved run: settings, pair, machine, every cycle and the summary",
+            responses={404: {"model": Problem, "description": "no run with this id"},
+                       503: {"model": Problem, "description": "the database cannot be read"}})
+def api_run(request: Request, run_id: RunId):
+    """Every finished live run is saved; its `saved` stream event gives the id. Cycles carry
+    their tokens (`id`, `text`, `kind`) and timings in milliseconds."""
+    return _load(request, run_id, html=False)
+
+
+@router.get("/runs/{run_id}.json", include_in_schema=False)
+def run_json(request: Request, run_id: str):
+    record = _load(request, run_id, html=False)
+    if isinstance(record, Response):
+        return record
+    return JSONResponse(SavedRunOut(**record).model_dump(), headers={
+        "Content-Disposition": f'inline; filename="specscope-run-{run_id}.json"'})
+
+
+@router.get("/runs/{run_id}.csv", include_in_schema=False)
+def run_csv(request: Request, run_id: str):
+    record = _load(request, run_id, html=False)
+    if isinstance(record, Response):
+        return record
+    return Response(token_rows(record), media_type="text/csv; charset=utf-8", headers={
+        "Content-Disposition": f'attachment; filename="specscope-run-{run_id}.csv"'})
+
+
+@router.get("/runs/{run_id}/preview.png", include_in_schema=False)
+def run_preview(request: Request, run_id: str):
+    record = _load(request, run_id, html=False)
+    if isinstance(record, Response):
+        return record
+    charts = summary_context(summary_event(record))
+    svg = preview_svg(f"“{short_prompt(record['settings']['prompt'], 60)}”", run_title(record),
+                      charts["positions"], "_bar_chart.html",
+                      title="Acceptance at each draft position", x_label="draft position i")
+    return _png_response(svg)
+
+
+@router.get("/runs/{run_id}/{chart}.{fmt}", include_in_schema=False)
+def run_chart(request: Request, run_id: str, chart: str, fmt: str):
+    record = _load(request, run_id, html=False)
+    if isinstance(record, Response):
+        return record
+    if chart not in CHARTS or fmt not in ("svg", "png"):
+        return _failure(request, NoRun(run_id), html=False)
+    bars: BarChart = summary_context(summary_event(record))[chart]
+    svg = chart_svg(bars, "_bar_chart.html", title=CHARTS[chart],
+                    x_label="draft position i" if chart == "positions" else
+                    "drafts accepted in a cycle")
+    return export(svg, fmt, f"specscope-run-{run_id}-{chart}")
+
+
+def export(svg: str, fmt: str, name: str) -> Response:
+    """A chart download: the SVG file, or its PNG at twice the size."""
+    disposition = {"Content-Disposition": f'attachment; filename="{name}.{fmt}"'}
+    if fmt == "svg":
+        return Response(svg, media_type="image/svg+xml", headers=disposition)
+    return _png_response(svg, EXPORT_ZOOM, disposition)
+
+
+def _png_response(svg: str, zoom: float = 1.0, headers: dict[str, str] | None = None) -> Response:
+    return Response(png(svg, zoom), media_type="image/png",
+                    headers={"Cache-Control": "public, max-age=86400", **(headers or {})})
+
+
+def _replay_state(query: list[tuple[str, str]], total: int) -> tuple[int, str, list[str]]:
+    """The replay's place (cycles shown) and speed from the link, with notices for what was
+    changed."""
+    values, notices = parse_controls(
+        query, {"cycle": Slider("cycle", "cycle", 0, total, 1, total, integer=True)})
+    speed = next((raw for key, raw in query if key == "speed"), "1")
+    if speed not in SPEEDS:
+        notices.append(f"speed={speed[:12]!r} is not one of 1, 0.25 or 0.1; using 1.")
+        speed = "1"
+    return int(values["cycle"]), speed, notices
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
+def run_page(request: Request, run_id: str):
+    record = _load(request, run_id, html=True)
+    if isinstance(record, Response):
+        return record
+    cycles = events_of(record)
+    summary = summary_event(record)
+    charts = summary_context(summary)
+    query = list(request.query_params.multi_items())
+    shown, speed, notices = _replay_state(query, len(cycles))
+    embed = request.query_params.get("embed") == "1"
+    page_url = str(request.url_for("run_page", run_id=run_id))
+    context = {
+        "record": record,
+        "run_id": run_id,
+        "frames": replay_frames(cycles),
+        "shown": shown,
+        "speed": speed,
+        "speeds": SPEEDS,
+        "notices": notices,
+        "s": summary,
+        "page_title": f"{run_title(record)} · specscope",
+        "meta": {
+            "title": run_title(record),
+            "description": f"A live speculative-decoding run on "
+                           f"{record['pair'].get('label') or record['pair'].get('name')}: "
+                           f"“{short_prompt(record['settings']['prompt'])}”",
+            "url": page_url,
+            "image": str(request.url_for("run_preview", run_id=run_id)),
+        },
+        **charts,
+        "sliders_link": urlencode(charts["use"]),
+    }
+    return templates.TemplateResponse(request, "run_embed.html" if embed else "run.html",
+                                      context)

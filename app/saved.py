@@ -1,0 +1,168 @@
+"""A finished live run as a saved record, and the views of a record: its title, the page's
+replay frames and the CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+import platform
+from dataclasses import asdict, dataclass
+from functools import cache
+from typing import Any
+
+from app.params import PageState
+from app.run_messages import RunMessage
+from app.run_queue import FinishedRun
+from app.store import RunStore, RunTooLarge, StoreUnavailable
+from engine.analytic.theory import Figures, figures
+from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent, Token
+from engine.decoder.stats import acceptance
+from engine.settings import Settings
+
+log = logging.getLogger("specscope.saved")
+
+CSV_COLUMNS = ("cycle", "position", "kind", "token_id", "text", "step_ms", "cycle_start_ms",
+               "cycle_ms")
+
+
+@cache
+def _processor() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe_machine(finished: FinishedRun) -> dict[str, Any]:
+    import torch
+
+    device = finished.pair.device
+    return {
+        "device": str(device),
+        "accelerator": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "processor": _processor(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "dtype": str(finished.pair.dtype).removeprefix("torch."),
+        "torch": torch.__version__,
+        "platform": platform.platform(terse=True),
+    }
+
+
+def run_record(finished: FinishedRun, settings: Settings) -> dict[str, Any]:
+    spec = settings.pairs.get(finished.pair_name)
+    return {
+        "kind": "live",
+        "pair": {"name": finished.pair_name, "label": spec.label if spec else "",
+                 "target": finished.pair.target_name, "draft": finished.pair.draft_name},
+        "settings": asdict(finished.config),
+        "machine": describe_machine(finished),
+        "cycles": [asdict(c) for c in finished.cycles],
+        "summary": asdict(finished.summary),
+        "baseline": {"tokens": len(finished.baseline_step_ms),
+                     "step_ms": finished.baseline_step_ms,
+                     "tok_s": finished.summary.baseline_tok_s},
+    }
+
+
+class Archiver:
+    """Saves every finished run and tells the stream where it went (or why it could not)."""
+
+    def __init__(self, store: RunStore | None, settings: Settings, unavailable: str = "") -> None:
+        self.store = store
+        self.settings = settings
+        self.unavailable = unavailable  # why there is no store
+
+    def __call__(self, finished: FinishedRun) -> RunMessage:
+        try:
+            if self.store is None:
+                raise StoreUnavailable(self.unavailable)
+            run_id = self.store.save(run_record(finished, self.settings))
+        except (RunTooLarge, StoreUnavailable) as error:
+            log.warning("run not saved: %s", error)
+            return RunMessage.not_saved(f"the run was not saved: {error}")
+        return RunMessage.saved(run_id)
+
+
+# ---- views of a saved record -------------------------------------------------------------
+
+
+def cycle_events(record: dict[str, Any]) -> list[CycleEvent]:
+    return [CycleEvent(**{**c, "tokens": [Token(**t) for t in c["tokens"]]})
+            for c in record["cycles"]]
+
+
+def summary_event(record: dict[str, Any]) -> SummaryEvent:
+    return SummaryEvent(**record["summary"])
+
+
+def short_prompt(prompt: str, limit: int = 48) -> str:
+    flat = " ".join(prompt.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def run_title(record: dict[str, Any]) -> str:
+    """What the run shows, in one line: "k 4: measured 1.31x, predicted 1.34x, alpha 0.70"."""
+    s = record["summary"]
+    return (f"k {s['k']}: measured {s['speedup_measured']:.2f}x, predicted "
+            f"{s['speedup_predicted']:.2f}x, alpha {s['alpha_counted']:.2f}")
+
+
+def slider_title(state: PageState) -> str:
+    """The slider state in one line: "alpha 0.70, k 4: 1.61x, best k 3"."""
+    fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
+    best = f"best k {fig.best_k}" if fig.worth_speculating else "do not speculate"
+    return f"alpha {fig.alpha:.2f}, k {fig.k}: {fig.speedup:.2f}x, {best}"
+
+
+def slider_headline(fig: Figures) -> str:
+    """The page's headline as one sentence, for the preview card."""
+    verdict = (f"Best k = {fig.best_k}, worth {fig.best_speedup:.2f}×." if fig.worth_speculating
+               else f"Do not speculate: even the best k ({fig.best_k}) gives "
+                    f"{fig.best_speedup:.2f}×.")
+    return (f"At α = {fig.alpha:.2f} and k = {fig.k}, a cycle yields {fig.expected_tokens:.2f} "
+            f"tokens for {fig.cycle_cost:.2f} target steps: {fig.speedup:.2f}× plain decoding. "
+            + verdict)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The page after one more cycle of the replay."""
+
+    event: CycleEvent
+    delay_ms: float  # how long the cycle took when it ran
+    tokens: int  # tokens generated up to and including this cycle
+    running: Acceptance
+
+
+def replay_frames(cycles: list[CycleEvent]) -> list[Frame]:
+    frames, tokens = [], 0
+    for i, event in enumerate(cycles):
+        tokens += event.n_emitted
+        frames.append(Frame(event, event.cycle_ms, tokens, acceptance(cycles[: i + 1])))
+    return frames
+
+
+def token_rows(record: dict[str, Any]) -> str:
+    """The CSV export: one row per token, with its cycle, position in the cycle and times.
+
+    A draft token's ``step_ms`` is the draft step that proposed it; the target's token comes
+    from the verification pass, so its ``step_ms`` is that pass's time."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    start = 0.0
+    for cycle in record["cycles"]:
+        for position, token in enumerate(cycle["tokens"]):
+            is_draft = token["kind"] != "target" and position < len(cycle["draft_step_ms"])
+            step = cycle["draft_step_ms"][position] if is_draft else cycle["verify_ms"]
+            writer.writerow([cycle["index"], position, token["kind"], token["id"], token["text"],
+                             f"{step:.3f}", f"{start:.3f}", f"{cycle['cycle_ms']:.3f}"])
+        start += cycle["cycle_ms"]
+    return out.getvalue()

@@ -1,0 +1,160 @@
+"""Saved runs in SQLite, through sqlite-utils: its migrations own the schema.
+
+One connection per store, behind a lock, so threads of one server take turns; separate
+processes meet at SQLite's own file locks (WAL journal, a busy timeout, ``BEGIN IMMEDIATE``
+for every write). A run is written in one transaction with the pruning of the oldest runs,
+so a crash or a kill leaves either the whole run or none of it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database, Migrations
+
+# 16 random bytes, URL-safe base64 without padding: 22 characters nobody can guess.
+RUN_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
+BUSY_TIMEOUT_S = 30.0
+
+migrations = Migrations("specscope")
+
+
+@migrations()
+def create_runs(db: Database) -> None:
+    db["runs"].create(
+        {
+            "id": str,
+            "created": str,  # ISO 8601, UTC
+            "kind": str,  # "live"
+            "pair": str,  # JSON: name, label, target, draft
+            "settings": str,  # JSON: prompt, k, temperature, top_p, top_k, max_new_tokens, seed
+            "machine": str,  # JSON: where it ran
+            "cycles": str,  # JSON: every cycle's tokens, kinds and timings
+            "summary": str,  # JSON: the measured figures against the theory
+            "baseline": str,  # JSON: the target-only run's step times
+            "bytes": int,  # size of the JSON above, checked against the limit
+        },
+        pk="id",
+        not_null={"created", "kind", "settings", "cycles", "summary"},
+    )
+    db["runs"].create_index(["created"])
+
+
+JSON_FIELDS = ("pair", "settings", "machine", "cycles", "summary", "baseline")
+
+
+class StoreUnavailable(Exception):
+    """The database cannot be read or written; the message says why, for a person."""
+
+
+class RunTooLarge(Exception):
+    """A run over the size limit: it is not saved."""
+
+
+def new_run_id() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def is_run_id(text: str) -> bool:
+    return bool(RUN_ID.match(text))
+
+
+class RunStore:
+    def __init__(self, path: str, runs_kept: int, max_run_bytes: int) -> None:
+        self.path = path
+        self.runs_kept = runs_kept
+        self.max_run_bytes = max_run_bytes
+        self._lock = threading.Lock()
+        with self._errors("open"):
+            if path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+            self.db = Database(conn)
+            if path != ":memory:":
+                self.db.enable_wal()
+            with self._writing():
+                migrations.apply(self.db)
+
+    # ---- writing ----------------------------------------------------------------------
+
+    def save(self, run: dict[str, Any]) -> str:
+        """Store ``run`` (the fields of ``create_runs`` but id, created and bytes) under a new
+        id and prune the oldest runs beyond the limit, in one transaction. Returns the id."""
+        # ASCII JSON: any text, even a lone surrogate from a JSON body, stores and reads back.
+        row = {name: json.dumps(run.get(name)) for name in JSON_FIELDS}
+        size = sum(len(text.encode()) for text in row.values())
+        if size > self.max_run_bytes:
+            raise RunTooLarge(
+                f"this run is {size / 1000:.0f} kB, over the server's limit of "
+                f"{self.max_run_bytes / 1000:.0f} kB for a saved run"
+            )
+        row |= {
+            "id": new_run_id(),
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds"),
+            "kind": run.get("kind", "live"),
+            "bytes": size,
+        }
+        with self._errors("save the run"), self._writing():
+            self.db["runs"].insert(row)
+            self.db["runs"].delete_where(
+                "rowid <= (SELECT rowid FROM runs ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
+                [self.runs_kept],
+            )
+        return row["id"]
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write transaction that holds SQLite's write lock from its first statement,
+        so a second writer waits (up to the busy timeout) instead of failing half-way."""
+        with self._lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.db.rollback()
+                raise
+            self.db.commit()
+
+    # ---- reading ----------------------------------------------------------------------
+
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        """The saved run, its JSON fields decoded; None for an unknown or malformed id."""
+        if not is_run_id(run_id):
+            return None
+        with self._errors("read the run"), self._lock:
+            rows = list(self.db["runs"].rows_where("id = ?", [run_id]))
+        if not rows:
+            return None
+        row = rows[0]
+        try:
+            return {**row, **{name: json.loads(row[name]) for name in JSON_FIELDS}}
+        except (TypeError, ValueError) as error:
+            raise StoreUnavailable(f"the saved run {run_id} is damaged ({error})") from error
+
+    def ids(self) -> list[str]:
+        """Every saved id, oldest first."""
+        with self._errors("list the runs"), self._lock:
+            return [row["id"] for row in self.db["runs"].rows_where(
+                select="id", order_by="rowid")]
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise StoreUnavailable(
+                f"the database of saved runs could not {action}: {error}"
+            ) from error
