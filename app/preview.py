@@ -14,17 +14,25 @@ from pathlib import Path
 from typing import Any
 
 import resvg_py
+from fastapi.responses import Response
 
 from app.charts import BarChart, SpeedupChart
 from app.templating import templates
 
 PREVIEW_WIDTH, PREVIEW_HEIGHT = 1200, 630  # the size Open Graph and Twitter cards expect
 EXPORT_ZOOM = 2  # PNG downloads at twice the chart's own size
-# Fonts the card is designed for; when none is found, resvg falls back to the system's.
-FONT_FILES = [str(p) for p in (
-    Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
-    Path("/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"),
-) if p.exists()]
+# Fonts the card is designed for, regular and bold: resvg reads the files on every render, so
+# a small family (Liberation Sans, Arial's metrics) is the cheaper one; without either family
+# resvg falls back to the system's fonts.
+FONT_FAMILIES = {
+    "Liberation Sans": ("/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+                        "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf"),
+    "DejaVu Sans": ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+                    "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"),
+}
+FONT_FAMILY, FONT_FILES = next(
+    ((family, list(files)) for family, files in FONT_FAMILIES.items()
+     if all(Path(f).exists() for f in files)), ("sans-serif", []))
 
 # Jinja escapes only .html/.xml templates by default; these SVGs carry user text too.
 svg_templates = templates.env.overlay(autoescape=True)
@@ -49,7 +57,7 @@ def wrap_lines(text: str, width: int, lines: int) -> list[str]:
 def chart_svg(chart: SpeedupChart | BarChart, partial: str, **context: Any) -> str:
     """A chart partial of the page as a standalone SVG file."""
     return svg_templates.get_template("chart.svg").render(chart=chart, partial=partial,
-                                                          **context)
+                                                          font=FONT_FAMILY, **context)
 
 
 def preview_svg(heading: str, headline: str, chart: SpeedupChart | BarChart, partial: str,
@@ -58,7 +66,8 @@ def preview_svg(heading: str, headline: str, chart: SpeedupChart | BarChart, par
     what the chart partial needs)."""
     return svg_templates.get_template("preview.svg").render(
         width=PREVIEW_WIDTH, height=PREVIEW_HEIGHT, heading_lines=wrap_lines(heading, 40, 2),
-        headline_lines=wrap_lines(headline, 72, 2), chart=chart, partial=partial, **context)
+        headline_lines=wrap_lines(headline, 72, 2), chart=chart, partial=partial,
+        font=FONT_FAMILY, **context)
 
 
 @lru_cache(maxsize=256)
@@ -67,4 +76,17 @@ def png(svg: str, zoom: float = 1.0) -> bytes:
     fonts: dict[str, Any] = {"skip_system_fonts": True, "font_files": FONT_FILES} \
         if FONT_FILES else {}
     return resvg_py.svg_to_bytes(svg_string=clean_text(svg), zoom=zoom, background="#ffffff",
-                                 font_family="DejaVu Sans", **fonts)
+                                 font_family=FONT_FAMILY, **fonts)
+
+
+def png_response(svg: str, zoom: float = 1.0, headers: dict[str, str] | None = None) -> Response:
+    return Response(png(svg, zoom), media_type="image/png",
+                    headers={"Cache-Control": "public, max-age=86400", **(headers or {})})
+
+
+def export(svg: str, fmt: str, name: str) -> Response:
+    """A chart download: the SVG file, or its PNG at twice the size."""
+    disposition = {"Content-Disposition": f'attachment; filename="{name}.{fmt}"'}
+    if fmt == "svg":
+        return Response(svg, media_type="image/svg+xml", headers=disposition)
+    return png_response(svg, EXPORT_ZOOM, disposition)

@@ -12,11 +12,10 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
-from app.params import PageState
 from app.run_messages import RunMessage
 from app.run_queue import FinishedRun
 from app.store import RunStore, RunTooLarge, StoreUnavailable
-from engine.analytic.theory import Figures, figures
+from engine.analytic.theory import Figures
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent, Token
 from engine.decoder.stats import acceptance
 from engine.settings import Settings
@@ -114,9 +113,8 @@ def run_title(record: dict[str, Any]) -> str:
             f"{s['speedup_predicted']:.2f}x, alpha {s['alpha_counted']:.2f}")
 
 
-def slider_title(state: PageState) -> str:
+def slider_title(fig: Figures) -> str:
     """The slider state in one line: "alpha 0.70, k 4: 1.61x, best k 3"."""
-    fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
     best = f"best k {fig.best_k}" if fig.worth_speculating else "do not speculate"
     return f"alpha {fig.alpha:.2f}, k {fig.k}: {fig.speedup:.2f}x, {best}"
 

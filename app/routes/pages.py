@@ -33,7 +33,7 @@ def slider_page(request: Request) -> HTMLResponse:
         "chart": speedup_chart(fig),
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
         "sliders": SLIDERS,
-        "page_title": f"{slider_title(state)} · specscope",
+        "page_title": f"{slider_title(fig)} · specscope",
         # The address bar is rewritten to this, so a shared link carries the clamped values.
         "canonical_query": f"{state.query()}&{live.query()}",
     }
@@ -60,7 +60,7 @@ def slider_page(request: Request) -> HTMLResponse:
             "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS"
                                                     " is off)",
             "meta": {
-                "title": slider_title(state),
+                "title": slider_title(fig),
                 "description": slider_headline(fig),
                 "url": f"{request.url_for('slider_page')}?{context['canonical_query']}",
                 "image": f"{request.url_for('slider_preview')}?{state.query()}",

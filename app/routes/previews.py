@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from app.charts import speedup_chart
 from app.params import PageState, parse_page_state
-from app.preview import chart_svg, preview_svg
-from app.routes.saved import _png_response, export
+from app.preview import chart_svg, export, png_response, preview_svg
 from app.saved import slider_headline, slider_title
 from engine.analytic.theory import Figures, figures
 
@@ -24,15 +23,16 @@ def _figures(request: Request) -> tuple[PageState, Figures]:
 @router.get("/preview.png")
 def slider_preview(request: Request) -> Response:
     state, fig = _figures(request)
-    svg = preview_svg(slider_title(state), slider_headline(fig), speedup_chart(fig),
+    svg = preview_svg(slider_title(fig), slider_headline(fig), speedup_chart(fig),
                       "_chart.html", fig=fig)
-    return _png_response(svg)
+    return png_response(svg)
 
 
 @router.get("/chart.{fmt}")
 def slider_chart(request: Request, fmt: str) -> Response:
     if fmt not in ("svg", "png"):
-        return Response("Charts download as chart.svg or chart.png.", status_code=404)
+        return JSONResponse(status_code=404, content={
+            "message": "the chart downloads as chart.svg or chart.png"})
     state, fig = _figures(request)
     name = f"specscope-speedup-alpha{state.alpha:g}-k{state.k}-c{state.c:g}-v{state.v:g}"
     return export(chart_svg(speedup_chart(fig), "_chart.html", fig=fig), fmt, name)

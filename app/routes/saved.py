@@ -11,25 +11,31 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from app.charts import BarChart
+from app.errors import Problem, error_responses
 from app.params import Slider, parse_controls
-from app.preview import EXPORT_ZOOM, chart_svg, png, preview_svg
+from app.preview import chart_svg, export, png_response, preview_svg
 from app.render import summary_context
-from app.saved import cycle_events as events_of
 from app.saved import (
+    cycle_events,
     replay_frames,
     run_title,
     short_prompt,
     summary_event,
     token_rows,
 )
-from app.store import RunStore, StoreUnavailable, is_run_id
+from app.store import RunStore, StoreUnavailable
 from app.templating import templates
 
 router = APIRouter(tags=["saved runs"])
 
-SPEEDS = {"1": 1.0, "0.25": 0.25, "0.1": 0.1}  # real time, and the two slow motions
-CHARTS = {"positions": "Acceptance at each draft position",
-          "lengths": "Acceptance lengths"}
+SPEEDS = ("1", "0.25", "0.1")  # real time, and the two slow motions
+# A run's charts as files: their title and axis labels.
+CHARTS = {
+    "positions": {"title": "Acceptance at each draft position", "x_label": "draft position i",
+                  "y_label": "share of cycles"},
+    "lengths": {"title": "Acceptance lengths", "x_label": "drafts accepted in a cycle",
+                "y_label": "share of cycles"},
+}
 RunId = Annotated[str, Path(description="the run's id, as in its /runs/{id} link")]
 
 
@@ -67,10 +73,6 @@ class SavedRunOut(BaseModel):
     baseline: dict[str, Any]
 
 
-class Problem(BaseModel):
-    message: str
-
-
 class NoRun(Exception):
     """No run under this id (or the id is not one the server hands out)."""
 
@@ -79,15 +81,15 @@ def _record(request: Request, run_id: str) -> dict[str, Any]:
     store: RunStore | None = request.app.state.store
     if store is None:
         raise StoreUnavailable(request.app.state.store_error)
-    record = store.get(run_id) if is_run_id(run_id) else None
+    record = store.get(run_id)  # None for a malformed id too
     if record is None:
         raise NoRun(run_id)
+    try:  # a record from another version of the engine's events reads as a clear error
+        cycle_events(record), summary_event(record)
+    except (KeyError, TypeError) as error:
+        raise StoreUnavailable(f"run {run_id} is in a form this server cannot read "
+                               f"({type(error).__name__}: {error})") from error
     return record
-
-
-def _problem_page(request: Request, status: int, heading: str, message: str) -> HTMLResponse:
-    return templates.TemplateResponse(request, "error.html", {
-        "heading": heading, "message": message}, status_code=status)
 
 
 def _failure(request: Request, error: Exception, html: bool) -> Response:
@@ -101,7 +103,8 @@ def _failure(request: Request, error: Exception, html: bool) -> Response:
                    f"and live runs still work; new runs are not saved until the server's "
                    f"operator repairs or moves the database file.")
     if html:
-        return _problem_page(request, status, heading, message)
+        return templates.TemplateResponse(request, "error.html", {
+            "heading": heading, "message": message}, status_code=status)
     return JSONResponse(status_code=status, content={"message": message})
 
 
@@ -114,7 +117,8 @@ def _load(request: Request, run_id: str, html: bool) -> dict[str, Any] | Respons
 
 @router.get("/api/runs/{run_id}", response_model=SavedRunOut,
             summary="A saved run: settings, pair, machine, every cycle and the summary",
-            responses={404: {"model": Problem, "description": "no run with this id"},
+            responses={**error_responses(400),
+                       404: {"model": Problem, "description": "no run with this id"},
                        503: {"model": Problem, "description": "the database cannot be read"}})
 def api_run(request: Request, run_id: RunId):
     """Every finished live run is saved; its `saved` stream event gives the id. Cycles carry
@@ -147,9 +151,8 @@ def run_preview(request: Request, run_id: str):
         return record
     charts = summary_context(summary_event(record))
     svg = preview_svg(f"“{short_prompt(record['settings']['prompt'], 60)}”", run_title(record),
-                      charts["positions"], "_bar_chart.html",
-                      title="Acceptance at each draft position", x_label="draft position i")
-    return _png_response(svg)
+                      charts["positions"], "_bar_chart.html", **CHARTS["positions"])
+    return png_response(svg)
 
 
 @router.get("/runs/{run_id}/{chart}.{fmt}", include_in_schema=False)
@@ -158,25 +161,11 @@ def run_chart(request: Request, run_id: str, chart: str, fmt: str):
     if isinstance(record, Response):
         return record
     if chart not in CHARTS or fmt not in ("svg", "png"):
-        return _failure(request, NoRun(run_id), html=False)
+        return JSONResponse(status_code=404, content={
+            "message": "a run's charts are positions and lengths, as .svg or .png"})
     bars: BarChart = summary_context(summary_event(record))[chart]
-    svg = chart_svg(bars, "_bar_chart.html", title=CHARTS[chart],
-                    x_label="draft position i" if chart == "positions" else
-                    "drafts accepted in a cycle")
+    svg = chart_svg(bars, "_bar_chart.html", **CHARTS[chart])
     return export(svg, fmt, f"specscope-run-{run_id}-{chart}")
-
-
-def export(svg: str, fmt: str, name: str) -> Response:
-    """A chart download: the SVG file, or its PNG at twice the size."""
-    disposition = {"Content-Disposition": f'attachment; filename="{name}.{fmt}"'}
-    if fmt == "svg":
-        return Response(svg, media_type="image/svg+xml", headers=disposition)
-    return _png_response(svg, EXPORT_ZOOM, disposition)
-
-
-def _png_response(svg: str, zoom: float = 1.0, headers: dict[str, str] | None = None) -> Response:
-    return Response(png(svg, zoom), media_type="image/png",
-                    headers={"Cache-Control": "public, max-age=86400", **(headers or {})})
 
 
 def _replay_state(query: list[tuple[str, str]], total: int) -> tuple[int, str, list[str]]:
@@ -196,7 +185,7 @@ def run_page(request: Request, run_id: str):
     record = _load(request, run_id, html=True)
     if isinstance(record, Response):
         return record
-    cycles = events_of(record)
+    cycles = cycle_events(record)
     summary = summary_event(record)
     charts = summary_context(summary)
     query = list(request.query_params.multi_items())
@@ -209,7 +198,6 @@ def run_page(request: Request, run_id: str):
         "frames": replay_frames(cycles),
         "shown": shown,
         "speed": speed,
-        "speeds": SPEEDS,
         "notices": notices,
         "s": summary,
         "page_title": f"{run_title(record)} · specscope",

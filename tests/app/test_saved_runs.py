@@ -179,3 +179,11 @@ def test_a_corrupted_database_gets_a_clear_page_not_a_500(tmp_path):
         api = client.get(f"/api/runs/{new_run_id()}")
         assert api.status_code == 503 and "cannot read" in api.json()["message"]
         assert client.get("/").status_code == 200  # the rest of the page still works
+
+
+def test_a_record_the_server_cannot_read_gets_a_clear_page(live_server, app_state):
+    run_id = app_state.store.save({"settings": {"prompt": "x"}, "cycles": [{"index": 0}],
+                                   "summary": {"k": 4}})
+    page = get(live_server, f"/runs/{run_id}")
+    assert page.status_code == 503 and "in a form this server cannot read" in page.text
+    assert get(live_server, f"/api/runs/{run_id}").status_code == 503
