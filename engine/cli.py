@@ -39,6 +39,7 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.measure import commands as measure_commands
+from engine.measure import vllm_cli
 from engine.settings import Settings
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
@@ -63,6 +64,7 @@ def defaults() -> dict:
         "device": settings.device,
         "cuda_graphs": settings.cuda_graphs,
         "pairs": settings.pairs,
+        "vllm_url": settings.vllm_url,
     }
 
 
@@ -150,6 +152,7 @@ def build_parser(d: dict) -> argparse.ArgumentParser:
     roof.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
     measure_commands.add_parsers(sub, d, _float_list)
+    vllm_cli.add_parser(sub, d)
     return parser
 
 
@@ -169,6 +172,8 @@ def _float_list(text: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     d = defaults()
     args = build_parser(d).parse_args(argv)
+    if args.command in ("vllm", "sweep"):
+        return vllm_cli.run(args)
     if args.command in ("bench", "roofline"):
         try:
             return _bench(args, argv) if args.command == "bench" else _roofline(args)

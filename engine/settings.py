@@ -93,6 +93,16 @@ class Settings(BaseSettings):
     probe_max_new_tokens: int = Field(64, ge=1)  # new tokens per prompt
     probe_timeout_s: float = Field(600.0, gt=0)  # wall time after which a probe stops
 
+    # A running vLLM server (http://host:port) for `--engine vllm`; server-side only.
+    vllm_url: str | None = None
+
+    @field_validator("vllm_url")
+    @classmethod
+    def _vllm_url_is_http(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"vllm_url must be an http:// or https:// address, got {url!r}")
+        return url.rstrip("/") if url else None
+
     @model_validator(mode="after")
     def _default_pair_is_offered(self) -> Settings:
         if self.default_pair not in self.pairs:

