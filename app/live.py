@@ -21,6 +21,8 @@ PRESETS: dict[str, str] = {
     "Plain modern English": "The meeting about the new budget was moved to Thursday because",
 }
 DEFAULT_PROMPT = next(iter(PRESETS.values()))
+# Three measurements of a short run cost about a second on a CPU and show how much it moves.
+DEFAULT_REPEATS, MAX_REPEATS = 3, 5
 
 
 def run_controls(settings: Settings) -> dict[str, Slider]:
@@ -38,19 +40,22 @@ def run_controls(settings: Settings) -> dict[str, Slider]:
             Slider("max_new_tokens", "max new tokens", 1, limit, 1,
                    min(g.max_new_tokens, limit), integer=True),
             Slider("run_seed", "run seed", 0, MAX_SEED, 1, g.seed, integer=True),
+            Slider("repeats", "repeats", 1, MAX_REPEATS, 1, DEFAULT_REPEATS, integer=True),
         )
     }
 
 
 # The body's fields, and the live panel's control each one takes its range and default from.
 BODY_CONTROLS = {"k": "run_k", "temperature": "temperature", "top_p": "top_p",
-                 "max_new_tokens": "max_new_tokens", "seed": "run_seed"}
+                 "max_new_tokens": "max_new_tokens", "seed": "run_seed", "repeats": "repeats"}
 BODY_DESCRIPTIONS = {
     "k": "draft tokens per cycle",
     "temperature": "0 is greedy decoding (as is any temperature below 1e-4)",
     "top_p": "nucleus sampling; 1 is off",
     "max_new_tokens": "tokens to generate at most (the server's limit is the maximum)",
     "seed": "the random seed of the run",
+    "repeats": "times the run is measured (the speedup and its interval use them all; the "
+               "cycles of the first are streamed)",
 }
 
 
@@ -87,11 +92,15 @@ class LiveState:
     top_p: float
     max_new_tokens: int
     run_seed: int
+    repeats: int
+    slow: bool  # show the cycles in slow motion (the page's pace; the run is not slowed)
 
     def query(self) -> str:
         """This state as the link's query string, in the order the panel shows it."""
+        values = asdict(self)
+        values["slow"] = "1" if self.slow else None
         return urlencode({name: value if isinstance(value, str) else fmt(value)
-                          for name, value in asdict(self).items()})
+                          for name, value in values.items() if value is not None})
 
 
 def parse_live_state(
@@ -106,4 +115,5 @@ def parse_live_state(
     if pair not in settings.pairs:
         notices.append(f"pair {pair[:40]!r} is not offered here; using {settings.default_pair!r}.")
         pair = settings.default_pair
-    return LiveState(prompt=prompt, pair=pair, **values), notices
+    slow = any(key == "slow" and raw not in ("", "0") for key, raw in query)
+    return LiveState(prompt=prompt, pair=pair, slow=slow, **values), notices

@@ -40,8 +40,9 @@ def render_page_message(message: RunMessage) -> dict[str, Any]:
     if message.kind is MessageKind.CYCLE:
         event = message.event
         data |= {
-            "chips": _render("_live_cycle.html", event=event),
-            "text": event.text,
+            "chips": _render("_live_cycle.html", event=event, baseline_ms=message.baseline_ms,
+                             scale_ms=message.scale_ms),
+            "text_html": _render("_live_text.html", tokens=event.tokens),
             "running_html": _render("_live_figures.html", running=message.running),
             "generated": message.running.tokens,
         }

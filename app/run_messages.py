@@ -19,7 +19,7 @@ from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 class MessageKind(StrEnum):
     QUEUED = "queued"  # waiting for the engine: ``position`` in the queue (1 = next)
     CYCLE = "cycle"  # one speculative cycle: ``event`` and the ``running`` figures so far
-    BASELINE = "baseline"  # the target-only run of the same prompt has started
+    REPEAT = "repeat"  # the run is measured again: ``repeat`` of ``repeats``
     SUMMARY = "summary"  # ``event``: the run measured against the target-only run
     SAVED = "saved"  # where the finished run was saved (``run_id``), or ``error``: why not
     ERROR = "error"  # the run ended early: ``error``, a message for a person
@@ -33,6 +33,10 @@ class RunMessage:
     running: Acceptance | None = None
     position: int | None = None
     error: str | None = None
+    baseline_ms: float | None = None  # target-only time for the cycle's tokens, taken after it
+    scale_ms: float | None = None  # the time the page's timeline bars are drawn against
+    repeat: int | None = None
+    repeats: int | None = None
     run_id: str | None = None
 
     @classmethod
@@ -40,8 +44,14 @@ class RunMessage:
         return cls(MessageKind.QUEUED, position=position)
 
     @classmethod
-    def cycle(cls, event: CycleEvent, running: Acceptance) -> RunMessage:
-        return cls(MessageKind.CYCLE, event=event, running=running)
+    def cycle(cls, event: CycleEvent, running: Acceptance, baseline_ms: float,
+              scale_ms: float) -> RunMessage:
+        return cls(MessageKind.CYCLE, event=event, running=running, baseline_ms=baseline_ms,
+                   scale_ms=scale_ms)
+
+    @classmethod
+    def measuring_again(cls, repeat: int, repeats: int) -> RunMessage:
+        return cls(MessageKind.REPEAT, repeat=repeat, repeats=repeats)
 
     @classmethod
     def summary(cls, event: SummaryEvent) -> RunMessage:
@@ -66,7 +76,7 @@ def message_json(message: RunMessage) -> dict[str, Any]:
         e = message.event
         return {"index": e.index, "tokens": [asdict(t) for t in e.tokens],
                 "draft_ms": e.draft_ms, "verify_ms": e.verify_ms,
-                "running": asdict(message.running)}
+                "baseline_ms": message.baseline_ms, "running": asdict(message.running)}
     if message.kind is MessageKind.SUMMARY:
         return asdict(message.event)
     if message.kind is MessageKind.SAVED:
@@ -77,6 +87,8 @@ def message_json(message: RunMessage) -> dict[str, Any]:
         return {"message": message.error}
     if message.kind is MessageKind.QUEUED:
         return {"position": message.position}
+    if message.kind is MessageKind.REPEAT:
+        return {"repeat": message.repeat, "repeats": message.repeats}
     return {}
 
 

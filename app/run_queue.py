@@ -10,7 +10,6 @@ engine raises.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import logging
 import threading
@@ -21,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.run_messages import MessageKind, RunMessage
-from engine.decoder.baseline import target_only
 from engine.decoder.common import encode_prompt
 from engine.decoder.events import (
     CycleEvent,
@@ -31,8 +29,8 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.decoder.loading import ModelPair
-from engine.decoder.speculative import speculate
-from engine.decoder.stats import acceptance, summarize
+from engine.decoder.stats import acceptance
+from engine.measure.interleaved import PairedCycle, interleaved, measured_summary, pair_up
 
 log = logging.getLogger("specscope.runs")
 
@@ -55,6 +53,8 @@ class LiveRun:
     loop: asyncio.AbstractEventLoop
     messages: asyncio.Queue[RunMessage] = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    repeats: int = 1  # times the run is measured; the first is streamed cycle by cycle
+    scale_ms: float | None = None  # what the page's per-cycle timeline bars are drawn against
     cycles: int = 0  # cycles computed so far
     cycles_after_cancel: int = 0
 
@@ -100,12 +100,13 @@ class RunManager:
 
     # ---- called from the web layer --------------------------------------------------
 
-    def submit(self, pair_name: str, config: GenerationConfig) -> LiveRun:
+    def submit(self, pair_name: str, config: GenerationConfig, repeats: int = 1) -> LiveRun:
         """Queue a run; raise ``QueueFull`` when the queue is at its bound."""
         with self._wake:
             if len(self.waiting) >= self.queue_size:
                 raise QueueFull
-            run = LiveRun(next(self._ids), pair_name, config, asyncio.get_running_loop())
+            run = LiveRun(next(self._ids), pair_name, config, asyncio.get_running_loop(),
+                          repeats=repeats)
             self.waiting.append(run)
             position = len(self.waiting) if self.active else 0
             self._wake.notify()
@@ -172,30 +173,43 @@ class RunManager:
                     self.completed += 1
 
     def _execute(self, run: LiveRun) -> None:
+        """Measure the run ``run.repeats`` times, the target-only baseline interleaved with
+        the speculative cycles; stream the first repeat's cycles, each once its baseline
+        tokens are timed, and then one summary over all repeats."""
         pair = self.pairs[run.pair_name]
         deadline = time.monotonic() + self.run_timeout_s
-        cycles: list[CycleEvent] = []
-        for event in self._guarded(run, speculate(pair, run.config), deadline):
-            if isinstance(event, CycleEvent):
-                cycles.append(event)
-                run.cycles = len(cycles)
-                run.post(RunMessage.cycle(event, acceptance(cycles)))
-        run.post(RunMessage(MessageKind.BASELINE))
-        # The baseline decodes the same prompt with the same settings for as many tokens as
-        # the speculative run produced, past an end of sequence if need be: equal samples.
-        tokens = sum(c.n_emitted for c in cycles)
-        baseline_pair = dataclasses.replace(pair, stop_token_ids=frozenset())
-        baseline_config = dataclasses.replace(run.config, max_new_tokens=max(tokens, 1))
-        step_ms = [
-            event.step_ms
-            for event in self._guarded(run, target_only(baseline_pair, baseline_config), deadline)
-            if isinstance(event, StepEvent)
-        ]
-        summary = summarize(cycles, step_ms)
+        repeats: list[list[PairedCycle]] = []
+        step_ms: list[float] = []
+        for repeat in range(run.repeats):
+            if repeat:
+                run.post(RunMessage.measuring_again(repeat + 1, run.repeats))
+            events: list[CycleEvent | StepEvent] = []
+            cycles: list[CycleEvent] = []
+            pending, pending_ms = None, 0.0  # the newest cycle, until its steps are all in
+            for event in self._guarded(run, interleaved(pair, run.config), deadline):
+                events.append(event)
+                if isinstance(event, CycleEvent):
+                    pending, pending_ms, pending_steps = event, 0.0, 0
+                    cycles.append(event)
+                    continue
+                step_ms.append(event.step_ms)
+                pending_ms += event.step_ms
+                pending_steps += 1
+                if repeat == 0 and pending_steps == pending.n_emitted:
+                    if run.scale_ms is None:
+                        # The first cycle fixes the timeline's scale, with room for slower ones.
+                        run.scale_ms = 2.0 * max(pending.cycle_ms, pending_ms)
+                    run.cycles = len(cycles)
+                    run.post(RunMessage.cycle(pending, acceptance(cycles), pending_ms,
+                                              run.scale_ms))
+            repeats.append(pair_up(events))
+            if repeat == 0:
+                first = (cycles, list(step_ms))
+        summary = measured_summary(*first, repeats, step_ms, run.config.seed)
         run.post(RunMessage.summary(summary))
         if self.on_finished is not None:
-            run.post(self.on_finished(
-                FinishedRun(run.pair_name, pair, run.config, cycles, step_ms, summary)))
+            finished = FinishedRun(run.pair_name, pair, run.config, *first, summary)
+            run.post(self.on_finished(finished))
 
     def _guarded(self, run: LiveRun, events, deadline: float):
         """Pass the engine's events on, stopping between two of them when the run must end."""

@@ -18,16 +18,16 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 
 
 @contextmanager
-def page_on_server(path: str, env: dict[str, str] | None = None) -> Iterator[Page]:
-    """A page opened at ``path`` on a fresh server (``env``: extra SPECSCOPE_ settings)."""
+def server(env: dict[str, str] | None = None) -> Iterator[str]:
+    """A fresh server (``env``: extra SPECSCOPE_ settings); its base URL once it answers."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-m", "app.main"], env=os.environ | (env or {}) | {
             "SPECSCOPE_PORT": str(port)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}{path}"
+    url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):  # the lifespan loads the models before the server answers
             try:
@@ -35,12 +35,18 @@ def page_on_server(path: str, env: dict[str, str] | None = None) -> Iterator[Pag
                 break
             except OSError:
                 time.sleep(0.1)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
-            page = browser.new_page()
-            page.goto(url, wait_until="networkidle")
-            yield page
-            browser.close()
+        yield url
     finally:
-        server.terminate()
-        server.wait()
+        process.terminate()
+        process.wait()
+
+
+@contextmanager
+def page_on_server(path: str, env: dict[str, str] | None = None) -> Iterator[Page]:
+    """A page opened at ``path`` on a fresh server (``env``: extra SPECSCOPE_ settings)."""
+    with server(env) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        page = browser.new_page()
+        page.goto(url + path, wait_until="networkidle")
+        yield page
+        browser.close()

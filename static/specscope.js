@@ -90,7 +90,7 @@
       prompt: form.get("prompt"), pair: form.get("pair"),
       k: Number(form.get("run_k")), temperature: Number(form.get("temperature")),
       top_p: Number(form.get("top_p")), max_new_tokens: Number(form.get("max_new_tokens")),
-      seed: Number(form.get("run_seed"))
+      seed: Number(form.get("run_seed")), repeats: Number(form.get("repeats"))
     });
   }
 
@@ -102,12 +102,14 @@
       var following = list.scrollHeight - list.scrollTop - list.clientHeight < 24;
       list.insertAdjacentHTML("beforeend", d.chips);
       if (following) list.scrollTop = list.scrollHeight;
-      $("live-text").appendChild(document.createTextNode(d.text));
+      $("live-text").insertAdjacentHTML("beforeend", d.text_html);
       $("live-figures").innerHTML = d.running_html;
       $("live-progress").value = d.generated;
       setStatus("Generating: " + d.generated + " of " + max + " tokens.");
     },
-    baseline: function () { setStatus("Measuring the target-only baseline on the same prompt and settings…"); },
+    repeat: function (d) {
+      setStatus("Measuring again for the speedup's interval: repeat " + d.repeat + " of " + d.repeats + "…");
+    },
     summary: function (d) { $("live-summary").innerHTML = d.html; setStatus("Done."); },
     saved: function (d) {
       $("live-share").innerHTML = d.html;
@@ -117,18 +119,43 @@
     error: function (d) { setStatus("The run stopped: " + d.message, true); }
   };
 
+  // Slow motion paces the display only: events wait in a queue and each cycle holds the
+  // screen for SLOW_MS; the run itself, and what it measures, go at full speed.
+  var SLOW_MS = 150;
+  var shown = [], pacing = null;
+
+  function show() {
+    while (shown.length) {
+      var next = shown.shift();
+      handlers[next[0]](next[1], next[2]);
+      if (next[0] === "cycle" && $("slow").checked) {
+        pacing = setTimeout(function () { pacing = null; show(); }, SLOW_MS);
+        return;
+      }
+    }
+  }
+
+  function resetPacing() {
+    clearTimeout(pacing);
+    pacing = null;
+    shown = [];
+  }
+
   function dispatch(block, max) {
     var kind = "message", data = "";
     block.split("\n").forEach(function (line) {
       if (line.indexOf("event: ") === 0) kind = line.slice(7);
       else if (line.indexOf("data: ") === 0) data += line.slice(6);
     });
-    if (data && handlers[kind]) handlers[kind](JSON.parse(data), max);
+    if (!data || !handlers[kind]) return;
+    shown.push([kind, JSON.parse(data), max]);
+    if (!pacing) show();
   }
 
   async function start(event) {
     event.preventDefault();
     if (running) return;
+    resetPacing();
     var max = Number($("max_new_tokens").value);
     $("live-output").hidden = false;
     $("live-cycles").innerHTML = "";
@@ -167,7 +194,7 @@
         blocks.forEach(function (block) { dispatch(block, max); });
       }
     } catch (error) {
-      if (error.name === "AbortError") setStatus("Stopped.");
+      if (error.name === "AbortError") { resetPacing(); setStatus("Stopped."); }
       else setStatus("The connection to the server was lost.", true);
     } finally {
       running = null;

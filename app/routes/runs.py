@@ -52,7 +52,7 @@ async def _stream(
     except ValueError as error:
         raise _reject("prompt", str(error), f"{len(body.prompt)} characters") from None
     try:
-        run = manager.submit(body.pair, config)
+        run = manager.submit(body.pair, config, body.repeats)
     except QueueFull:
         return JSONResponse(
             status_code=429,
@@ -84,8 +84,10 @@ async def _events(
 
 STREAM_DESCRIPTION = (
     "Server-Sent Events, each named by its kind: `queued` (`position`), `cycle` (`index`, "
-    "`tokens` as `{id, text, kind}`, `draft_ms`, `verify_ms`, `running` figures), `baseline` "
-    "(the target-only run started), `summary` (the run against the target-only run), `saved` "
+    "`tokens` as `{id, text, kind}`, `draft_ms`, `verify_ms`, `baseline_ms`: the target-only "
+    "time for the same tokens, `running` figures; the first repeat's cycles), `repeat` "
+    "(`repeat`, `repeats`: a further measurement started), `summary` (the run against the "
+    "target-only run, interleaved with it, over all repeats), `saved` "
     "(`id` and `url` of the saved run, see `GET /api/runs/{run_id}`, or `error`: why it was "
     "not saved), `error` (`message`; the run ended early)."
 )
@@ -107,12 +109,13 @@ def router(settings: Settings) -> APIRouter:
         },
     )
     async def create_run(request: Request, body: RunRequest):  # type: ignore[valid-type]
-        """Streams `cycle` events, then, after a target-only run of the same prompt and
-        settings, one `summary` event with `alpha_counted, alpha_expected,
-        draft_acceptance_rate, mean_acceptance_length, c, v, baseline_tok_s, spec_tok_s,
-        speedup_measured, speedup_predicted` and more. An `error` event (with `message`)
-        ends a run that failed. A prompt that does not fit in the models' context is refused
-        with 422 before the stream starts."""
+        """Streams `cycle` events (a target-only run of the same prompt and settings is
+        interleaved with them), then, after `repeats` measurements, one `summary` event with
+        `alpha_counted, alpha_expected, draft_acceptance_rate, mean_acceptance_length, c, v,
+        baseline_tok_s, spec_tok_s, speedup_measured, speedup_low, speedup_high,
+        speedup_median_costs, speedup_per_repeat, speedup_predicted` and more. An `error`
+        event (with `message`) ends a run that failed. A prompt that does not fit in the
+        models' context is refused with 422 before the stream starts."""
         return await _stream(request, body, message_json)
 
     @api.post("/runs", include_in_schema=False)

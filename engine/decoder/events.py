@@ -7,7 +7,7 @@ Times are milliseconds of wall time.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.analytic.theory import ACCEPTED, DISCARDED, KINDS, REJECTED, TARGET
 
@@ -174,6 +174,12 @@ class SummaryEvent(Acceptance):
     speedup_measured: float
     speedup_predicted: float
     baseline_tokens: int
+    # How sure the measured speedup is (engine.measure.interleaved); a plain summary of one
+    # speculative and one target-only run leaves them at the single figure.
+    speedup_low: float = 0.0  # 95% interval
+    speedup_high: float = 0.0
+    speedup_median_costs: float = 0.0  # tokens per cycle x median step / median cycle
+    speedup_per_repeat: list[float] = field(default_factory=list)
     event: str = "summary"
 
 

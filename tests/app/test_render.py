@@ -21,17 +21,27 @@ def cycle(texts_and_kinds: list[tuple[str, str]]) -> CycleEvent:
 def test_token_text_with_markup_is_escaped():
     event = cycle([("<script>alert(1)</script>", "accepted"), ("<img src=x onerror=y>", "rejected"),
                    ("&amp;", "discarded"), ('"/><b>', "target")])
-    out = render_page_message(RunMessage.cycle(event, acceptance([event])))
+    out = render_page_message(RunMessage.cycle(event, acceptance([event]), 4.0, 10.0))
     for markup in ("<script", "<img", "<b>"):
         assert markup not in out["chips"]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out["chips"]
     assert "&amp;amp;" in out["chips"]
-    # The output text travels as plain text, for the page to insert as a text node.
-    assert out["text"] == '<script>alert(1)</script>"/><b>'
+    # The output text is marked by the model that produced each token, and escaped too.
+    assert out["text_html"] == ('<span class="by-draft">&lt;script&gt;alert(1)&lt;/script&gt;'
+                                '</span><span class="by-target">&#34;/&gt;&lt;b&gt;</span>')
+
+
+def test_cycle_timeline_draws_draft_verify_and_target_alone_on_the_runs_scale():
+    event = cycle([(" the", "accepted"), ("x", "rejected"), ("y", "target")])
+    chips = render_page_message(RunMessage.cycle(event, acceptance([event]), 4.0, 10.0))["chips"]
+    assert 'viewBox="0 0 10.000 10"' in chips
+    assert 'class="draft-time" x="0" y="1" width="1.000"' in chips
+    assert 'class="verify-time" x="1.000" y="1" width="2.000"' in chips
+    assert 'x1="4.000"' in chips and "draft 1.0 + verify 2.0 ms" in chips
 
 
 def test_chips_carry_their_kind_and_visible_whitespace():
     event = cycle([(" the", "accepted"), ("\n", "accepted"), ("x", "rejected"), ("", "target")])
-    chips = render_page_message(RunMessage.cycle(event, acceptance([event])))["chips"]
+    chips = render_page_message(RunMessage.cycle(event, acceptance([event]), 4.0, 10.0))["chips"]
     assert chips.count('class="chip accepted"') == 2 and chips.count('class="chip rejected"') == 1
     assert "·the" in chips and "↵" in chips and "⋯" in chips

@@ -48,8 +48,9 @@ def test_stream_is_cycles_then_one_summary_then_where_it_was_saved(live_server):
     events = run(live_server)
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "cycle" and kinds[-2:] == ["summary", "saved"]
-    assert set(kinds) == {"cycle", "baseline", "summary", "saved"}
-    assert kinds.index("baseline") == len(kinds) - 3
+    assert set(kinds) == {"cycle", "repeat", "summary", "saved"}  # three repeats by default
+    assert [data for kind, data in events if kind == "repeat"] == [
+        {"repeat": 2, "repeats": 3}, {"repeat": 3, "repeats": 3}]
     assert events[-1][1]["url"] == f"/runs/{events[-1][1]['id']}"
     cycles = [data for kind, data in events if kind == "cycle"]
     assert [c["index"] for c in cycles] == list(range(len(cycles)))

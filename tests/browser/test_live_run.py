@@ -132,3 +132,45 @@ def test_live_panel_labels_and_defines_its_figures(page):
     term.focus()
     assert definition.bounding_box()["width"] > 100
     expect(definition).to_contain_text("drafts tried")
+
+
+def test_slow_motion_paces_the_display_not_the_run(page):
+    page.goto("/?temperature=1&run_k=2&max_new_tokens=40&run_seed=2&repeats=1&slow=1")
+    assert page.locator("#slow").is_checked()
+    start_run(page, "the quick brown fox")
+    expect(page.locator("#live-status")).to_have_text("Done.", timeout=60_000)
+    shown_at = page.evaluate("""() => new Promise(resolve => {
+        const times = [];
+        new MutationObserver(() => times.push(performance.now()))
+          .observe(document.getElementById('live-cycles'), {childList: true});
+        document.getElementById('run-live').click();
+        const done = new MutationObserver(() => {
+          if (document.getElementById('live-status').textContent === 'Done.') resolve(times);
+        });
+        done.observe(document.getElementById('live-status'), {childList: true, subtree: true});
+    })""")
+    gaps = [b - a for a, b in zip(shown_at[1:], shown_at[2:], strict=False)]
+    assert len(shown_at) >= 5 and min(gaps) >= 140  # one cycle per 150 ms on screen
+    # What was measured is the real, unpaced run: cycles take milliseconds, not 150.
+    row = page.locator("#live-cycles .cycle-ms").first.inner_text()
+    draft, verify = (float(x) for x in re.findall(r"[\d.]+", row)[:2])
+    assert draft + verify < 140
+
+
+def test_output_is_coloured_by_model_and_each_cycle_has_a_timeline(page):
+    page.goto("/?temperature=1&run_k=4&max_new_tokens=40&run_seed=3&repeats=2")
+    start_run(page, "the quick brown fox")
+    expect(page.locator("#live-status")).to_have_text("Done.", timeout=60_000)
+    assert page.locator("#live-text .by-draft").count() > 0
+    # One marked span per target token that carries text ("⋯": a piece of a character).
+    targets = page.locator("#live-cycles .chip.target").evaluate_all(
+        "els => els.filter(e => e.textContent !== '⋯').length")
+    assert page.locator("#live-text .by-target").count() == targets > 0
+    rows = page.locator("#live-cycles .cycle").count()
+    assert page.locator("#live-cycles svg.timeline .verify-time").count() == rows
+    assert page.locator("#live-cycles svg.timeline .alone-time").count() == rows
+    interval = page.locator('[data-summary="speedup_interval"]').inner_text()
+    low, high = (float(x) for x in re.findall(r"\d+\.\d+", interval))
+    measured = float(page.locator(".live-summary").get_attribute("data-speedup-measured"))
+    assert low <= measured <= high
+    expect(page.locator(".how-measured")).to_contain_text("over 2 repeats")
