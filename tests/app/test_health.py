@@ -34,7 +34,7 @@ def test_models_that_fail_to_load_make_it_503_with_the_reason(tmp_path):
     missing = str(tmp_path / "no-such-model")
     settings = Settings(pairs={"gone": PairSpec(target=missing, draft=missing)},
                         default_pair="gone", device="cpu")
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
         response = c.get("/healthz")
         assert c.get("/").status_code == 200  # the slider page still works
     assert response.status_code == 503

@@ -84,7 +84,7 @@ def test_this_machine_takes_its_figures_from_a_measured_fit(tmp_path):
              "fit": {"bandwidth_gb_s": 7.0, "gflops": 70.0}}
     (tmp_path / "fit.json").write_text(json.dumps(curve))
     settings = Settings(load_models=False, measurements_dir=tmp_path)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         data = client.get("/api/roofline?hardware=this-machine&pair=shipped").json()
     assert data["hardware"]["bandwidth_tb_s"] == pytest.approx(0.007)
     assert data["hardware"]["tflops"] == pytest.approx(0.07)

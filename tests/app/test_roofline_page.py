@@ -103,7 +103,8 @@ def test_use_these_costs_puts_c_and_v_of_this_batch_into_the_slider_model(client
 def test_measured_points_show_for_their_pair_and_bad_files_give_a_notice(tmp_path):
     (tmp_path / "sweep.json").write_text(json.dumps(CURVE))
     (tmp_path / "broken.json").write_text('{"label": ')
-    with TestClient(create_app(Settings(load_models=False, measurements_dir=tmp_path))) as c:
+    settings = Settings(load_models=False, measurements_dir=tmp_path)
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
         shipped = c.get("/?models=shipped&hardware=this-machine")
         other = c.get("/?models=llama-8b-1b").text
     assert shipped.status_code == 200

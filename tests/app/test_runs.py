@@ -219,7 +219,8 @@ def test_a_prompt_longer_than_the_context_gets_422_before_any_stream(live_server
 
 
 def test_tiny_temperature_runs_to_a_summary(live_server):
-    assert run(live_server, BODY | {"temperature": 1e-39})[-1][0] == "summary"
+    kinds = [kind for kind, _ in run(live_server, BODY | {"temperature": 1e-39})]
+    assert "summary" in kinds and "error" not in kinds
 
 
 def test_queue_is_bounded_with_429_and_retry_after(live_server, app_state):

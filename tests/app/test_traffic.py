@@ -173,7 +173,7 @@ def test_page_stream_renders_the_table_and_two_charts(live_server):
 
 @pytest.fixture(scope="module")
 def client() -> TestClient:
-    with TestClient(create_app(Settings(load_models=False))) as c:
+    with TestClient(create_app(Settings(load_models=False)), base_url="http://127.0.0.1") as c:
         yield c
 
 
