@@ -32,17 +32,32 @@ def operations(api_schema) -> dict[str, object]:
 
 def test_the_schema_lists_every_api_operation(api_schema):
     # A new operation goes into the list below, so that it is fuzzed too.
-    assert set(operations(api_schema)) == {label for label, _ in CASES}
+    listed = {label for label, _ in CASES + KNOWN_VIOLATIONS}
+    assert set(operations(api_schema)) == listed
 
 
 CASES = [
     ("GET /api/theory", POSITIVE), ("GET /api/theory", NEGATIVE), ("POST /api/runs", POSITIVE),
     ("POST /api/runs", NEGATIVE), ("GET /api/runs/status", POSITIVE),  # no input to break
     ("GET /api/runs/{run_id}", POSITIVE),  # any string is an id the schema allows
+    ("POST /api/probes", NEGATIVE),
+    ("GET /healthz", POSITIVE),  # no input to break
+]
+# Known schema violations, kept visible: each turns into a failure (strict) once its schema
+# tells the truth, and then moves into CASES above.
+NOT_YET_TRUE = "the schema does not yet tell the truth (ST108, ST202 or ST103)"
+KNOWN_VIOLATIONS = [
+    ("GET /api/roofline", POSITIVE), ("GET /api/roofline", NEGATIVE),
+    ("POST /api/probes", POSITIVE),
+    ("POST /api/calibrate", POSITIVE), ("POST /api/calibrate", NEGATIVE),
+]
+CASES_AND_VIOLATIONS = CASES + [
+    pytest.param(label, mode, marks=pytest.mark.xfail(strict=True, reason=NOT_YET_TRUE))
+    for label, mode in KNOWN_VIOLATIONS
 ]
 
 
-@pytest.mark.parametrize(("label", "mode"), CASES)
+@pytest.mark.parametrize(("label", "mode"), CASES_AND_VIOLATIONS)
 def test_every_answer_is_what_the_schema_says(live_server, api_schema, label, mode):
     operation = operations(api_schema)[label]
 
