@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import httpx
 import pytest
+from support.live_server import wait_until_idle
 
 from engine.analytic.theory import KINDS
 
@@ -34,14 +35,6 @@ def run(server, body=None, path="/api/runs") -> list[tuple[str, dict]]:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
         return read_events(response)
-
-
-def wait_until_idle(server, timeout: float = 10.0) -> float:
-    start = time.monotonic()
-    while httpx.get(server.url + "/api/runs/status").json()["running"]:
-        assert time.monotonic() - start < timeout, "the engine was not freed"
-        time.sleep(0.02)
-    return time.monotonic() - start
 
 
 def test_stream_is_cycles_then_one_summary_then_where_it_was_saved(live_server):

@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from support.live_server import wait_until_idle
 
 from app.main import create_app
 from app.traffic import parse_traffic_state
@@ -48,14 +49,6 @@ def probe(server, params=None, body: bytes = b"", path="/api/probes"):
                       timeout=120) as response:
         assert response.status_code == 200, response.read()
         return events(response)
-
-
-def wait_until_idle(server, timeout: float = 10.0) -> float:
-    start = time.monotonic()
-    while httpx.get(server.url + "/api/runs/status").json()["running"]:
-        assert time.monotonic() - start < timeout, "the engine was not freed"
-        time.sleep(0.02)
-    return time.monotonic() - start
 
 
 def test_probe_streams_progress_then_the_result(live_server):

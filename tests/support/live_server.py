@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 
+import httpx
 from fastapi import FastAPI
 
 from app.server import Server, serving_config
@@ -43,3 +44,12 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+
+def wait_until_idle(server: LiveServer, timeout: float = 10.0) -> float:
+    """Wait until the server's engine runs nothing; the seconds it took."""
+    start = time.monotonic()
+    while httpx.get(server.url + "/api/runs/status").json()["running"]:
+        assert time.monotonic() - start < timeout, "the engine was not freed"
+        time.sleep(0.02)
+    return time.monotonic() - start
