@@ -111,7 +111,7 @@ def test_the_context_holds_what_the_server_needs_and_nothing_of_the_workspace(bu
               "models/draft/model.safetensors", "models/target/tokenizer.json"}
     assert needed <= set(copied)
     assert any(p.startswith("static/vendor/htmx-") for p in copied)
-    kept_out = (".venv/", ".git/", "tests/", "benchmarks/", "__pycache__", ".pyc",
+    kept_out = (".venv", ".hypothesis", ".git/", "tests/", "benchmarks/", "__pycache__", ".pyc",
                 ".pytest_cache", ".egg-info", "Dockerfile")
     assert not [p for p in copied if any(k in p for k in kept_out)]
 
