@@ -46,6 +46,13 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ERRORS[code][0], "description": ERRORS[code][1]} for code in codes}
 
 
+# What a pattern means, in words: a regular expression is not a message.
+PATTERN_MESSAGES = {
+    "prompt": "the prompt is blank: give some text to continue",
+    "temperatures": "give up to 5 temperatures from 0 to 2, separated by commas",
+}
+
+
 def _message(error: dict) -> str:
     where, *path = [str(part) for part in error.get("loc", ())] or ["request"]
     name = ".".join(p for p in path if not p.isdigit()) or where  # ("body", 0): the body
@@ -54,8 +61,8 @@ def _message(error: dict) -> str:
     ranged = SLIDERS | NUMBERS  # the roofline's gpus, context and batch too
     if where == "query" and name in ranged:
         return f"{ranged[name].describe_range()} (got {given!r})"
-    if error.get("type") == "string_pattern_mismatch" and name == "prompt":
-        return "prompt: the prompt is blank: give some text to continue"
+    if error.get("type") == "string_pattern_mismatch" and name in PATTERN_MESSAGES:
+        return f"{name}: {PATTERN_MESSAGES[name]} (got {given!r})"
     return f"{name}: {error.get('msg', 'is invalid')}"
 
 

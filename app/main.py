@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(saved.router)
     app.include_router(previews.router)
     app.include_router(traffic.router)
+    app.include_router(traffic.probes_api(settings))
     app.include_router(health.router)
 
     @app.get("/docs", include_in_schema=False)

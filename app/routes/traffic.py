@@ -6,16 +6,19 @@ body: the server checks its size, encoding and format itself and answers 413 or 
 message a person can act on.
 """
 
-from __future__ import annotations
 
-import json
 from dataclasses import asdict
+from enum import Enum
 from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.errors import FieldProblem, Problem, ValidationProblem, error_responses
+from app.params import MAX_SEED
 from app.routes.runs import RETRY_AFTER_S, STREAM_HEADERS, _events
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.run_queue import QueueFull
@@ -44,12 +47,17 @@ router = APIRouter(tags=["traffic"])
 
 
 class BadProbe(Exception):
-    def __init__(self, status: int, message: str):
-        self.status, self.message = status, message
+    def __init__(self, status: int, message: str, where: tuple[str, ...] = ("body",)):
+        self.status, self.message, self.where = status, message, where
 
 
-def _problem(status: int, message: str) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"message": message})
+def _problem(status: int, message: str, where: tuple[str, ...] = ("body",)) -> JSONResponse:
+    """The documented error bodies: a 422 also names where the problem is."""
+    if status != 422:
+        return JSONResponse(status_code=status, content=Problem(message=message).model_dump())
+    problem = ValidationProblem(message=message, detail=[FieldProblem(loc=list(where),
+                                                                      msg=message)])
+    return JSONResponse(status_code=status, content=problem.model_dump())
 
 
 async def _read_body(request: Request, limit: int, what: str) -> bytes:
@@ -62,29 +70,33 @@ async def _read_body(request: Request, limit: int, what: str) -> bytes:
     return bytes(data)
 
 
-async def _probe_request(request: Request, sets: list[str], temperatures: str, k: int,
+async def _probe_request(request: Request, sets: list[str] | None, temperatures: str, k: int,
                          max_new_tokens: int, prompts_per_set: int, seed: int,
                          file_name: str) -> tuple[list, ProbeConfig, list[str]]:
     settings: Settings = request.app.state.settings
-    unknown = [s for s in sets if s not in BUILTIN_SETS]
+    unknown = [s for s in sets or [] if s not in BUILTIN_SETS]
     if unknown:
         raise BadProbe(422, f"no built-in prompt set {unknown[0][:40]!r}; "
-                            f"choose from {', '.join(BUILTIN_SETS)}")
+                            f"choose from {', '.join(BUILTIN_SETS)}", ("query", "sets"))
     try:
         temps = sorted({float(t) for t in temperatures.split(",") if t.strip()})
     except ValueError:
         raise BadProbe(422, f"temperatures must be numbers separated by commas, "
-                            f"got {temperatures[:40]!r}") from None
+                            f"got {temperatures[:40]!r}", ("query", "temperatures")) from None
     if not temps or len(temps) > len(TEMPERATURES) or any(not 0 <= t <= 2 for t in temps):
-        raise BadProbe(422, f"give 1 to {len(TEMPERATURES)} temperatures from 0 to 2")
+        raise BadProbe(422, f"give 1 to {len(TEMPERATURES)} temperatures from 0 to 2",
+                      ("query", "temperatures"))
     if not 1 <= max_new_tokens <= settings.probe_max_new_tokens:
-        raise BadProbe(422, f"max new tokens must be 1..{settings.probe_max_new_tokens} here")
+        raise BadProbe(422, f"max new tokens must be 1..{settings.probe_max_new_tokens} here",
+                      ("query", "max_new_tokens"))
     if not 1 <= k <= 16:
-        raise BadProbe(422, "k must be 1..16")
+        raise BadProbe(422, "k must be 1..16", ("query", "k"))
     if not 1 <= prompts_per_set <= 1000:
-        raise BadProbe(422, "prompts per set must be at least 1")
+        raise BadProbe(422, "prompts per set must be at least 1", ("query", "prompts_per_set"))
     body = await _read_body(request, settings.probe_max_bytes, "the prompt file")
-    prompts = [p for name in sets for p in builtin(name)[:prompts_per_set]]
+    if sets is None:  # not chosen: the built-in sets unless a prompt file came
+        sets = [] if body else list(BUILTIN_SETS)
+    prompts = [p for name in dict.fromkeys(sets) for p in builtin(name)[:prompts_per_set]]
     notices = []
     if body:
         name = (file_name.strip() or "uploaded")[:80]
@@ -98,7 +110,8 @@ async def _probe_request(request: Request, sets: list[str], temperatures: str, k
         prompts += uploaded
         notices.append(f"{len(uploaded)} prompts from {name}.")
     if not prompts:
-        raise BadProbe(422, "choose at least one built-in set or upload a prompt file")
+        raise BadProbe(422, "choose at least one built-in set or upload a prompt file",
+                      ("query", "sets"))
     config = ProbeConfig(k=k, temperatures=temps, max_new_tokens=max_new_tokens, seed=seed)
     return prompts, config, notices
 
@@ -123,11 +136,12 @@ async def _probe_stream(request: Request, render, **params) -> Any:
     settings: Settings = request.app.state.settings
     pair = params.pop("pair") or settings.default_pair
     if pair not in settings.pairs:
-        return _problem(422, f"pair: choose one of {', '.join(sorted(settings.pairs))}")
+        return _problem(422, f"pair: choose one of {', '.join(sorted(settings.pairs))}",
+                        ("query", "pair"))
     try:
         prompts, config, notices = await _probe_request(request, **params)
     except BadProbe as bad:
-        return _problem(bad.status, bad.message)
+        return _problem(bad.status, bad.message, bad.where)
     manager = getattr(request.app.state, "runs", None)
     if manager is None or pair not in manager.pairs:
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
@@ -147,35 +161,62 @@ async def _probe_stream(request: Request, render, **params) -> Any:
 Sets = Annotated[list[str], Query(description="built-in sets: " + ", ".join(BUILTIN_SETS))]
 
 
-@router.post(
-    "/api/probes",
-    summary="Probe alpha by domain and temperature on built-in sets and/or a prompt file",
-    response_class=StreamingResponse,
-    responses={
-        200: {"content": {"text/event-stream": {}},
-              "description": "events `queued`, `progress` (done, total, domain, temperature), "
-                             "`probe` (the result and chart data), `error`"},
-        413: {"description": "the prompt file is too big"},
-        422: {"description": "bad settings or a prompt file that cannot be read"},
-        429: {"description": "queue full; see Retry-After"},
-    },
-)
-async def create_probe(
-    request: Request,
-    sets: Sets = [],  # noqa: B006 - FastAPI copies defaults
-    temperatures: str = "0,0.7,1",
-    k: int = 4,
-    max_new_tokens: int = 32,
-    prompts_per_set: int = 8,
-    seed: int = 0,
-    pair: str | None = None,
-    file_name: str = "uploaded",
-):
-    """The request body, when not empty, is a prompt file: JSONL (`{"text": ..., "domain":
-    ...}` per line) or plain text (one prompt per line), UTF-8."""
-    return await _probe_stream(request, message_json, sets=sets, temperatures=temperatures, k=k,
-                               max_new_tokens=max_new_tokens, prompts_per_set=prompts_per_set,
-                               seed=seed, pair=pair, file_name=file_name)
+TEMPERATURE = r"(?:[01](?:\.\d{1,3})?|2(?:\.0{1,3})?)"  # one number from 0 to 2
+PROMPT_FILE = {"content": {"text/plain": {"schema": {
+    "type": "string", "description": "JSONL ({\"text\": ..., \"domain\": ...} per line) or "
+                                    "plain text (one prompt per line), UTF-8"}}},
+    "required": False}
+PROBE_EVENTS = ("events `queued`, `progress` (done, total, domain, temperature), `probe` (the "
+                "result and chart data), `error`")
+
+
+def probes_api(settings: Settings) -> APIRouter:
+    """``POST /api/probes`` for this server: its schema carries the server's limits and pairs."""
+    api = APIRouter(tags=["traffic"])
+    SetName = Enum("SetName", {n: n for n in BUILTIN_SETS}, type=str)  # noqa: N806 - a class
+    PairName = Enum("ProbePair", {n: n for n in settings.pairs}, type=str)  # noqa: N806
+    default_pair = PairName(settings.default_pair)
+    largest_set = max(len(builtin(name)) for name in BUILTIN_SETS)
+
+    @api.post(
+        "/api/probes",
+        summary="Probe alpha by domain and temperature on built-in sets and/or a prompt file",
+        response_class=StreamingResponse,
+        openapi_extra={"requestBody": PROMPT_FILE},
+        responses={
+            200: {"content": {"text/event-stream": {}}, "description": PROBE_EVENTS},
+            413: {"model": Problem, "description": "the prompt file is too big"},
+            **error_responses(400, 403, 422, 429, 503),
+        },
+    )
+    async def create_probe(
+        request: Request,
+        sets: Annotated[list[SetName] | None, Query(  # type: ignore[valid-type]
+            description="built-in prompt sets; when absent, all of them without a prompt "
+                        "file and none with one")] = None,
+        temperatures: Annotated[str, Query(
+            pattern=f"^{TEMPERATURE}(?:,{TEMPERATURE}){{0,{len(TEMPERATURES) - 1}}}$",
+            description=f"up to {len(TEMPERATURES)} temperatures from 0 to 2, separated by "
+                        "commas")] = "0,0.7,1",
+        k: Annotated[int, Query(ge=1, le=16, description="draft length")] = 4,
+        max_new_tokens: Annotated[int, Query(
+            ge=1, le=settings.probe_max_new_tokens, description="new tokens per prompt")] = 32,
+        prompts_per_set: Annotated[int, Query(
+            ge=1, le=largest_set, description="the first n prompts of each set")] = 8,
+        seed: Annotated[int, Query(ge=0, le=MAX_SEED)] = 0,
+        pair: Annotated[PairName, Query()] = default_pair,  # type: ignore[valid-type]
+        file_name: Annotated[str, Query(max_length=200, description="names the uploaded "
+                                        "prompts' domain when lines give none")] = "uploaded",
+    ):
+        """The request body, when not empty, is a prompt file. The stream ends with one
+        `probe` event, or with an `error` event."""
+        chosen = [s.value for s in sets] if sets is not None else None
+        return await _probe_stream(
+            request, message_json, sets=chosen, temperatures=temperatures, k=k,
+            max_new_tokens=min(max_new_tokens, settings.probe_max_new_tokens),
+            prompts_per_set=prompts_per_set, seed=seed, pair=pair.value, file_name=file_name)
+
+    return api
 
 
 @router.post("/probes", include_in_schema=False)
@@ -233,22 +274,36 @@ async def calibrate_page(request: Request) -> HTMLResponse:
                                       status_code=422 if error else 200)
 
 
-@router.post("/api/calibrate", summary="Alpha and k from a vLLM server's /metrics text")
+class CalibrateRequest(BaseModel):
+    """Two snapshots of a vLLM server's ``/metrics`` text; ``after`` is optional."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    before: str = Field(max_length=MAX_METRICS_BYTES,
+                        description="the /metrics text (Prometheus text format)")
+    after: str | None = Field(None, max_length=MAX_METRICS_BYTES,
+                              description="a later snapshot: the figures are then for the "
+                                          "window between the two")
+
+
+@router.post(
+    "/api/calibrate", summary="Alpha and k from a vLLM server's /metrics text",
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+        "schema": CalibrateRequest.model_json_schema()}}}},
+    responses={413: {"model": Problem, "description": "the body is too big"},
+               **error_responses(400, 403, 422)},
+)
 async def calibrate_api(request: Request) -> JSONResponse:
-    """Body: JSON `{"before": "<metrics text>", "after": "<optional later snapshot>"}`.
-    One row per label set (`model_name`, `engine`)."""
+    """One row per label set (`model_name`, `engine`). A text with no speculative-decoding
+    counters, or counters that contradict each other, is refused with 422 saying why."""
     try:
         body = await _read_body(request, 2 * MAX_METRICS_BYTES + 1024, "the body")
-        data = json.loads(body)
+        data = CalibrateRequest.model_validate_json(body)
     except BadProbe as bad:
         return _problem(bad.status, bad.message)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _problem(422, 'the body must be JSON: {"before": "...", "after": "..."}')
-    if not isinstance(data, dict) or not isinstance(data.get("before"), str) or not (
-            data.get("after") is None or isinstance(data.get("after"), str)):
-        return _problem(422, 'the body must be JSON: {"before": "...", "after": "..."} '
-                             "with the metrics texts as strings")
-    result, error = _calibrate_texts(data["before"], data.get("after"))
+    except ValidationError as error:
+        raise RequestValidationError(
+            [e | {"loc": ("body", *e["loc"])} for e in error.errors()]) from None
+    result, error = _calibrate_texts(data.before, data.after)
     if error:
-        return _problem(422, error)
+        return _problem(422, error, ("body", "before"))
     return JSONResponse(asdict(result))

@@ -50,8 +50,9 @@ def test_speculation_that_pays_everywhere_has_a_null_break_even(client):
     ("gpus=9", "gpus must be a whole number from 1 to 8"),
     ("context=lots", "context must be a whole number from 0 to 131072"),
     ("alpha=2", "alpha must be a number from 0 to 1"),
-    ("hardware=custom&tflops=100", "bandwidth_tb_s: is required when hardware=custom"),
-    ("pair=custom", "target_params_b: is required when pair=custom"),
+    ("hardware=custom", "hardware: Input should be 'h100-sxm'"),
+    ("bandwidth_tb_s=0", "bandwidth_tb_s: Input should be greater than 0"),
+    ("target_params_b=1e300", "target_params_b: Input should be less than or equal to 100000"),
 ])
 def test_bad_parameters_get_422_naming_the_parameter_and_what_is_allowed(client, query, named):
     response = client.get(f"/api/roofline?{query}")
@@ -59,22 +60,33 @@ def test_bad_parameters_get_422_naming_the_parameter_and_what_is_allowed(client,
     assert named in response.json()["message"]
 
 
-def test_custom_hardware_and_shapes(client):
+def test_hardware_figures_and_shapes_can_replace_the_presets(client):
     shape = "params_b={}&layers=32&heads=32&kv_heads=8&head_dim=128"
-    q = ("hardware=custom&bandwidth_tb_s=1&tflops=100&pair=custom&"
+    q = ("bandwidth_tb_s=1&tflops=100&"
          + "&".join(f"target_{part}" for part in shape.format(8).split("&"))
          + "&" + "&".join(f"draft_{part}" for part in shape.format(1).split("&")))
     data = client.get(f"/api/roofline?{q}&context=0&batch=1").json()
     assert data["c"] == pytest.approx(1 / 8)
     assert data["ridge_tokens"] == pytest.approx(100)  # 100e12 * 2 / (2 * 1e12)
+    assert data["hardware"]["label"].endswith("(edited)")
+    assert data["target"]["params"] == 8e9
+
+
+def test_one_replaced_field_keeps_the_rest_of_the_preset(client):
+    preset = client.get("/api/roofline?pair=llama-8b-1b&context=0").json()
+    edited = client.get("/api/roofline?pair=llama-8b-1b&context=0&draft_params_b=3").json()
+    assert edited["target"] == preset["target"]
+    assert edited["draft"]["params"] == 3e9
+    assert edited["c"] == pytest.approx(3e9 / preset["target"]["params"], rel=1e-6)
+    assert edited["hardware"] == preset["hardware"]
 
 
 def test_presets_are_enums_in_the_openapi_schema(client):
     schema = client.get("/openapi.json").json()
     enums = {name: schema["components"]["schemas"][name]["enum"]
              for name in ("HardwareName", "PairName", "Dtype")}
-    assert enums["HardwareName"] == [*HARDWARE, "custom"]
-    assert enums["PairName"] == [*PAIRS, "custom"]
+    assert enums["HardwareName"] == [*HARDWARE]
+    assert enums["PairName"] == [*PAIRS]
     assert enums["Dtype"] == ["bf16", "fp8", "int4", "fp32"]
 
 

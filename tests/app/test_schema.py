@@ -14,6 +14,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.generation.modes import GenerationMode
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 EXAMPLES = 10  # per operation and mode
 
@@ -32,7 +33,7 @@ def operations(api_schema) -> dict[str, object]:
 
 def test_the_schema_lists_every_api_operation(api_schema):
     # A new operation goes into the list below, so that it is fuzzed too.
-    listed = {label for label, _ in CASES + KNOWN_VIOLATIONS}
+    listed = {label for label, _ in CASES}
     assert set(operations(api_schema)) == listed
 
 
@@ -40,31 +41,29 @@ CASES = [
     ("GET /api/theory", POSITIVE), ("GET /api/theory", NEGATIVE), ("POST /api/runs", POSITIVE),
     ("POST /api/runs", NEGATIVE), ("GET /api/runs/status", POSITIVE),  # no input to break
     ("GET /api/runs/{run_id}", POSITIVE),  # any string is an id the schema allows
-    ("POST /api/probes", NEGATIVE),
+    ("GET /api/roofline", POSITIVE), ("GET /api/roofline", NEGATIVE),
+    ("POST /api/probes", POSITIVE), ("POST /api/probes", NEGATIVE),
+    ("POST /api/calibrate", POSITIVE), ("POST /api/calibrate", NEGATIVE),
     ("GET /healthz", POSITIVE),  # no input to break
 ]
-# Known schema violations, kept visible: each turns into a failure (strict) once its schema
-# tells the truth, and then moves into CASES above.
-NOT_YET_TRUE = "the schema does not yet tell the truth (ST108, ST202 or ST103)"
-KNOWN_VIOLATIONS = [
-    ("GET /api/roofline", POSITIVE), ("GET /api/roofline", NEGATIVE),
-    ("POST /api/probes", POSITIVE),
-    ("POST /api/calibrate", POSITIVE), ("POST /api/calibrate", NEGATIVE),
-]
-CASES_AND_VIOLATIONS = CASES + [
-    pytest.param(label, mode, marks=pytest.mark.xfail(strict=True, reason=NOT_YET_TRUE))
-    for label, mode in KNOWN_VIOLATIONS
-]
+# A schema can say a body is text, not that the text is a prompt file (no NUL bytes, at least
+# one prompt, JSONL lines that parse) or a vLLM server's /metrics page (with speculative-
+# decoding counters): any string fits, and one that is neither is refused with the documented
+# 422 saying why. Every other check still holds for these two.
+CONTENT_ONLY_THE_SERVER_CAN_JUDGE = {("POST /api/probes", POSITIVE),
+                                     ("POST /api/calibrate", POSITIVE)}
 
 
-@pytest.mark.parametrize(("label", "mode"), CASES_AND_VIOLATIONS)
+@pytest.mark.parametrize(("label", "mode"), CASES)
 def test_every_answer_is_what_the_schema_says(live_server, api_schema, label, mode):
     operation = operations(api_schema)[label]
+    excluded = ([positive_data_acceptance] if (label, mode) in CONTENT_ONLY_THE_SERVER_CAN_JUDGE
+                else [])
 
     @given(case=operation.as_strategy(generation_mode=mode))
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     def check(case) -> None:
-        case.call_and_validate(base_url=live_server.url, timeout=60)
+        case.call_and_validate(base_url=live_server.url, timeout=60, excluded_checks=excluded)
 
     check()

@@ -13,6 +13,7 @@ from support.live_server import wait_until_idle
 
 from app.main import create_app
 from app.traffic import parse_traffic_state
+from engine.measure.prompt_sets import BUILTIN_SETS
 from engine.settings import Settings
 
 FAST = {"sets": ["python", "jargon"], "temperatures": "0,1", "k": 3, "max_new_tokens": 5,
@@ -89,13 +90,13 @@ def test_long_prompts_are_cut_with_a_notice(live_server):
         ({}, b'{"text": "a"}\nnot json\n', 422, "line 2 is not valid JSON"),
         ({}, "\n".join(["p"] * 201).encode(), 422, "holds 201 prompts; the limit is 200"),
         ({}, b"x" * (256 * 1024 + 1), 413, "over the limit of 256 KB"),
-        ({"sets": []}, b"", 422, "choose at least one built-in set or upload a prompt file"),
-        ({"sets": ["klingon"]}, b"", 422, "no built-in prompt set 'klingon'"),
-        ({"temperatures": "hot"}, b"", 422, "temperatures must be numbers"),
-        ({"temperatures": "0,5"}, b"", 422, "temperatures from 0 to 2"),
-        ({"max_new_tokens": 10_000}, b"", 422, "max new tokens must be 1..64"),
-        ({"k": 0}, b"", 422, "k must be 1..16"),
-        ({"pair": "../etc"}, b"", 422, "pair: choose one of tiny"),
+        ({"sets": ["klingon"]}, b"", 422, "sets: Input should be 'scripture', 'jargon'"),
+        ({"temperatures": "hot"}, b"", 422, "temperatures: give up to 5 temperatures from 0 to 2"),
+        ({"temperatures": "0,5"}, b"", 422, "temperatures: give up to 5 temperatures from 0 to 2"),
+        ({"max_new_tokens": 10_000}, b"", 422, "max_new_tokens: Input should be less than or "
+                                               "equal to 64"),
+        ({"k": 0}, b"", 422, "k must be a whole number from 1 to 16"),
+        ({"pair": "../etc"}, b"", 422, "pair: Input should be 'tiny'"),
     ],
 )
 def test_bad_probes_get_a_clear_4xx(live_server, params, body, status, message):
@@ -103,6 +104,20 @@ def test_bad_probes_get_a_clear_4xx(live_server, params, body, status, message):
                           timeout=30)
     assert response.status_code == status
     assert message in response.json()["message"]
+
+
+def test_without_sets_or_a_file_every_built_in_set_is_probed(live_server):
+    params = {k: v for k, v in FAST.items() if k != "sets"} | {"temperatures": "0",
+                                                                "prompts_per_set": 1}
+    result = probe(live_server, params)[-1][1]
+    assert [r["domain"] for r in result["rows"]] == list(BUILTIN_SETS)
+
+
+def test_the_page_still_asks_for_a_set_or_a_file(live_server):
+    without_sets = {k: v for k, v in FAST.items() if k != "sets"}
+    response = httpx.post(live_server.url + "/probes", params=without_sets, timeout=30)
+    assert response.status_code == 422
+    assert "choose at least one built-in set" in response.json()["message"]
 
 
 def test_probe_shares_the_live_queue_429_and_cancel_on_disconnect(live_server, app_state):
