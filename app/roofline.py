@@ -180,9 +180,10 @@ def headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
     return f"{first}; it pays only below batch {be}."
 
 
-def section_context(query: Sequence[tuple[str, str]], slider: PageState,
-                    curves: list[MeasuredCurve], problems: list[str]) -> dict:
-    state, notices = parse_roofline_state(query)
+def section_context(query: Sequence[tuple[str, str]], state: RooflineState, notices: list[str],
+                    slider: PageState, curves: list[MeasuredCurve], problems: list[str]) -> dict:
+    """What the batch-size section shows for the parsed ``state`` (the page's ``query`` gives
+    the rest of the "use these costs" link)."""
     pair = PAIRS[state.models]
     s = Setting(hardware_for(state.hardware, curves), pair.target, pair.draft, state.dtype,
                 state.gpus, state.context, slider.alpha, slider.k)
@@ -197,7 +198,6 @@ def section_context(query: Sequence[tuple[str, str]], slider: PageState,
                           urlencode(state.items() + others)])
     return {
         "rl": fig,
-        "rl_state": state,
         "rl_setting": s,
         "rl_notices": notices + problems,
         "rl_headline": headline(s, fig, state),

@@ -9,7 +9,7 @@ from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
 from app.measurements import measurement_store
 from app.params import SLIDERS, parse_page_state
-from app.roofline import section_context
+from app.roofline import parse_roofline_state, section_context
 from app.saved import slider_headline, slider_title
 from app.templating import templates
 from app.traffic import parse_traffic_state, traffic_context
@@ -19,6 +19,9 @@ from engine.settings import Settings
 router = APIRouter()
 
 SIMULATED_CYCLES = 12
+# htmx asks for one region only, so a slider drag re-renders neither the controls nor the
+# batch-size section: that section follows alpha and k with its own request, once they rest.
+FRAGMENTS = {"results": "_results.html", "roofline": "_roofline.html"}
 
 
 @router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse,
@@ -26,9 +29,11 @@ SIMULATED_CYCLES = 12
 def slider_page(request: Request) -> HTMLResponse:
     settings: Settings = request.app.state.settings
     query = list(request.query_params.multi_items())
+    fragment = FRAGMENTS.get(request.headers.get("HX-Target", ""))
     state, notices = parse_page_state(query)
     live, live_notices = parse_live_state(query, settings)
     traffic, traffic_notices = parse_traffic_state(query, settings)
+    rl_state, rl_notices = parse_roofline_state(query)
     fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
     context = {
         "state": state,
@@ -38,19 +43,17 @@ def slider_page(request: Request) -> HTMLResponse:
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
         "sliders": SLIDERS,
         "page_title": f"{slider_title(fig)} · specscope",
+        "rl_state": rl_state,
+        # The address bar is rewritten to this, so a shared link carries the clamped values.
+        "canonical_query": "&".join(
+            (state.query(), live.query(), rl_state.query(), traffic.query())),
     }
-    context |= section_context(query, state, *measurement_store(request.app).curves())
-    # The address bar is rewritten to this, so a shared link carries the clamped values.
-    context["canonical_query"] = "&".join(
-        (state.query(), live.query(), context["rl_state"].query(), traffic.query())
-    )
-    # htmx asks for the results only, so a slider drag never re-renders the controls; the
-    # roofline section follows alpha and k, so it comes along out of band.
-    if request.headers.get("HX-Target") == "results":
-        template = "_results_and_roofline.html"
-        headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
-    elif request.headers.get("HX-Target") == "roofline":
-        template = "_roofline.html"
+    # A slider drag asks for the results alone: the batch-size section is not computed for it.
+    if fragment != "_results.html":
+        context |= section_context(query, rl_state, rl_notices, state,
+                                   *measurement_store(request.app).curves())
+    if fragment:
+        template = fragment
         headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
     elif request.query_params.get("embed") == "1":
         template = "embed.html"

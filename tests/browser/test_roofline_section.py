@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from urllib.parse import parse_qs, urlparse
 
@@ -64,6 +65,14 @@ def test_log_slider_steps_through_quarter_octaves_into_the_batch_box(page):
     expect(page).to_have_url(re.compile(r"batch=128(&|$)"))
     r = expected(batch=128)
     expect(page.locator('[data-figure="c_b"]')).to_have_text(f"{r.c:.3f}")
+
+
+def test_a_typed_batch_moves_the_log_slider_to_the_nearest_step(page):
+    page.goto("/?batch=32")
+    page.locator("#rl-batch").fill("100")
+    nearest = min(range(len(SLIDER_BATCHES)), key=lambda i: abs(math.log(SLIDER_BATCHES[i] / 100)))
+    expect(page.locator("#batch-slider")).to_have_value(str(nearest))
+    expect(headline(page)).to_contain_text("At batch 100 on")
 
 
 def test_moving_alpha_in_the_slider_model_reprices_the_section(page):

@@ -49,6 +49,17 @@ def test_moving_alpha_updates_numbers_chart_and_address_bar(page):
     assert page.evaluate("history.length") == history_before  # replaced, not pushed
 
 
+def test_back_from_another_page_reopens_the_state_last_shown(page):
+    page.goto("/")
+    page.locator("#alpha").fill("0.9")
+    expect(page).to_have_url(re.compile(r"alpha=0\.9(&|$)"))
+    page.goto("/docs")  # the API documentation, and back
+    page.go_back()
+    expect(page.locator("#alpha-value")).to_have_text("0.90")
+    expected = theory.figures(0.9, 4, 0.18)
+    expect(page.locator('[data-figure="speedup"]')).to_have_text(f"{expected.speedup:.3f}×")
+
+
 def test_keyboard_moves_every_slider(page):
     page.goto("/")
     page.locator("#k").focus()
