@@ -78,6 +78,8 @@ def add_parser(sub, d: dict) -> None:
     sweep.add_argument("--python", type=Path, default=VLLM_PYTHON,
                        help="the Python of vLLM's virtualenv (default: .venv-vllm)")
     sweep.add_argument("--label", help="the curve's name on the page")
+    sweep.add_argument("--pair-preset", default=None,
+                       help="the page's model-pair preset this curve belongs to (e.g. shipped)")
     sweep.add_argument("--hardware", default=None, help="default: this machine's CPU")
     sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here")
 
@@ -222,7 +224,7 @@ def _curve(args, points: list[SweepPoint], alpha: float | None) -> dict:
         "temperature": args.temperature,
         "new_tokens": args.new_tokens,
         "command": "specscope " + " ".join(sys.argv[1:]),
-    }
+    } | ({"pair": args.pair_preset} if args.pair_preset else {})
 
 
 def _markdown(points: list[SweepPoint], alpha, counts, args) -> str:

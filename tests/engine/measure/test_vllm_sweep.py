@@ -108,13 +108,15 @@ def test_the_sweep_command_against_running_servers_writes_the_curve(
     spec, base = fake_server("serve"), fake_server("serve")
     out = tmp_path / "curve.json"
     code = main(["sweep", "--engine", "vllm", "--url", spec.url, "--baseline-url", base.url,
-                 "--batch", "1,2", "--new-tokens", "4", "--out", str(out)])
+                 "--batch", "1,2", "--new-tokens", "4", "--pair-preset", "shipped",
+                 "--out", str(out)])
     assert code == 0
     table = capsys.readouterr().out
     assert "| B | tok/s with speculation | tok/s without | speedup |" in table
     curve = json.loads(out.read_text())
     assert [p["batch"] for p in curve["points"]] == [1, 2]
     assert curve["k"] == 4 and curve["method"] == "end-to-end"
+    assert curve["pair"] == "shipped"  # drawn only with that pair on the page
     # Warm-up + 1 + 2 completions, each a cycle accepting 2 of 4: 6 / (6 + 3 - 0) trials.
     assert curve["alpha"] == round(6 / 9, 4)
     for p in curve["points"]:
