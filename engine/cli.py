@@ -40,6 +40,7 @@ from engine.decoder.events import (
 )
 from engine.measure import commands as measure_commands
 from engine.measure import vllm_cli
+from engine.measure.vllm_client import VllmError
 from engine.settings import Settings
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("probe", "calibrate"):
         try:
             return measure_commands.run(args, argv, d)
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, VllmError) as exc:
             print(f"specscope {args.command}: error: {exc}", file=sys.stderr)
             return 2
     config = GenerationConfig(

@@ -40,6 +40,15 @@ def add_parsers(sub, d: dict, float_list) -> None:
                        help="print the JSON result (rows and chart data) instead of Markdown")
     probe.add_argument("--out", type=Path, help="also write the JSON result to this file")
     probe.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    probe.add_argument("--engine", choices=["specscope", "vllm"], default="specscope",
+                       help="specscope's engine (the default), or a vLLM server: its counters "
+                            "give acceptance by domain and temperature")
+    probe.add_argument("--url", default=d.get("vllm_url"),
+                       help="with --engine vllm: a running server with speculation (default: "
+                            "SPECSCOPE_VLLM_URL); without it, specscope starts one")
+    probe.add_argument("--no-compare", dest="compare", action="store_false",
+                       help="with --engine vllm: skip probing the same prompts with specscope's "
+                            "engine, which warns when vLLM accepts far fewer drafts")
 
     cal = sub.add_parser(
         "calibrate", help="alpha and k from a vLLM server's /metrics text",
@@ -88,19 +97,10 @@ def _pair_names(args, d: dict) -> tuple[str, str]:
 
 
 def _probe(args, argv: list[str] | None, d: dict) -> int:
-    from tqdm import tqdm
     from transformers.utils import logging as hf_logging
 
     from engine.decoder.loading import load_pair, set_threads
-    from engine.measure.probe import (
-        ProbeConfig,
-        fit_prompts,
-        markdown,
-        plan,
-        probe,
-        report_json,
-        summarize_probe,
-    )
+    from engine.measure.probe import ProbeConfig, fit_prompts, probe
     from engine.measure.prompt_sets import load_source
 
     config = ProbeConfig(k=args.k, temperatures=args.temperatures, top_p=args.top_p,
@@ -115,12 +115,31 @@ def _probe(args, argv: list[str] | None, d: dict) -> int:
     hf_logging.disable_progress_bar()
     pair = load_pair(target, draft, device=args.device, cuda_graphs=args.cuda_graphs)
     prompts, notices = fit_prompts(pair, prompts, config)
+    command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.engine == "vllm":
+        return _probe_vllm(args, pair, prompts, notices, config, target, draft, command)
+    result = _measure(probe(pair, prompts, config), prompts, config, args, "specscope", target,
+                      draft, notices)
+    if result is None:
+        return 130
+    _report(result, args, command)
+    return 0 if result.complete else 130
+
+
+def _measure(measures_of, prompts, config, args, engine: str, target: str, draft: str,
+             notices: list[str]):
+    """Pool what ``measures_of`` yields, with a progress bar; Ctrl-C keeps what came so far.
+    None when nothing was measured."""
+    from tqdm import tqdm
+
+    from engine.measure.probe import plan, summarize_probe
+
     planned = len(plan(prompts, config))
     measures = []
     bar = tqdm(total=planned, unit="prompt", file=sys.stderr, disable=args.quiet,
-               desc="specscope probe")
+               desc=f"specscope probe ({engine})")
     try:
-        for m in probe(pair, prompts, config):
+        for m in measures_of:
             measures.append(m)
             bar.update()
             bar.set_postfix_str(f"{m.domain} T={m.temperature:g}", refresh=False)
@@ -131,14 +150,53 @@ def _probe(args, argv: list[str] | None, d: dict) -> int:
         bar.close()
     if not measures:
         print("specscope probe: nothing was measured", file=sys.stderr)
-        return 130
-    result = summarize_probe(measures, config, engine="specscope", target=target, draft=draft,
-                             runs_planned=planned, notices=notices)
-    report = report_json(result)
-    command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
-    report["command"] = command
+        return None
+    return summarize_probe(measures, config, engine=engine, target=target, draft=draft,
+                           runs_planned=planned, notices=notices)
+
+
+def _report(result, args, command: str, extra: dict | None = None) -> None:
+    from engine.measure.probe import markdown, report_json
+
+    report = report_json(result) | {"command": command} | (extra or {})
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=1) if args.json else markdown(result, command), end="\n")
-    return 0 if result.complete else 130
 
+
+def _probe_vllm(args, pair, prompts, notices, config, target, draft, command) -> int:
+    """The probe through a vLLM server (``--url``, or one started for the pair), then, unless
+    ``--no-compare``, the same prompts through our engine: a warning where vLLM accepts far
+    fewer drafts."""
+    from contextlib import ExitStack
+
+    from engine.measure.probe import probe, report_json
+    from engine.measure.vllm_client import VllmClient, VllmError
+    from engine.measure.vllm_probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
+    from engine.measure.vllm_server import ServerSpec, VllmServer
+
+    prompt_ids = [list(pair.tokenizer(p.text).input_ids) for p in prompts]
+    with ExitStack() as stack:
+        if args.url:
+            client = VllmClient(args.url)
+            if not client.healthy():
+                raise VllmError(f"the vLLM server at {client.url} does not answer /health")
+        else:
+            print(f"specscope probe: starting vLLM (k = {config.k}) ...", file=sys.stderr)
+            client = stack.enter_context(VllmServer(ServerSpec(target, draft, k=config.k))).client
+        result = _measure(probe_vllm(client, prompts, prompt_ids, config), prompts, config, args,
+                          "vllm", target, draft, [*notices, NOT_AVAILABLE])
+    if result is None:
+        return 130
+    extra = {}
+    if args.compare and result.complete:
+        ours = _measure(probe(pair, prompts, config), prompts, config, args, "specscope", target,
+                        draft, list(notices))
+        if ours is not None:
+            warnings = acceptance_warnings(result, ours)
+            result.notices += warnings or [
+                "specscope's engine, on the same pair, prompts and settings, accepts no more "
+                "than about as many drafts: nothing points at the deployment."]
+            extra["reference"] = report_json(ours)
+    _report(result, args, command, extra)
+    return 0 if result.complete else 130

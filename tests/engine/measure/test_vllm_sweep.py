@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from engine.measure.vllm_client import VllmError, parse_counters
-from engine.measure.vllm_server import ServerSpec, VllmServer
 from engine.measure.vllm_sweep import (
     SweepPoint,
     break_even,
@@ -19,28 +18,6 @@ from engine.measure.vllm_sweep import (
 )
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"
-FAKE = SUPPORT / "fake_vllm.py"
-
-
-@pytest.fixture
-def fake_server(tmp_path, monkeypatch):
-    import sys
-
-    def start(mode: str) -> VllmServer:
-        monkeypatch.setenv("FAKE_VLLM_MODE", mode)
-        python = tmp_path / "python"
-        python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-        python.chmod(0o755)
-        server = VllmServer(ServerSpec("models/target", "models/draft", python=python),
-                            startup_timeout_s=30)
-        server.start()
-        started.append(server)
-        return server
-
-    started: list[VllmServer] = []
-    yield start
-    for server in started:
-        server.stop()
 
 
 def test_each_batch_sends_b_requests_and_counts_their_tokens(fake_server):

