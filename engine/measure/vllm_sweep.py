@@ -12,6 +12,7 @@ speculation / tok/s without. The measured break-even batch is where speedup fall
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -57,35 +58,48 @@ def time_batches(
     new_tokens: int,
     temperature: float = 0.0,
     log: Callable[[str], None] = lambda message: None,
+    repeats: int = 1,
 ) -> list[BatchTiming]:
-    """Time each batch size on one server (after one untimed request that warms it up)."""
+    """Time each batch size on one server (after one untimed request that warms it up);
+    with ``repeats`` > 1, the median of that many timings of each batch."""
     if not prompts:
         raise ValueError("no prompts to send")
+    if repeats < 1:
+        raise ValueError("repeats must be at least 1")
     client.complete(prompts[0], new_tokens, temperature)
     timings = []
     for batch in check_batches(batches):
-        requests = [prompts[i % len(prompts)] for i in range(batch)]
-        with ThreadPoolExecutor(max_workers=batch) as pool:
-            start = time.perf_counter()
-            futures = [pool.submit(client.complete, ids, new_tokens, temperature, seed=i)
-                       for i, ids in enumerate(requests)]
-            try:
-                outputs = [f.result() for f in futures]
-            except VllmError as error:
-                for f in futures:
-                    f.cancel()
-                raise VllmError(f"batch {batch} failed: {error}") from None
-            seconds = time.perf_counter() - start
-        short = [len(o.token_ids) for o in outputs if len(o.token_ids) != new_tokens]
-        if short:
-            raise VllmError(
-                f"batch {batch}: {len(short)} answers had {short[0]} tokens, not {new_tokens} "
-                "(does the server ignore ignore_eos, or cap max_tokens?)"
-            )
-        timing = BatchTiming(batch, batch * new_tokens, seconds)
-        log(f"B = {batch}: {timing.tok_s:.1f} tok/s ({seconds:.2f} s)")
+        times = [_time_batch(client, prompts, batch, new_tokens, temperature)
+                 for _ in range(repeats)]
+        timing = BatchTiming(batch, batch * new_tokens, statistics.median(times))
+        spread = f", {min(times):.2f}-{max(times):.2f} s over {repeats}" if repeats > 1 else ""
+        log(f"B = {batch}: {timing.tok_s:.1f} tok/s ({timing.seconds:.2f} s{spread})")
         timings.append(timing)
     return timings
+
+
+def _time_batch(client: VllmClient, prompts: Sequence[list[int]], batch: int, new_tokens: int,
+                temperature: float) -> float:
+    """Seconds for ``batch`` concurrent requests of ``new_tokens`` tokens each."""
+    requests = [prompts[i % len(prompts)] for i in range(batch)]
+    with ThreadPoolExecutor(max_workers=batch) as pool:
+        start = time.perf_counter()
+        futures = [pool.submit(client.complete, ids, new_tokens, temperature, seed=i)
+                   for i, ids in enumerate(requests)]
+        try:
+            outputs = [f.result() for f in futures]
+        except VllmError as error:
+            for f in futures:
+                f.cancel()
+            raise VllmError(f"batch {batch} failed: {error}") from None
+        seconds = time.perf_counter() - start
+    short = [len(o.token_ids) for o in outputs if len(o.token_ids) != new_tokens]
+    if short:
+        raise VllmError(
+            f"batch {batch}: {len(short)} answers had {short[0]} tokens, not {new_tokens} "
+            "(does the server ignore ignore_eos, or cap max_tokens?)"
+        )
+    return seconds
 
 
 def combine(spec: Sequence[BatchTiming], base: Sequence[BatchTiming]) -> list[SweepPoint]:

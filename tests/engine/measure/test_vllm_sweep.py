@@ -28,6 +28,17 @@ def test_each_batch_sends_b_requests_and_counts_their_tokens(fake_server):
     assert all(t.seconds > 0 and t.tok_s == t.tokens / t.seconds for t in timings)
 
 
+def test_repeats_time_each_batch_again_and_keep_the_median(fake_server):
+    server = fake_server("serve")
+    lines: list[str] = []
+    timings = time_batches(server.client, [[1, 2]], [1, 2], new_tokens=3, log=lines.append,
+                           repeats=3)
+    assert [t.tokens for t in timings] == [3, 6]
+    assert all("over 3" in line for line in lines)
+    # warm-up, then 3 x 1 and 3 x 2 completions: each adds one cycle to the counters
+    assert server.client.counters().drafts == 10 + 1 + 3 * 1 + 3 * 2
+
+
 def test_a_server_dying_mid_sweep_names_the_batch_and_does_not_hang(fake_server):
     server = fake_server("die-after-3")  # the warm-up, B = 1, then one of B = 2's two
     started = time.monotonic()
