@@ -29,6 +29,8 @@ from engine.measure.probe import (
     summarize_probe,
 )
 from engine.measure.prompt_sets import BUILTIN_SETS, Prompt
+from engine.measure.vllm_client import VllmClient, VllmError
+from engine.measure.vllm_probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
 from engine.settings import Settings
 
 SET_LABELS = {
@@ -40,6 +42,15 @@ SET_LABELS = {
 TEMPERATURES = (0.0, 0.3, 0.7, 1.0, 1.5)
 DEFAULT_SETS = tuple(BUILTIN_SETS)
 DEFAULT_TEMPERATURES = (0.0, 0.7, 1.0)
+
+
+ENGINES = {"specscope": "specscope's engine", "vllm": "vLLM (this server's SPECSCOPE_VLLM_URL)"}
+
+
+def engines(settings: Settings) -> dict[str, str]:
+    """The engines a probe can run on here: vLLM only when the server is configured with one."""
+    return {name: label for name, label in ENGINES.items()
+            if name == "specscope" or settings.vllm_url}
 
 
 def probe_controls(settings: Settings) -> dict[str, Slider]:
@@ -62,6 +73,7 @@ class TrafficState:
     probe_k: int
     probe_tokens: int
     probe_prompts: int
+    engine: str = "specscope"
 
     def query(self) -> str:
         """This state as the link's query string (an empty ``probe_set`` first, so that no
@@ -70,6 +82,8 @@ class TrafficState:
         pairs += [("probe_t", f"{t:g}") for t in self.temperatures]
         pairs += [(name, str(getattr(self, name)))
                   for name in ("probe_k", "probe_tokens", "probe_prompts")]
+        if self.engine != "specscope":
+            pairs.append(("probe_engine", self.engine))
         return urlencode(pairs)
 
 
@@ -98,7 +112,12 @@ def parse_traffic_state(
             temps.append(value)
     if not temps:
         temps = list(DEFAULT_TEMPERATURES)
-    return TrafficState(sets, tuple(sorted(temps)), **values), notices
+    engine = next((raw for key, raw in query if key == "probe_engine"), "specscope")
+    if engine not in engines(settings):
+        notices.append(f"probe_engine={engine[:24]!r} is not available on this server; "
+                       f"the probe uses {ENGINES['specscope']}.")
+        engine = "specscope"
+    return TrafficState(sets, tuple(sorted(temps)), engine=engine, **values), notices
 
 
 def _number(raw: str) -> float | None:
@@ -116,6 +135,7 @@ def traffic_context(state: TrafficState, settings: Settings) -> dict:
         "traffic_controls": probe_controls(settings),
         "traffic_sets": SET_LABELS,
         "traffic_temperatures": TEMPERATURES,
+        "traffic_engines": engines(settings),
         "probe_limits": {"prompts": settings.probe_max_prompts,
                          "kb": settings.probe_max_bytes // 1024,
                          "tokens": settings.probe_max_new_tokens},
@@ -126,33 +146,56 @@ def traffic_context(state: TrafficState, settings: Settings) -> dict:
 
 
 def probe_job(
-    prompts: list[Prompt], config: ProbeConfig, notices: list[str]
+    prompts: list[Prompt], config: ProbeConfig, notices: list[str], vllm_url: str | None = None
 ) -> Callable[[LiveRun, ModelPair, Callable], None]:
     """What the engine thread runs for one probe: a ``progress`` message per prompt run, then
     one ``probe`` message with the :class:`ProbeResult`. A probe that reaches the time limit
-    reports what it measured; one whose client left reports nothing."""
+    reports what it measured; one whose client left reports nothing.
+
+    With ``vllm_url`` the prompts go through that vLLM server first (its counters give the
+    table), then through our engine, which warns where vLLM accepts far fewer drafts."""
 
     def job(run: LiveRun, pair: ModelPair, guard: Callable) -> None:
         fitted, cut = fit_prompts(pair, prompts, config)
-        total = len(plan(fitted, config))
-        measures = []
-        stopped: list[str] = []
-        try:
-            for m in guard(probe(pair, fitted, config, steps=True)):
-                if not isinstance(m, PromptMeasure):
-                    continue  # a cycle or a step: the guard may stop the probe between them
-                measures.append(m)
-                run.post(RunMessage(MessageKind.PROGRESS, progress={
-                    "done": len(measures), "total": total, "domain": m.domain,
-                    "temperature": m.temperature}))
-        except RunStopped as stop:
-            if not str(stop) or not measures:
-                raise
-            stopped.append(f"{stop}; the table pools the prompts measured by then.")
-        result = summarize_probe(
-            measures, config, engine="specscope", target=pair.target_name,
-            draft=pair.draft_name or "", runs_planned=total, notices=notices + cut + stopped)
-        run.post(RunMessage(MessageKind.PROBE, probe=result))
+        runs = len(plan(fitted, config))
+        total = runs * (2 if vllm_url else 1)
+        done = 0
+
+        def measure(events, engine: str, notes: list[str]) -> ProbeResult:
+            nonlocal done
+            measures: list[PromptMeasure] = []
+            stopped: list[str] = []
+            try:
+                for m in guard(events):
+                    if not isinstance(m, PromptMeasure):
+                        continue  # a cycle or a step: the guard may stop the probe between them
+                    measures.append(m)
+                    done += 1
+                    run.post(RunMessage(MessageKind.PROGRESS, progress={
+                        "done": done, "total": total, "domain": m.domain,
+                        "temperature": m.temperature, "engine": engine}))
+            except RunStopped as stop:
+                if not str(stop) or not measures:
+                    raise
+                stopped.append(f"{stop}; the table pools the prompts measured by then.")
+            except VllmError as error:
+                raise RunStopped(f"the vLLM server: {error}") from None
+            return summarize_probe(
+                measures, config, engine=engine, target=pair.target_name,
+                draft=pair.draft_name or "", runs_planned=runs, notices=notes + stopped)
+
+        ours_events = probe(pair, fitted, config, steps=True)
+        if vllm_url is None:
+            run.post(RunMessage(MessageKind.PROBE,
+                                probe=measure(ours_events, "specscope", notices + cut)))
+            return
+        client = VllmClient(vllm_url, timeout_s=60.0)
+        ids = [list(pair.tokenizer(p.text).input_ids) for p in fitted]
+        theirs = measure(probe_vllm(client, fitted, ids, config), "vllm",
+                         notices + cut + [NOT_AVAILABLE])
+        if theirs.complete:
+            theirs.notices += acceptance_warnings(theirs, measure(ours_events, "specscope", []))
+        run.post(RunMessage(MessageKind.PROBE, probe=theirs))
 
     return job
 

@@ -22,6 +22,7 @@
     params.set("max_new_tokens", data.get("probe_tokens"));
     params.set("prompts_per_set", data.get("probe_prompts"));
     if (data.get("probe_pair")) params.set("pair", data.get("probe_pair"));
+    if (data.get("probe_engine")) params.set("engine", data.get("probe_engine"));
     if (file) params.set("file_name", file.name);
     return params.toString();
   }
@@ -31,7 +32,8 @@
     progress: function (d) {
       $("probe-progress").max = d.total;
       $("probe-progress").value = d.done;
-      setStatus("Measured " + d.done + " of " + d.total + " prompt runs (" + d.domain + ", T = " + d.temperature + ").");
+      var engine = d.engine === "vllm" ? "vLLM: " : "";
+      setStatus("Measured " + d.done + " of " + d.total + " prompt runs (" + engine + d.domain + ", T = " + d.temperature + ").");
     },
     probe: function (d) { $("probe-result").innerHTML = d.html; setStatus("Done."); },
     error: function (d) { setStatus("The probe stopped: " + d.message, true); }

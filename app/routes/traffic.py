@@ -28,6 +28,7 @@ from app.traffic import (
     alpha_by_domain_chart,
     alpha_vs_temperature_chart,
     calibration_numbers,
+    engines,
     href,
     probe_job,
     row_numbers,
@@ -135,6 +136,10 @@ def render_probe(result) -> str:
 async def _probe_stream(request: Request, render, **params) -> Any:
     settings: Settings = request.app.state.settings
     pair = params.pop("pair") or settings.default_pair
+    engine = params.pop("engine")
+    if engine not in engines(settings):
+        return _problem(422, f"engine: choose one of {', '.join(engines(settings))} (vLLM needs "
+                             "the server's SPECSCOPE_VLLM_URL setting)", ("query", "engine"))
     if pair not in settings.pairs:
         return _problem(422, f"pair: choose one of {', '.join(sorted(settings.pairs))}",
                         ("query", "pair"))
@@ -147,7 +152,9 @@ async def _probe_stream(request: Request, render, **params) -> Any:
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
         return _problem(503, f"probes are unavailable on this server: {reason}")
     try:
-        run = manager.submit(pair, None, job=probe_job(prompts, config, notices),
+        run = manager.submit(pair, None, job=probe_job(prompts, config, notices,
+                                                             settings.vllm_url
+                                                             if engine == "vllm" else None),
                              timeout_s=settings.probe_timeout_s)
     except QueueFull:
         return JSONResponse(
@@ -175,6 +182,7 @@ def probes_api(settings: Settings) -> APIRouter:
     api = APIRouter(tags=["traffic"])
     SetName = Enum("SetName", {n: n for n in BUILTIN_SETS}, type=str)  # noqa: N806 - a class
     PairName = Enum("ProbePair", {n: n for n in settings.pairs}, type=str)  # noqa: N806
+    EngineName = Enum("ProbeEngine", {n: n for n in engines(settings)}, type=str)  # noqa: N806
     default_pair = PairName(settings.default_pair)
     largest_set = max(len(builtin(name)) for name in BUILTIN_SETS)
 
@@ -207,6 +215,10 @@ def probes_api(settings: Settings) -> APIRouter:
         pair: Annotated[PairName, Query()] = default_pair,  # type: ignore[valid-type]
         file_name: Annotated[str, Query(max_length=200, description="names the uploaded "
                                         "prompts' domain when lines give none")] = "uploaded",
+        engine: Annotated[EngineName, Query(  # type: ignore[valid-type]
+            description="specscope's engine, or (when the server has SPECSCOPE_VLLM_URL) that "
+                        "vLLM server, checked against specscope's engine on the same prompts"),
+        ] = EngineName("specscope"),  # noqa: B008 - an enum member, not a call per request
     ):
         """The request body, when not empty, is a prompt file. The stream ends with one
         `probe` event, or with an `error` event."""
@@ -214,7 +226,8 @@ def probes_api(settings: Settings) -> APIRouter:
         return await _probe_stream(
             request, message_json, sets=chosen, temperatures=temperatures, k=k,
             max_new_tokens=min(max_new_tokens, settings.probe_max_new_tokens),
-            prompts_per_set=prompts_per_set, seed=seed, pair=pair.value, file_name=file_name)
+            prompts_per_set=prompts_per_set, seed=seed, pair=pair.value, file_name=file_name,
+            engine=engine.value)
 
     return api
 
@@ -230,10 +243,11 @@ async def create_page_probe(
     seed: int = 0,
     pair: str | None = None,
     file_name: str = "uploaded",
+    engine: str = "specscope",
 ):
     return await _probe_stream(request, _render_page, sets=sets, temperatures=temperatures, k=k,
                                max_new_tokens=max_new_tokens, prompts_per_set=prompts_per_set,
-                               seed=seed, pair=pair, file_name=file_name)
+                               seed=seed, pair=pair, file_name=file_name, engine=engine)
 
 
 # ---- calibration from vLLM /metrics ---------------------------------------------------------

@@ -3,13 +3,13 @@ shares with live runs, bad files, hostile metrics, and the panel's state in the 
 
 from __future__ import annotations
 
-import json
 import time
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 from support.live_server import wait_until_idle
+from support.sse import events
 
 from app.main import create_app
 from app.traffic import parse_traffic_state
@@ -33,16 +33,6 @@ METRICS = "\n".join([
     'vllm:spec_decode_num_accepted_tokens_per_pos_total'
     '{engine="0",model_name="m",position="2"} 3.0',
 ]) + "\n"
-
-
-def events(response: httpx.Response) -> list[tuple[str, dict]]:
-    out, kind = [], None
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("data: "):
-            out.append((kind, json.loads(line[6:])))
-    return out
 
 
 def probe(server, params=None, body: bytes = b"", path="/api/probes"):

@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.fake_vllm_server import start_fake_vllm
 
-from engine.measure.vllm_server import ServerSpec, VllmServer
-
-FAKE = Path(__file__).resolve().parents[2] / "support" / "fake_vllm.py"
+from engine.measure.vllm_server import VllmServer
 
 
 @pytest.fixture
-def fake_server(tmp_path, monkeypatch):
-    import sys
+def fake_server(tmp_path):
+    started: list[VllmServer] = []
 
     def start(mode: str) -> VllmServer:
-        monkeypatch.setenv("FAKE_VLLM_MODE", mode)
-        python = tmp_path / "python"
-        python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-        python.chmod(0o755)
-        server = VllmServer(ServerSpec("models/target", "models/draft", python=python),
-                            startup_timeout_s=30)
-        server.start()
-        started.append(server)
-        return server
+        folder = tmp_path / f"fake-{len(started)}"
+        folder.mkdir()
+        started.append(start_fake_vllm(mode, folder))
+        return started[-1]
 
-    started: list[VllmServer] = []
     yield start
     for server in started:
         server.stop()

