@@ -126,11 +126,13 @@ def traffic_context(state: TrafficState, settings: Settings) -> dict:
 
 
 def probe_job(
-    prompts: list[Prompt], config: ProbeConfig, notices: list[str]
+    prompts: list[Prompt], config: ProbeConfig, notices: list[str],
+    keep: Callable[[ProbeResult, ModelPair], RunMessage] | None = None,
 ) -> Callable[[LiveRun, ModelPair, Callable], None]:
     """What the engine thread runs for one probe: a ``progress`` message per prompt run, then
-    one ``probe`` message with the :class:`ProbeResult`. A probe that reaches the time limit
-    reports what it measured; one whose client left reports nothing."""
+    one ``probe`` message with the :class:`ProbeResult`, and then ``keep``'s message (where the
+    result was saved, or why not). A probe that reaches the time limit reports (and keeps) what
+    it measured; one whose client left reports nothing."""
 
     def job(run: LiveRun, pair: ModelPair, guard: Callable) -> None:
         fitted, cut = fit_prompts(pair, prompts, config)
@@ -153,6 +155,8 @@ def probe_job(
             measures, config, engine="specscope", target=pair.target_name,
             draft=pair.draft_name or "", runs_planned=total, notices=notices + cut + stopped)
         run.post(RunMessage(MessageKind.PROBE, probe=result))
+        if keep is not None:
+            run.post(keep(result, pair))
 
     return job
 
