@@ -35,6 +35,7 @@ class ValidationProblem(Problem):
 ERRORS: dict[int, tuple[type[BaseModel], str]] = {
     400: (Problem, "the Host header is not one this server answers to"),
     403: (Problem, "a cross-origin POST (another site's page) is refused"),
+    404: (Problem, "nothing is saved under this id (unknown, malformed, or pruned)"),
     422: (ValidationProblem, "invalid parameters or body (the message names each field)"),
     429: (Problem, "the queue is full; see Retry-After"),
     503: (Problem, "live runs are unavailable: models not loaded, or the server is stopping"),

@@ -17,7 +17,17 @@ from starlette.exceptions import HTTPException
 
 from app.errors import http_error_handler, validation_error_handler
 from app.host_guard import HostGuard
-from app.routes import api, health, pages, previews, roofline, runs, saved, traffic
+from app.routes import (
+    api,
+    health,
+    pages,
+    previews,
+    roofline,
+    runs,
+    saved,
+    saved_probes,
+    traffic,
+)
 from app.run_queue import RunManager
 from app.saved import Archiver
 from app.security import SecurityHeaders
@@ -48,6 +58,7 @@ def open_store(settings: Settings) -> tuple[RunStore | None, str]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     store, store_error = open_store(settings)
+    archiver = Archiver(store, settings, store_error)  # saves finished runs and probes
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,7 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             try:
                 pairs = await asyncio.to_thread(load_pairs, settings)
                 manager = RunManager(pairs, settings.queue_size, settings.run_timeout_s,
-                                     on_finished=Archiver(store, settings, store_error))
+                                     on_finished=archiver)
                 app.state.runs = manager
             except Exception as error:  # noqa: BLE001 - a page without live runs beats no page
                 log.exception("could not load the model pairs")
@@ -71,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.store, app.state.store_error = store, store_error
+    app.state.archiver = archiver
     app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts,
                        allowed_origins=settings.allowed_origins)
     app.add_middleware(GZipMiddleware, minimum_size=1000)
@@ -83,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(roofline.router)
     app.include_router(runs.router(settings))
     app.include_router(saved.router)
+    app.include_router(saved_probes.router)
     app.include_router(previews.router)
     app.include_router(traffic.router)
     app.include_router(traffic.probes_api(settings))

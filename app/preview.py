@@ -21,9 +21,10 @@ from app.templating import templates
 
 PREVIEW_WIDTH, PREVIEW_HEIGHT = 1200, 630  # the size Open Graph and Twitter cards expect
 EXPORT_ZOOM = 2  # PNG downloads at twice the chart's own size
-# Fonts the card is designed for, regular and bold: resvg reads the files on every render, so
-# a small family (Liberation Sans, Arial's metrics) is the cheaper one; without either family
-# resvg falls back to the system's fonts.
+# Fonts the card is designed for, regular and bold (Liberation Sans has Arial's metrics); without
+# either family resvg falls back to the system's fonts. resvg-py loads the given files on each
+# render of an SVG with text, which costs under 1 ms of a fresh card's ~130 ms
+# (benchmarks/preview_png.py breaks the time down): the drawing and the PNG encoding dominate.
 FONT_FAMILIES = {
     "Liberation Sans": ("/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
                         "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf"),

@@ -22,7 +22,8 @@ class MessageKind(StrEnum):
     CYCLE = "cycle"  # one speculative cycle: ``event`` and the ``running`` figures so far
     REPEAT = "repeat"  # the run is measured again: ``repeat`` of ``repeats``
     SUMMARY = "summary"  # ``event``: the run measured against the target-only run
-    SAVED = "saved"  # where the finished run was saved (``run_id``), or ``error``: why not
+    SAVED = "saved"  # where the finished run or probe was saved (``run_id``, ``url``), or
+    # ``error``: why not
     ERROR = "error"  # the run ended early: ``error``, a message for a person
     PROGRESS = "progress"  # a probe measured one more prompt run: ``progress``
     PROBE = "probe"  # ``probe``: a probe's result (engine.measure.probe.ProbeResult)
@@ -43,6 +44,7 @@ class RunMessage:
     repeat: int | None = None
     repeats: int | None = None
     run_id: str | None = None
+    url: str | None = None  # the saved record's page: /runs/{id} or /probes/{id}
 
     @classmethod
     def queued(cls, position: int) -> RunMessage:
@@ -63,8 +65,8 @@ class RunMessage:
         return cls(MessageKind.SUMMARY, event=event)
 
     @classmethod
-    def saved(cls, run_id: str) -> RunMessage:
-        return cls(MessageKind.SAVED, run_id=run_id)
+    def saved(cls, run_id: str, url: str | None = None) -> RunMessage:
+        return cls(MessageKind.SAVED, run_id=run_id, url=url or f"/runs/{run_id}")
 
     @classmethod
     def not_saved(cls, error: str) -> RunMessage:
@@ -87,7 +89,7 @@ def message_json(message: RunMessage) -> dict[str, Any]:
     if message.kind is MessageKind.SAVED:
         if message.run_id is None:
             return {"error": message.error}
-        return {"id": message.run_id, "url": f"/runs/{message.run_id}"}
+        return {"id": message.run_id, "url": message.url or f"/runs/{message.run_id}"}
     if message.kind is MessageKind.ERROR:
         return {"message": message.error}
     if message.kind is MessageKind.QUEUED:

@@ -1,5 +1,5 @@
-"""A finished live run as a saved record, and the views of a record: its title, the page's
-replay frames and the CSV export."""
+"""A finished live run (or probe) as a saved record, and the views of a record: its title,
+the page's replay frames and the CSV export."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from app.run_queue import FinishedRun
 from app.store import RunStore, RunTooLarge, StoreUnavailable
 from engine.analytic.theory import Figures
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent, Token
+from engine.decoder.loading import ModelPair
 from engine.decoder.stats import acceptance
 from engine.settings import Settings
 
@@ -38,30 +39,28 @@ def _processor() -> str:
     return platform.processor() or platform.machine()
 
 
-def describe_machine(finished: FinishedRun) -> dict[str, Any]:
+def describe_machine(pair: ModelPair) -> dict[str, Any]:
     import torch
 
-    device = finished.pair.device
+    device = pair.device
     return {
         "device": str(device),
         "accelerator": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "processor": _processor(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "dtype": str(finished.pair.dtype).removeprefix("torch."),
+        "dtype": str(pair.dtype).removeprefix("torch."),
         "torch": torch.__version__,
         "platform": platform.platform(terse=True),
     }
 
 
 def run_record(finished: FinishedRun, settings: Settings) -> dict[str, Any]:
-    spec = settings.pairs.get(finished.pair_name)
     return {
         "kind": "live",
-        "pair": {"name": finished.pair_name, "label": spec.label if spec else "",
-                 "target": finished.pair.target_name, "draft": finished.pair.draft_name},
+        "pair": pair_record(finished.pair_name, finished.pair, settings),
         "settings": asdict(finished.config),
-        "machine": describe_machine(finished),
+        "machine": describe_machine(finished.pair),
         "cycles": [asdict(c) for c in finished.cycles],
         "summary": asdict(finished.summary),
         "baseline": {"tokens": len(finished.baseline_step_ms),
@@ -87,6 +86,24 @@ class Archiver:
             log.warning("run not saved: %s", error)
             return RunMessage.not_saved(f"the run was not saved: {error}")
         return RunMessage.saved(run_id)
+
+    def probe(self, record: dict[str, Any]) -> RunMessage:
+        """Save a finished probe's record (``probe_record``); the message says where, or why
+        it was not saved."""
+        try:
+            if self.store is None:
+                raise StoreUnavailable(self.unavailable)
+            probe_id = self.store.save_probe(record)
+        except (RunTooLarge, StoreUnavailable) as error:
+            log.warning("probe not saved: %s", error)
+            return RunMessage.not_saved(f"the probe was not saved: {error}")
+        return RunMessage.saved(probe_id, f"/probes/{probe_id}")
+
+
+def pair_record(pair_name: str, pair: ModelPair, settings: Settings) -> dict[str, str]:
+    spec = settings.pairs.get(pair_name)
+    return {"name": pair_name, "label": spec.label if spec else "",
+            "target": pair.target_name, "draft": pair.draft_name}
 
 
 # ---- views of a saved record -------------------------------------------------------------
@@ -147,20 +164,34 @@ def replay_frames(cycles: list[CycleEvent]) -> list[Frame]:
     return frames
 
 
+# A cell starting with one of these is a formula to a spreadsheet (OWASP, "CSV Injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """``text`` as a CSV cell no spreadsheet evaluates: one that would start a formula gets a
+    leading single quote (OWASP's advice); any other text is unchanged."""
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
 def token_rows(record: dict[str, Any]) -> str:
     """The CSV export: one row per token, with its cycle, position in the cycle and times.
 
     A draft token's ``step_ms`` is the draft step that proposed it; the target's token comes
-    from the verification pass, so its ``step_ms`` is that pass's time."""
+    from the verification pass, so its ``step_ms`` is that pass's time. A token's text that
+    a spreadsheet would take for a formula is quoted (``spreadsheet_safe``)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    # RFC 4180's CRLF rows: the writer then quotes any text holding a CR or an LF, so a token
+    # that is a carriage return cannot end a row early.
+    writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
     start = 0.0
     for cycle in record["cycles"]:
         for position, token in enumerate(cycle["tokens"]):
             is_draft = token["kind"] != "target" and position < len(cycle["draft_step_ms"])
             step = cycle["draft_step_ms"][position] if is_draft else cycle["verify_ms"]
-            writer.writerow([cycle["index"], position, token["kind"], token["id"], token["text"],
+            writer.writerow([cycle["index"], position, token["kind"], token["id"],
+                             spreadsheet_safe(token["text"]),
                              f"{step:.3f}", f"{start:.3f}", f"{cycle['cycle_ms']:.3f}"])
         start += cycle["cycle_ms"]
     return out.getvalue()

@@ -1,9 +1,10 @@
-"""Saved runs in SQLite, through sqlite-utils: its migrations own the schema.
+"""Saved runs and probes in SQLite, through sqlite-utils: its migrations own the schema.
 
 One connection per store, behind a lock, so threads of one server take turns; separate
 processes meet at SQLite's own file locks (WAL journal, a busy timeout, ``BEGIN IMMEDIATE``
 for every write). A run is written in one transaction with the pruning of the oldest runs,
-so a crash or a kill leaves either the whole run or none of it.
+so a crash or a kill leaves either the whole run or none of it. Probes are kept the same
+way in their own table, under the same limits (how many are kept, how large one may be).
 """
 
 from __future__ import annotations
@@ -49,7 +50,28 @@ def create_runs(db: Database) -> None:
     db["runs"].create_index(["created"])
 
 
+@migrations()
+def create_probes(db: Database) -> None:
+    db["probes"].create(
+        {
+            "id": str,
+            "created": str,  # ISO 8601, UTC
+            "pair": str,  # JSON: name, label, target, draft
+            "settings": str,  # JSON: sets, temperatures, k, max_new_tokens, prompts_per_set, ...
+            "machine": str,  # JSON: where it ran
+            "result": str,  # JSON: the probe's rows, notices and chart data (report_json)
+            "bytes": int,
+        },
+        pk="id",
+        not_null={"created", "settings", "result"},
+    )
+    db["probes"].create_index(["created"])
+
+
 JSON_FIELDS = ("pair", "settings", "machine", "cycles", "summary", "baseline")
+# Each table's JSON columns, and what one of its records is called in messages.
+TABLES = {"runs": (JSON_FIELDS, "run"), "probes": (("pair", "settings", "machine", "result"),
+                                                    "probe")}
 
 
 class StoreUnavailable(Exception):
@@ -89,24 +111,34 @@ class RunStore:
     def save(self, run: dict[str, Any]) -> str:
         """Store ``run`` (the fields of ``create_runs`` but id, created and bytes) under a new
         id and prune the oldest runs beyond the limit, in one transaction. Returns the id."""
+        return self._save("runs", run, {"kind": run.get("kind", "live")})
+
+    def save_probe(self, probe: dict[str, Any]) -> str:
+        """Store a finished probe (the fields of ``create_probes`` but id, created and bytes)
+        like a run: a new id, the oldest probes beyond the limit pruned. Returns the id."""
+        return self._save("probes", probe)
+
+    def _save(self, table: str, record: dict[str, Any], extra: dict[str, Any] | None = None
+              ) -> str:
+        fields, noun = TABLES[table]
         # ASCII JSON: any text, even a lone surrogate from a JSON body, stores and reads back.
-        row = {name: json.dumps(run.get(name)) for name in JSON_FIELDS}
+        row = {name: json.dumps(record.get(name)) for name in fields}
         size = sum(len(text.encode()) for text in row.values())
         if size > self.max_run_bytes:
             raise RunTooLarge(
-                f"this run is {size / 1000:.0f} kB, over the server's limit of "
-                f"{self.max_run_bytes / 1000:.0f} kB for a saved run"
+                f"this {noun} is {size / 1000:.0f} kB, over the server's limit of "
+                f"{self.max_run_bytes / 1000:.0f} kB for a saved {noun}"
             )
         row |= {
             "id": new_run_id(),
             "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds"),
-            "kind": run.get("kind", "live"),
+            **(extra or {}),
             "bytes": size,
         }
-        with self._errors("save the run"), self._writing():
-            self.db["runs"].insert(row)
-            self.db["runs"].delete_where(
-                "rowid <= (SELECT rowid FROM runs ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
+        with self._errors(f"save the {noun}"), self._writing():
+            self.db[table].insert(row)
+            self.db[table].delete_where(
+                f"rowid <= (SELECT rowid FROM {table} ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
                 [self.runs_kept],
             )
         return row["id"]
@@ -128,22 +160,31 @@ class RunStore:
 
     def get(self, run_id: str) -> dict[str, Any] | None:
         """The saved run, its JSON fields decoded; None for an unknown or malformed id."""
-        if not is_run_id(run_id):
+        return self._get("runs", run_id)
+
+    def get_probe(self, probe_id: str) -> dict[str, Any] | None:
+        """The saved probe, its JSON fields decoded; None for an unknown or malformed id."""
+        return self._get("probes", probe_id)
+
+    def _get(self, table: str, record_id: str) -> dict[str, Any] | None:
+        fields, noun = TABLES[table]
+        if not is_run_id(record_id):
             return None
-        with self._errors("read the run"), self._lock:
-            rows = list(self.db["runs"].rows_where("id = ?", [run_id]))
+        with self._errors(f"read the {noun}"), self._lock:
+            rows = list(self.db[table].rows_where("id = ?", [record_id]))
         if not rows:
             return None
         row = rows[0]
         try:
-            return {**row, **{name: json.loads(row[name]) for name in JSON_FIELDS}}
+            return {**row, **{name: json.loads(row[name]) for name in fields}}
         except (TypeError, ValueError) as error:
-            raise StoreUnavailable(f"the saved run {run_id} is damaged ({error})") from error
+            raise StoreUnavailable(f"the saved {noun} {record_id} is damaged ({error})") \
+                from error
 
-    def ids(self) -> list[str]:
-        """Every saved id, oldest first."""
-        with self._errors("list the runs"), self._lock:
-            return [row["id"] for row in self.db["runs"].rows_where(
+    def ids(self, table: str = "runs") -> list[str]:
+        """Every saved id of ``table`` (runs or probes), oldest first."""
+        with self._errors(f"list the {table}"), self._lock:
+            return [row["id"] for row in self.db[table].rows_where(
                 select="id", order_by="rowid")]
 
     def close(self) -> None:

@@ -146,11 +146,14 @@ def traffic_context(state: TrafficState, settings: Settings) -> dict:
 
 
 def probe_job(
-    prompts: list[Prompt], config: ProbeConfig, notices: list[str], vllm_url: str | None = None
+    prompts: list[Prompt], config: ProbeConfig, notices: list[str],
+    keep: Callable[[ProbeResult, ModelPair], RunMessage] | None = None,
+    vllm_url: str | None = None,
 ) -> Callable[[LiveRun, ModelPair, Callable], None]:
     """What the engine thread runs for one probe: a ``progress`` message per prompt run, then
-    one ``probe`` message with the :class:`ProbeResult`. A probe that reaches the time limit
-    reports what it measured; one whose client left reports nothing.
+    one ``probe`` message with the :class:`ProbeResult`, and then ``keep``'s message (where the
+    result was saved, or why not). A probe that reaches the time limit reports (and keeps) what
+    it measured; one whose client left reports nothing.
 
     With ``vllm_url`` the prompts go through that vLLM server first (its counters give the
     table), then through our engine, which warns where vLLM accepts far fewer drafts."""
@@ -184,18 +187,19 @@ def probe_job(
                 measures, config, engine=engine, target=pair.target_name,
                 draft=pair.draft_name or "", runs_planned=runs, notices=notes + stopped)
 
-        ours_events = probe(pair, fitted, config, steps=True)
+        ours = probe(pair, fitted, config, steps=True)
         if vllm_url is None:
-            run.post(RunMessage(MessageKind.PROBE,
-                                probe=measure(ours_events, "specscope", notices + cut)))
-            return
-        client = VllmClient(vllm_url, timeout_s=60.0)
-        ids = [list(pair.tokenizer(p.text).input_ids) for p in fitted]
-        theirs = measure(probe_vllm(client, fitted, ids, config), "vllm",
-                         notices + cut + [NOT_AVAILABLE])
-        if theirs.complete:
-            theirs.notices += acceptance_warnings(theirs, measure(ours_events, "specscope", []))
-        run.post(RunMessage(MessageKind.PROBE, probe=theirs))
+            result = measure(ours, "specscope", notices + cut)
+        else:
+            client = VllmClient(vllm_url, timeout_s=60.0)
+            ids = [list(pair.tokenizer(p.text).input_ids) for p in fitted]
+            result = measure(probe_vllm(client, fitted, ids, config), "vllm",
+                             notices + cut + [NOT_AVAILABLE])
+            if result.complete:
+                result.notices += acceptance_warnings(result, measure(ours, "specscope", []))
+        run.post(RunMessage(MessageKind.PROBE, probe=result))
+        if keep is not None:
+            run.post(keep(result, pair))
 
     return job
 

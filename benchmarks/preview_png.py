@@ -4,18 +4,29 @@ Cold: the first image of a fresh process (fonts and templates load). Warm: a sta
 before, in a warm process (SVG rendered by resvg). Cached: a state seen before. Wall time and
 the process's CPU time are both printed: on a shared machine the wall time also counts the time
 other processes held the cores.
+
+Then where a warm render's time goes, resvg alone on the card's SVG: the card as it is, the
+same card without its text, a blank card of the same size (filling and PNG encoding), and what
+loading the fonts costs (a one-word SVG with and without the font files).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
+import resvg_py
 from fastapi.testclient import TestClient
 
+from app import preview
 from app.main import create_app
 from engine.settings import Settings
+
+RESVG = resvg_py.svg_to_bytes  # the renderer itself, not the counting wrapper main() installs
 
 
 def timed(client: TestClient, url: str) -> tuple[float, float]:
@@ -27,21 +38,64 @@ def timed(client: TestClient, url: str) -> tuple[float, float]:
     return wall, cpu
 
 
-def summary(name: str, runs: list[tuple[float, float]]) -> str:
-    def stats(ms: list[float]) -> str:
-        ms = sorted(ms)
-        p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
-        return f"p50 {statistics.median(ms):6.1f} ms, p95 {p95:6.1f} ms"
+def stats(ms: list[float]) -> str:
+    ms = sorted(ms)
+    p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+    return f"p50 {statistics.median(ms):6.1f} ms, p95 {p95:6.1f} ms"
 
+
+def summary(name: str, runs: list[tuple[float, float]]) -> str:
     return (f"{name:>7}: wall {stats([w for w, _ in runs])}; "
             f"CPU {stats([c for _, c in runs])}")
+
+
+def cpu_ms(render: Callable[[], bytes], repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        cpu = time.process_time()
+        render()
+        times.append((time.process_time() - cpu) * 1000)
+    return times
+
+
+def breakdown(svg: str, repeats: int) -> None:
+    """resvg alone, uncached, on parts of one card (CPU time)."""
+    fonts = {"skip_system_fonts": True, "font_files": preview.FONT_FILES,
+             "font_family": preview.FONT_FAMILY} if preview.FONT_FILES else {}
+
+    def render(source: str, **options: object) -> Callable[[], bytes]:
+        return lambda: RESVG(svg_string=source, zoom=1.0, background="#ffffff",
+                             **(fonts | options))
+
+    size = f'width="{preview.PREVIEW_WIDTH}" height="{preview.PREVIEW_HEIGHT}"'
+    blank = f'<svg xmlns="http://www.w3.org/2000/svg" {size}><rect {size} fill="#f7f8fa"/></svg>'
+    word = ('<svg xmlns="http://www.w3.org/2000/svg" width="60" height="30">'
+            '<text y="20">x</text></svg>')
+    rows = {
+        "the card": render(svg),
+        "the card, no text": render(re.sub(r"<text\b.*?</text>", "", svg, flags=re.S)),
+        "a blank card": render(blank),
+        "one word, font files": render(word),
+        "one word, no fonts": render(word, font_files=[]),
+    }
+    for name, call in rows.items():
+        print(f"{name:>21}: CPU {stats(cpu_ms(call, repeats))} (resvg alone, {repeats} renders)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--states", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=10, help="renders per breakdown row")
     args = parser.parse_args()
-    with TestClient(create_app(Settings(load_models=False, db=":memory:"))) as client:
+    app = create_app(Settings(load_models=False, db=":memory:"))
+    seen: list[str] = []  # the SVG sources resvg is given, for the breakdown
+
+    def watched(**options: Any) -> bytes:
+        seen.append(options["svg_string"])
+        return RESVG(**options)
+
+    resvg_py.svg_to_bytes = watched
+    with TestClient(app, base_url="http://localhost") as client:
         cold = timed(client, "/preview.png?alpha=0.5&k=2")
         urls = [f"/preview.png?alpha={0.20 + i * 0.02:.2f}&k={1 + i % 8}"
                 for i in range(args.states)]
@@ -50,6 +104,7 @@ def main() -> None:
     print(f"   cold: wall {cold[0]:6.1f} ms; CPU {cold[1]:6.1f} ms (first image of the process)")
     print(summary("warm", warm), f"({args.states} states never seen before)")
     print(summary("cached", cached), "(the same states again)")
+    breakdown(seen[-1], args.repeats)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,11 @@
       setStatus("Measured " + d.done + " of " + d.total + " prompt runs (" + engine + d.domain + ", T = " + d.temperature + ").");
     },
     probe: function (d) { $("probe-result").innerHTML = d.html; setStatus("Done."); },
+    saved: function (d) {
+      $("probe-share").innerHTML = d.html;
+      var link = $("share-probe");
+      if (link) $("share-probe-url").value = link.href;
+    },
     error: function (d) { setStatus("The probe stopped: " + d.message, true); }
   };
 
@@ -55,6 +60,7 @@
     var file = $("probe-file").files[0] || null;
     $("probe-output").hidden = false;
     $("probe-result").innerHTML = "";
+    $("probe-share").innerHTML = "";
     $("probe-progress").value = 0;
     setStatus("Starting…");
     running = new AbortController();
@@ -101,6 +107,15 @@
     history.replaceState(null, "", "/?" + params.toString());
   }
 
+  // Share this probe: copy its permalink; the link itself still opens the saved result.
+  function shareProbe(event, link) {
+    event.preventDefault();
+    var done = function () { $("share-probe-status").textContent = "Link copied: paste it anywhere."; };
+    var fallback = function () { $("share-probe-url").select(); $("share-probe-status").textContent = "Copy the selected link."; };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link.href).then(done, fallback);
+    else fallback();
+  }
+
   function useNumbers(link) {
     var controls = $("controls");
     if (!controls || !window.htmx) return false;
@@ -125,6 +140,8 @@
     document.addEventListener("click", function (event) {
       var link = event.target.closest("a.use-numbers");
       if (link && useNumbers(link)) event.preventDefault();
+      var share = event.target.closest("#share-probe");
+      if (share) shareProbe(event, share);
     });
   });
 })();

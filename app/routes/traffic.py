@@ -22,6 +22,7 @@ from app.params import MAX_SEED
 from app.routes.runs import RETRY_AFTER_S, STREAM_HEADERS, _events
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.run_queue import QueueFull
+from app.saved import Archiver, describe_machine, pair_record
 from app.templating import templates
 from app.traffic import (
     TEMPERATURES,
@@ -33,8 +34,9 @@ from app.traffic import (
     probe_job,
     row_numbers,
 )
+from engine.decoder.loading import ModelPair
 from engine.measure.calibrate import MAX_METRICS_BYTES, MetricsError, calibrate
-from engine.measure.probe import ProbeConfig
+from engine.measure.probe import ProbeConfig, ProbeResult, report_json
 from engine.measure.prompt_sets import (
     BUILTIN_SETS,
     MAX_DOMAIN_CHARS,
@@ -73,7 +75,9 @@ async def _read_body(request: Request, limit: int, what: str) -> bytes:
 
 async def _probe_request(request: Request, sets: list[str] | None, temperatures: str, k: int,
                          max_new_tokens: int, prompts_per_set: int, seed: int,
-                         file_name: str) -> tuple[list, ProbeConfig, list[str]]:
+                         file_name: str) -> tuple[list, ProbeConfig, list[str], dict]:
+    """The prompts, the probe's settings, notices for the reader, and the settings as a saved
+    probe records them."""
     settings: Settings = request.app.state.settings
     unknown = [s for s in sets or [] if s not in BUILTIN_SETS]
     if unknown:
@@ -99,6 +103,7 @@ async def _probe_request(request: Request, sets: list[str] | None, temperatures:
         sets = [] if body else list(BUILTIN_SETS)
     prompts = [p for name in dict.fromkeys(sets) for p in builtin(name)[:prompts_per_set]]
     notices = []
+    name = None
     if body:
         name = (file_name.strip() or "uploaded")[:80]
         stem = name.rsplit(".", 1)[0][:MAX_DOMAIN_CHARS] or "uploaded"
@@ -114,14 +119,21 @@ async def _probe_request(request: Request, sets: list[str] | None, temperatures:
         raise BadProbe(422, "choose at least one built-in set or upload a prompt file",
                       ("query", "sets"))
     config = ProbeConfig(k=k, temperatures=temps, max_new_tokens=max_new_tokens, seed=seed)
-    return prompts, config, notices
+    record = {"sets": list(dict.fromkeys(sets)), "temperatures": temps, "k": k,
+              "max_new_tokens": max_new_tokens, "prompts_per_set": prompts_per_set,
+              "seed": seed, "file_name": name, "prompts": len(prompts)}
+    return prompts, config, notices, record
 
 
 def _render_page(message: RunMessage) -> Any:
-    """The API's JSON; a probe's result as the page's HTML instead."""
+    """The API's JSON; a probe's result as the page's HTML instead, and where it was saved
+    with the share link's HTML added."""
     if message.kind is MessageKind.PROBE:
         return {"html": render_probe(message.probe)}
-    return message_json(message)
+    data = message_json(message)
+    if message.kind is MessageKind.SAVED:
+        data["html"] = templates.get_template("_share_probe.html").render(**data)
+    return data
 
 
 def render_probe(result) -> str:
@@ -131,6 +143,22 @@ def render_probe(result) -> str:
         by_domain=alpha_by_domain_chart(result),
         by_temperature=alpha_vs_temperature_chart(result),
     )
+
+
+def _keeper(request: Request, pair_name: str, described: dict):
+    """What saves a finished probe's result (on the engine's thread), or None without an
+    archiver."""
+    archiver: Archiver | None = getattr(request.app.state, "archiver", None)
+    if archiver is None:
+        return None
+    settings: Settings = request.app.state.settings
+
+    def keep(result: ProbeResult, pair: ModelPair) -> RunMessage:
+        return archiver.probe({"pair": pair_record(pair_name, pair, settings),
+                               "settings": described, "machine": describe_machine(pair),
+                               "result": report_json(result)})
+
+    return keep
 
 
 async def _probe_stream(request: Request, render, **params) -> Any:
@@ -144,7 +172,7 @@ async def _probe_stream(request: Request, render, **params) -> Any:
         return _problem(422, f"pair: choose one of {', '.join(sorted(settings.pairs))}",
                         ("query", "pair"))
     try:
-        prompts, config, notices = await _probe_request(request, **params)
+        prompts, config, notices, described = await _probe_request(request, **params)
     except BadProbe as bad:
         return _problem(bad.status, bad.message, bad.where)
     manager = getattr(request.app.state, "runs", None)
@@ -152,9 +180,9 @@ async def _probe_stream(request: Request, render, **params) -> Any:
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
         return _problem(503, f"probes are unavailable on this server: {reason}")
     try:
-        run = manager.submit(pair, None, job=probe_job(prompts, config, notices,
-                                                             settings.vllm_url
-                                                             if engine == "vllm" else None),
+        keep = _keeper(request, pair, described | {"engine": engine})
+        vllm_url = settings.vllm_url if engine == "vllm" else None
+        run = manager.submit(pair, None, job=probe_job(prompts, config, notices, keep, vllm_url),
                              timeout_s=settings.probe_timeout_s)
     except QueueFull:
         return JSONResponse(
@@ -174,7 +202,8 @@ PROMPT_FILE = {"content": {"text/plain": {"schema": {
                                     "plain text (one prompt per line), UTF-8"}}},
     "required": False}
 PROBE_EVENTS = ("events `queued`, `progress` (done, total, domain, temperature), `probe` (the "
-                "result and chart data), `error`")
+                "result and chart data), `saved` (`id` and `url` of the saved probe, see "
+                "`GET /api/probes/{probe_id}`, or `error`: why it was not saved), `error`")
 
 
 def probes_api(settings: Settings) -> APIRouter:
@@ -221,7 +250,8 @@ def probes_api(settings: Settings) -> APIRouter:
         ] = EngineName("specscope"),  # noqa: B008 - an enum member, not a call per request
     ):
         """The request body, when not empty, is a prompt file. The stream ends with one
-        `probe` event, or with an `error` event."""
+        `probe` event and then a `saved` event (where the result is kept), or with an `error`
+        event."""
         chosen = [s.value for s in sets] if sets is not None else None
         return await _probe_stream(
             request, message_json, sets=chosen, temperatures=temperatures, k=k,

@@ -99,6 +99,23 @@ def test_csv_has_one_row_per_token(live_server, saved):
     assert starts[0] == 0 and len(starts) == len(cycles)
 
 
+def test_csv_neutralises_token_texts_a_spreadsheet_would_evaluate(live_server, app_state,
+                                                                  saved):
+    run_id, _ = saved
+    record = get(live_server, f"/api/runs/{run_id}").json()
+    hostile = ['=HYPERLINK("http://evil.example","click")', "+1+2", "-3", "@SUM(A1)",
+               "\tx", "\rx"]
+    ordinary = [" the", "fox", "a=b", "'quoted", ""]
+    texts = hostile + ordinary
+    tokens = [dict(record["cycles"][0]["tokens"][0], text=text) for text in texts]
+    record["cycles"] = [dict(record["cycles"][0], tokens=tokens)]
+    copy_id = app_state.store.save(record)
+    rows = list(csv.DictReader(io.StringIO(get(live_server, f"/runs/{copy_id}.csv").text)))
+    assert [row["text"] for row in rows] == ["'" + text for text in hostile] + ordinary
+    assert get(live_server, f"/api/runs/{copy_id}").json()["cycles"][0]["tokens"][0]["text"] \
+        == hostile[0]  # only the spreadsheet export is quoted, the record is as measured
+
+
 def test_the_run_page_shows_every_cycle_the_summary_and_card_tags(live_server, saved):
     run_id, events = saved
     html = get(live_server, f"/runs/{run_id}").text

@@ -41,6 +41,7 @@ CASES = [
     ("GET /api/theory", POSITIVE), ("GET /api/theory", NEGATIVE), ("POST /api/runs", POSITIVE),
     ("POST /api/runs", NEGATIVE), ("GET /api/runs/status", POSITIVE),  # no input to break
     ("GET /api/runs/{run_id}", POSITIVE),  # any string is an id the schema allows
+    ("GET /api/probes/{probe_id}", POSITIVE),  # the same
     ("GET /api/roofline", POSITIVE), ("GET /api/roofline", NEGATIVE),
     ("POST /api/probes", POSITIVE), ("POST /api/probes", NEGATIVE),
     ("POST /api/calibrate", POSITIVE), ("POST /api/calibrate", NEGATIVE),

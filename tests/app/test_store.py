@@ -78,7 +78,7 @@ def test_the_schema_comes_from_migrations_and_reopening_keeps_the_runs(tmp_path)
     assert reopened.get(run_id) is not None
     applied = sqlite3.connect(path).execute(
         "select migration_set, name from _sqlite_migrations").fetchall()
-    assert applied == [("specscope", "create_runs")]
+    assert sorted(applied) == [("specscope", "create_probes"), ("specscope", "create_runs")]
 
 
 def test_a_file_that_is_not_a_database_is_reported():
@@ -144,3 +144,20 @@ def test_a_run_too_large_to_keep_says_so_on_the_stream(live_server, app_state):
         app_state.store.max_run_bytes = 2_000_000
     html = json.loads(lines[-1][6:])["html"]
     assert 'id="share-error"' in html and "over the server&#39;s limit of 1 kB" in html
+
+
+def a_probe(i: int, padding: int = 0) -> dict:
+    return {"settings": {"k": 4, "seed": i}, "pair": {"name": "tiny"}, "machine": {},
+            "result": {"rows": [], "notices": ["x" * padding]}}
+
+
+def test_probes_are_kept_like_runs_under_the_same_limits():
+    store = RunStore(":memory:", runs_kept=3, max_run_bytes=5_000)
+    ids = [store.save_probe(a_probe(i)) for i in range(5)]
+    assert all(is_run_id(i) for i in ids) and store.ids("probes") == ids[2:]
+    assert store.get_probe(ids[0]) is None
+    assert store.get_probe(ids[4])["settings"] == {"k": 4, "seed": 4}
+    assert store.get_probe("not-an-id") is None and store.get(ids[4]) is None  # own table
+    with pytest.raises(RunTooLarge, match=r"this probe is 1\d kB, over the server's limit"):
+        store.save_probe(a_probe(9, padding=12_000))
+    assert store.ids() == []  # no run was touched

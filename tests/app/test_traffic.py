@@ -9,15 +9,13 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from support.live_server import wait_until_idle
-from support.sse import events
+from support.probes import FAST, probe, result_of
 
 from app.main import create_app
 from app.traffic import parse_traffic_state
 from engine.measure.prompt_sets import BUILTIN_SETS
 from engine.settings import Settings
 
-FAST = {"sets": ["python", "jargon"], "temperatures": "0,1", "k": 3, "max_new_tokens": 5,
-        "prompts_per_set": 2, "seed": 1}
 METRICS = "\n".join([
     "# TYPE vllm:spec_decode_num_drafts_total counter",
     'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0',
@@ -35,20 +33,13 @@ METRICS = "\n".join([
 ]) + "\n"
 
 
-def probe(server, params=None, body: bytes = b"", path="/api/probes"):
-    with httpx.stream("POST", server.url + path, params=params or FAST, content=body,
-                      timeout=120) as response:
-        assert response.status_code == 200, response.read()
-        return events(response)
-
-
 def test_probe_streams_progress_then_the_result(live_server):
     stream = probe(live_server)
     kinds = [k for k, _ in stream]
-    assert kinds == ["progress"] * 8 + ["probe"]
-    assert [d["done"] for _, d in stream[:-1]] == list(range(1, 9))
-    assert {d["total"] for _, d in stream[:-1]} == {8}
-    result = stream[-1][1]
+    assert kinds == ["progress"] * 8 + ["probe", "saved"]
+    assert [d["done"] for _, d in stream[:-2]] == list(range(1, 9))
+    assert {d["total"] for _, d in stream[:-2]} == {8}
+    result = result_of(stream)
     assert result["complete"] and result["engine"] == "specscope"
     assert [(r["domain"], r["temperature"]) for r in result["rows"]] == [
         ("python", 0.0), ("jargon", 0.0), ("python", 1.0), ("jargon", 1.0)]
@@ -61,14 +52,14 @@ def test_uploaded_prompts_are_probed_under_their_domains(live_server):
     body = b'{"text": "the quick brown fox", "domain": "foxes"}\n{"text": "the cat sat"}\n'
     stream = probe(live_server, FAST | {"sets": [], "file_name": "mine.jsonl",
                                         "temperatures": "0.7"}, body)
-    result = stream[-1][1]
+    result = result_of(stream)
     assert [r["domain"] for r in result["rows"]] == ["foxes", "mine"]
     assert "2 prompts from mine.jsonl." in result["notices"]
 
 
 def test_long_prompts_are_cut_with_a_notice(live_server):
     body = ("word " * 3000).encode()
-    result = probe(live_server, FAST | {"sets": [], "temperatures": "0"}, body)[-1][1]
+    result = result_of(probe(live_server, FAST | {"sets": [], "temperatures": "0"}, body))
     assert any("their starts were cut off" in n for n in result["notices"])
 
 
@@ -99,7 +90,7 @@ def test_bad_probes_get_a_clear_4xx(live_server, params, body, status, message):
 def test_without_sets_or_a_file_every_built_in_set_is_probed(live_server):
     params = {k: v for k, v in FAST.items() if k != "sets"} | {"temperatures": "0",
                                                                 "prompts_per_set": 1}
-    result = probe(live_server, params)[-1][1]
+    result = result_of(probe(live_server, params))
     assert [r["domain"] for r in result["rows"]] == list(BUILTIN_SETS)
 
 
@@ -152,15 +143,17 @@ def test_probe_at_the_time_limit_reports_what_it_measured(live_server, app_state
     finally:
         settings.probe_timeout_s = before
         hook.remove()
-    kind, result = stream[-1]
-    assert kind == "probe" and not result["complete"]
+    kinds = [kind for kind, _ in stream]
+    assert kinds[-2:] == ["probe", "saved"]  # what was measured by the limit is kept too
+    result = result_of(stream)
+    assert not result["complete"]
     assert 0 < result["runs_measured"] < result["runs_planned"]
     assert any("time limit" in n for n in result["notices"])
 
 
 def test_page_stream_renders_the_table_and_two_charts(live_server):
     stream = probe(live_server, path="/probes")
-    html = stream[-1][1]["html"]
+    html = result_of(stream)["html"]
     assert html.count("<svg") == 2 and 'class="probe-table"' in html
     assert html.count("Use these numbers") == 4
     assert 'href="/?alpha=' in html

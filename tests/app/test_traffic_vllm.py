@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from support.fake_vllm_server import start_fake_vllm
 from support.live_server import LiveServer
-from support.sse import events
+from support.probes import events, result_of
 
 from app.main import create_app
 
@@ -42,7 +42,7 @@ def test_the_api_probe_through_vllm_reports_vllms_counters(server):
     # two prompts through vLLM, then the same two through our engine, for the comparison
     assert [d["engine"] for d in progress] == ["vllm", "vllm", "specscope", "specscope"]
     assert {d["total"] for d in progress} == {4}
-    result = out[-1][1]
+    result = result_of(out)
     assert result["engine"] == "vllm"
     [row] = result["rows"]
     assert (row["cycles"], row["accepted"], row["drafted"]) == (2, 4, 8)  # 2 of 4 a cycle
@@ -52,7 +52,7 @@ def test_the_api_probe_through_vllm_reports_vllms_counters(server):
 
 def test_the_page_renders_the_vllm_table_with_what_vllm_cannot_give(server):
     out = stream(server, "/probes", VLLM)
-    html = out[-1][1]["html"]
+    html = result_of(out)["html"]
     assert "vllm" in html.lower() and "n/a" in html
 
 

@@ -1,5 +1,6 @@
 """The "Your traffic" panel in real Chromium: a probe of a built-in set and an uploaded file,
-bad files explained, the pasted vLLM metrics, and "Use these numbers"."""
+shared and opened from its link, bad files explained, the pasted vLLM metrics, and "Use these
+numbers"."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def page(browser, live_server) -> Page:
     assert errors == [], f"the page logged errors: {errors}"
 
 
-def test_probe_a_set_and_a_file_then_use_a_row(page, tmp_path):
+def test_probe_a_set_and_a_file_share_it_then_use_a_row(page, browser, live_server, tmp_path):
     page.goto("/?probe_set=&probe_set=python&probe_t=0&probe_t=1&probe_k=3&probe_tokens=5"
               "&probe_prompts=2")
     expect(page.locator('input[name="probe_set"][value="python"]')).to_be_checked()
@@ -49,6 +50,32 @@ def test_probe_a_set_and_a_file_then_use_a_row(page, tmp_path):
     assert set(rows.evaluate_all("rs => rs.map(r => r.dataset.domain)")) == {"python", "tickets"}
     assert page.locator("#probe-result svg.chart").count() == 2
     assert page.locator("#probe-progress").evaluate("p => p.value === p.max && p.max === 6")
+
+    share = page.locator("#share-probe")
+    expect(share).to_have_text("Share this probe")
+    href = share.get_attribute("href")
+    assert re.fullmatch(r"/probes/[A-Za-z0-9_-]{22}", href)
+    expect(page.locator("#share-probe-url")).to_have_value(live_server.url + href)
+    share.click()  # copies the link (no clipboard here: the address is selected instead)
+    expect(page.locator("#share-probe-status")).not_to_be_empty()
+    fresh = browser.new_context(base_url=live_server.url)  # someone the link was sent to
+    try:
+        stored = fresh.new_page()
+        stored.goto(href)
+        kept = stored.locator("#probe-result .probe-table:not(.positions-table) tbody tr")
+        assert kept.count() == 4
+        assert kept.evaluate_all("rs => rs.map(r => r.dataset.alpha)") == \
+            rows.evaluate_all("rs => rs.map(r => r.dataset.alpha)")
+        assert stored.locator("#probe-result svg.chart").count() == 2
+        expect(stored.locator("#probe-title")).to_contain_text("Saved probe: probe at k 3")
+        expect(stored.locator(".run-facts")).to_contain_text("prompts from tickets.jsonl")
+        stored.locator("#probe-settings-link").click()
+        expect(stored.locator('input[name="probe_set"][value="python"]')).to_be_checked()
+        expect(stored.locator('input[name="probe_t"][value="1"]')).to_be_checked()
+        assert stored.locator("#probe_k").input_value() == "3"
+    finally:
+        fresh.close()
+
     link = rows.nth(1).locator("a.use-numbers")
     alpha, k = link.get_attribute("data-alpha"), link.get_attribute("data-k")
     link.click()

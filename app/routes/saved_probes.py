@@ -1,0 +1,149 @@
+"""Saved probes: the permalink page (the result as the traffic panel showed it), the JSON
+export and the API entry. Every finished probe is saved; its `saved` stream event gives the id.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel
+
+from app.errors import Problem, error_responses
+from app.routes.traffic import render_probe
+from app.store import RunStore, StoreUnavailable
+from app.templating import templates
+from app.traffic import TrafficState
+from engine.measure.probe import ProbeResult, ProbeRow
+
+router = APIRouter(tags=["saved probes"])
+
+ProbeId = Annotated[str, Path(description="the probe's id, as in its /probes/{id} link")]
+
+
+class SavedProbeOut(BaseModel):
+    """A saved probe: what was asked, the pair, where it ran, and the result with its charts'
+    data (the `probe` stream event's body)."""
+
+    id: str
+    created: str
+    pair: dict[str, Any]
+    settings: dict[str, Any]
+    machine: dict[str, Any]
+    result: dict[str, Any]
+
+
+class NoProbe(Exception):
+    """No probe under this id (or the id is not one the server hands out)."""
+
+
+def probe_result(record: dict[str, Any]) -> ProbeResult:
+    """The stored result as the engine's :class:`ProbeResult` again, for the page's template."""
+    fields = {key: value for key, value in record["result"].items() if key != "charts"}
+    return ProbeResult(**{**fields, "rows": [ProbeRow(**row) for row in fields["rows"]]})
+
+
+def panel_query(settings: dict[str, Any]) -> str:
+    """The traffic panel's link state for a stored probe's settings (an uploaded file cannot
+    travel in a link: its prompts are not stored)."""
+    return TrafficState(tuple(settings["sets"]), tuple(settings["temperatures"]),
+                        settings["k"], settings["max_new_tokens"],
+                        settings["prompts_per_set"],
+                        settings.get("engine", "specscope")).query()
+
+
+def _record(request: Request, probe_id: str) -> dict[str, Any]:
+    store: RunStore | None = request.app.state.store
+    if store is None:
+        raise StoreUnavailable(request.app.state.store_error)
+    record = store.get_probe(probe_id)  # None for a malformed id too
+    if record is None:
+        raise NoProbe(probe_id)
+    try:  # a record from another version of the probe's result reads as a clear error
+        probe_result(record), panel_query(record["settings"]), probed(record["settings"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise StoreUnavailable(f"probe {probe_id} is in a form this server cannot read "
+                               f"({type(error).__name__}: {error})") from error
+    return record
+
+
+def _failure(request: Request, error: Exception, html: bool) -> Response:
+    if isinstance(error, NoProbe):
+        status, heading = 404, "No such probe"
+        message = ("There is no saved probe at this address. The link may be mistyped, or the "
+                   "probe was removed to make room for newer ones.")
+    else:
+        status, heading = 503, "Saved probes are unavailable"
+        message = (f"The server cannot read its database of saved probes ({error}). The page "
+                   f"and new probes still work; they are not saved until the server's "
+                   f"operator repairs or moves the database file.")
+    if html:
+        return templates.TemplateResponse(request, "error.html", {
+            "heading": heading, "message": message}, status_code=status)
+    return JSONResponse(status_code=status, content={"message": message})
+
+
+def _load(request: Request, probe_id: str, html: bool) -> dict[str, Any] | Response:
+    try:
+        return _record(request, probe_id)
+    except (NoProbe, StoreUnavailable) as error:
+        return _failure(request, error, html)
+
+
+@router.get("/api/probes/{probe_id}", response_model=SavedProbeOut,
+            summary="A saved probe: settings, pair, machine and the result with chart data",
+            responses={**error_responses(400, 404),
+                       503: {"model": Problem, "description": "the database cannot be read"}})
+def api_probe(request: Request, probe_id: ProbeId):
+    """Every finished probe is saved; the `saved` event of `POST /api/probes` gives the id.
+    `result` is the `probe` event's body: the rows, the notices and the charts' data."""
+    return _load(request, probe_id, html=False)
+
+
+@router.get("/probes/{probe_id}.json", include_in_schema=False)
+def probe_json(request: Request, probe_id: str):
+    record = _load(request, probe_id, html=False)
+    if isinstance(record, Response):
+        return record
+    return JSONResponse(SavedProbeOut(**record).model_dump(), headers={
+        "Content-Disposition": f'inline; filename="specscope-probe-{probe_id}.json"'})
+
+
+def probed(settings: dict[str, Any]) -> str:
+    """Which prompts were probed, in words."""
+    parts = []
+    if settings["sets"]:
+        parts.append(f"built-in sets {', '.join(settings['sets'])} "
+                     f"(first {settings['prompts_per_set']} prompts each)")
+    if settings.get("file_name"):
+        parts.append(f"prompts from {settings['file_name']}")
+    count = settings["prompts"]
+    return f"{' and '.join(parts)}, {count} prompt{'s' if count != 1 else ''}"
+
+
+def probe_title(record: dict[str, Any]) -> str:
+    """What the probe shows, in one line: "probe at k 4: alpha 0.41–0.83 over 6 rows"."""
+    rows = record["result"]["rows"]
+    alphas = [row["alpha_counted"] for row in rows]
+    spread = (f"alpha {min(alphas):.2f}–{max(alphas):.2f}" if len(alphas) > 1
+              else f"alpha {alphas[0]:.2f}" if alphas else "no rows")
+    return f"probe at k {record['result']['k']}: {spread} over {len(rows)} " \
+           f"row{'s' if len(rows) != 1 else ''}"
+
+
+@router.get("/probes/{probe_id}", response_class=HTMLResponse, include_in_schema=False)
+def probe_page(request: Request, probe_id: str):
+    record = _load(request, probe_id, html=True)
+    if isinstance(record, Response):
+        return record
+    return templates.TemplateResponse(request, "probe.html", {
+        "record": record,
+        "probe_id": probe_id,
+        "page_url": str(request.url_for("probe_page", probe_id=probe_id)),
+        "page_title": f"{probe_title(record)} · specscope",
+        "title": probe_title(record),
+        "probed": probed(record["settings"]),
+        "result_html": render_probe(probe_result(record)),
+        "panel_link": f"/?{panel_query(record['settings'])}#traffic",
+    })
