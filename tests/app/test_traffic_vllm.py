@@ -76,3 +76,13 @@ def test_a_vllm_server_that_stops_answering_ends_the_probe_with_a_message(
         out = stream(running, "/api/probes", VLLM)
     kind, data = out[-1]
     assert kind == "error" and data["message"].startswith("the vLLM server:")
+
+
+def test_a_vllm_probe_is_kept_with_its_engine_and_links_back_to_it(server):
+    out = stream(server, "/api/probes", VLLM)
+    kind, saved = out[-1]
+    assert kind == "saved"
+    record = httpx.get(server.url + f"/api/probes/{saved['id']}").json()
+    assert record["settings"]["engine"] == "vllm" and record["result"]["engine"] == "vllm"
+    page = httpx.get(server.url + saved["url"]).text
+    assert "probe_engine=vllm" in page
