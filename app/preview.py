@@ -72,8 +72,9 @@ def preview_svg(heading: str, headline: str, chart: SpeedupChart | BarChart, par
 
 
 @lru_cache(maxsize=256)
-def png(svg: str, zoom: float = 1.0) -> bytes:
-    """PNG bytes of ``svg``; the same source is rendered once (the cache holds 256)."""
+def png(svg: str, *, zoom: float) -> bytes:
+    """PNG bytes of ``svg``; the same source is rendered once (the cache holds 256). ``zoom``
+    is a required keyword so that every call makes the same cache key."""
     fonts: dict[str, Any] = {"skip_system_fonts": True, "font_files": FONT_FILES} \
         if FONT_FILES else {}
     return resvg_py.svg_to_bytes(svg_string=clean_text(svg), zoom=zoom, background="#ffffff",
@@ -81,7 +82,7 @@ def png(svg: str, zoom: float = 1.0) -> bytes:
 
 
 def png_response(svg: str, zoom: float = 1.0, headers: dict[str, str] | None = None) -> Response:
-    return Response(png(svg, zoom), media_type="image/png",
+    return Response(png(svg, zoom=zoom), media_type="image/png",
                     headers={"Cache-Control": "public, max-age=86400", **(headers or {})})
 
 

@@ -8,10 +8,13 @@ import io
 import logging
 import os
 import platform
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
+from app.preview import png, preview_svg
+from app.render import summary_context
 from app.run_messages import RunMessage
 from app.run_queue import FinishedRun
 from app.store import RunStore, RunTooLarge, StoreUnavailable
@@ -23,6 +26,13 @@ from engine.settings import Settings
 
 log = logging.getLogger("specscope.saved")
 
+# A run's charts as files: their title and axis labels.
+CHARTS = {
+    "positions": {"title": "Acceptance at each draft position", "x_label": "draft position i",
+                  "y_label": "share of cycles"},
+    "lengths": {"title": "Acceptance lengths", "x_label": "drafts accepted in a cycle",
+                "y_label": "share of cycles"},
+}
 CSV_COLUMNS = ("cycle", "position", "kind", "token_id", "text", "step_ms", "cycle_start_ms",
                "cycle_ms")
 
@@ -70,21 +80,28 @@ def run_record(finished: FinishedRun, settings: Settings) -> dict[str, Any]:
 
 
 class Archiver:
-    """Saves every finished run and tells the stream where it went (or why it could not)."""
+    """Saves every finished run and tells the stream where it went (or why it could not).
+
+    The run's preview card is drawn right after, off the engine's thread, so the first chat
+    app to fetch it for a pasted link finds it in the cache."""
 
     def __init__(self, store: RunStore | None, settings: Settings, unavailable: str = "") -> None:
         self.store = store
         self.settings = settings
         self.unavailable = unavailable  # why there is no store
+        self.previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specscope-preview")
+        self.last_preview: Future[bytes] | None = None
 
     def __call__(self, finished: FinishedRun) -> RunMessage:
         try:
             if self.store is None:
                 raise StoreUnavailable(self.unavailable)
-            run_id = self.store.save(run_record(finished, self.settings))
+            record = run_record(finished, self.settings)
+            run_id = self.store.save(record)
         except (RunTooLarge, StoreUnavailable) as error:
             log.warning("run not saved: %s", error)
             return RunMessage.not_saved(f"the run was not saved: {error}")
+        self.last_preview = self.previews.submit(png, run_preview_svg(record), zoom=1.0)
         return RunMessage.saved(run_id)
 
     def probe(self, record: dict[str, Any]) -> RunMessage:
@@ -121,6 +138,13 @@ def summary_event(record: dict[str, Any]) -> SummaryEvent:
 def short_prompt(prompt: str, limit: int = 48) -> str:
     flat = " ".join(prompt.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def run_preview_svg(record: dict[str, Any]) -> str:
+    """The run's link-preview card: its prompt, its figures and its per-position chart."""
+    positions = summary_context(summary_event(record))["positions"]
+    return preview_svg(f"“{short_prompt(record['settings']['prompt'], 60)}”", run_title(record),
+                       positions, "_bar_chart.html", **CHARTS["positions"])
 
 
 def run_title(record: dict[str, Any]) -> str:

@@ -13,11 +13,13 @@ from pydantic import BaseModel
 from app.charts import BarChart
 from app.errors import Problem, error_responses
 from app.params import Slider, parse_controls
-from app.preview import chart_svg, export, png_response, preview_svg
+from app.preview import chart_svg, export, png_response
 from app.render import summary_context
 from app.saved import (
+    CHARTS,
     cycle_events,
     replay_frames,
+    run_preview_svg,
     run_title,
     short_prompt,
     summary_event,
@@ -29,13 +31,6 @@ from app.templating import templates
 router = APIRouter(tags=["saved runs"])
 
 SPEEDS = ("1", "0.25", "0.1")  # real time, and the two slow motions
-# A run's charts as files: their title and axis labels.
-CHARTS = {
-    "positions": {"title": "Acceptance at each draft position", "x_label": "draft position i",
-                  "y_label": "share of cycles"},
-    "lengths": {"title": "Acceptance lengths", "x_label": "drafts accepted in a cycle",
-                "y_label": "share of cycles"},
-}
 RunId = Annotated[str, Path(description="the run's id, as in its /runs/{id} link")]
 
 
@@ -149,10 +144,7 @@ def run_preview(request: Request, run_id: str):
     record = _load(request, run_id, html=False)
     if isinstance(record, Response):
         return record
-    charts = summary_context(summary_event(record))
-    svg = preview_svg(f"“{short_prompt(record['settings']['prompt'], 60)}”", run_title(record),
-                      charts["positions"], "_bar_chart.html", **CHARTS["positions"])
-    return png_response(svg)
+    return png_response(run_preview_svg(record))
 
 
 @router.get("/runs/{run_id}/{chart}.{fmt}", include_in_schema=False)

@@ -40,12 +40,15 @@ def bars():
 def test_a_hostile_title_still_gives_a_valid_preview_of_the_card_size(title, bars):
     svg = preview_svg(title, title, bars, "_bar_chart.html", title=title, x_label=title)
     assert "<script>" not in svg
-    assert png_size(png(svg)) == (PREVIEW_WIDTH, PREVIEW_HEIGHT) == (1200, 630)
+    assert png_size(png(svg, zoom=1.0)) == (PREVIEW_WIDTH, PREVIEW_HEIGHT) == (1200, 630)
 
 
 def test_the_title_is_drawn(bars):
-    one = png(preview_svg("alpha 0.70", "x", bars, "_bar_chart.html", title="t", x_label="x"))
-    other = png(preview_svg("alpha 0.90", "x", bars, "_bar_chart.html", title="t", x_label="x"))
+    def card(heading: str) -> bytes:
+        return png(preview_svg(heading, "x", bars, "_bar_chart.html", title="t", x_label="x"),
+                   zoom=1.0)
+
+    one, other = card("alpha 0.70"), card("alpha 0.90")
     assert one != other
 
 
