@@ -1,7 +1,9 @@
 """Speaking to a vLLM server over HTTP: ``/health``, OpenAI-compatible completions with token
 ids, and the speculative-decoding counters on ``/metrics``.
 
-Standard library only: the client runs in specscope's environment, the server in its own.
+The standard library speaks HTTP, and the counters are read as the calibration reads them
+(:func:`engine.measure.calibrate.read_counts`): the client runs in specscope's environment,
+the server in its own.
 Every failure (nothing listening, an HTTP error, a body that is not what vLLM sends, a
 server that stops mid-request) is a :class:`VllmError` whose message names the server and
 what went wrong; every request has a timeout, so nothing waits forever.
@@ -11,13 +13,14 @@ from __future__ import annotations
 
 import http.client
 import json
-import math
 import urllib.error
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 
+from engine.measure.calibrate import MetricsError, read_counts
+
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a completion or a /metrics page is far smaller
-COUNTER_PREFIX = "vllm:spec_decode_"
 
 
 class VllmError(RuntimeError):
@@ -195,46 +198,21 @@ class VllmClient:
 
 def parse_counters(text: str, where: str = "the metrics") -> SpecCounters:
     """The ``vllm:spec_decode_*_total`` counters of a Prometheus text page, summed over label
-    sets (one engine per server here). Raises :class:`VllmError` for text that is not
-    Prometheus format or has no speculative-decoding counters."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    counters = SpecCounters()
-    found = False
-    per_position: dict[int, float] = {}
+    sets (one engine per server here), read by the calibration's reader. Raises
+    :class:`VllmError` for text that is not Prometheus format or has no speculative-decoding
+    counters."""
     try:
-        families = list(text_string_to_metric_families(text))
-    except Exception as error:  # noqa: BLE001 - the parser raises several kinds on bad text
-        raise VllmError(
-            f"{where} is not Prometheus text ({type(error).__name__}: {str(error)[:120]})"
-        ) from None
-    for family in families:
-        for sample in family.samples:
-            name = sample.name
-            if not (name.startswith(COUNTER_PREFIX) and name.endswith("_total")):
-                continue
-            if not math.isfinite(sample.value) or sample.value < 0:
-                raise VllmError(f"{where}: {name} is {sample.value}, not a count")
-            value, base = int(sample.value), name[len(COUNTER_PREFIX) : -len("_total")]
-            found = True
-            if base == "num_drafts":
-                counters.drafts += value
-            elif base == "num_draft_tokens":
-                counters.draft_tokens += value
-            elif base == "num_accepted_tokens":
-                counters.accepted += value
-            elif base == "num_accepted_tokens_per_pos":
-                position = int(sample.labels.get("position", "-1"))
-                if position < 0:
-                    raise VllmError(f"{where}: {name} has no position label")
-                per_position[position] = per_position.get(position, 0) + value
-    if not found:
-        raise VllmError(
-            f"{where} has no {COUNTER_PREFIX}* counters: was the server started with a "
-            "speculative config?"
-        )
-    counters.per_position = [int(per_position.get(i, 0)) for i in range(len(per_position))]
-    return counters
+        groups = read_counts(text, where)
+    except MetricsError as error:
+        raise VllmError(str(error)) from None
+    total, per_position = SpecCounters(), Counter[int]()
+    for counts in groups.values():
+        total.drafts += int(counts.drafts)
+        total.draft_tokens += int(counts.draft_tokens)
+        total.accepted += int(counts.accepted)
+        per_position.update({i: int(n) for i, n in counts.per_position.items()})
+    total.per_position = [per_position[i] for i in range(max(per_position, default=-1) + 1)]
+    return total
 
 
 def _excerpt(value, limit: int = 200) -> str:

@@ -118,7 +118,7 @@ def test_garbage_answers_are_named_as_such(fake_python):
     with VllmServer(spec(fake_python("garbage")), startup_timeout_s=30) as server:
         with pytest.raises(VllmError, match=r"/v1/models answered something that is not JSON"):
             server.client.complete([1, 2, 3], 4)
-        with pytest.raises(VllmError, match=r"/metrics is not Prometheus text|no vllm:spec"):
+        with pytest.raises(VllmError, match=r"/metrics are not Prometheus text|/metrics hold no vllm:spec"):
             server.client.counters()
 
 
@@ -171,8 +171,8 @@ def test_real_metrics_pages_parse_and_subtract():
     [
         ("<html>hello</html>", "not Prometheus text|no vllm:spec"),
         ("# TYPE x counter\nx_total 3\n", "no vllm:spec_decode_"),
-        ('vllm:spec_decode_num_drafts_total{engine="0"} NaN\n', "not a count"),
-        ('vllm:spec_decode_num_drafts_total{engine="0"} -2\n', "not a count"),
+        ('vllm:spec_decode_num_drafts_total{engine="0"} NaN\n', "must be a finite number"),
+        ('vllm:spec_decode_num_drafts_total{engine="0"} -2\n', "cannot be negative"),
     ],
 )
 def test_bad_metrics_text_is_refused(text, message):
