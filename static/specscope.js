@@ -44,6 +44,16 @@
     announceTimer = setTimeout(function () { announcer.textContent = results.dataset.announce; }, 700);
   });
 
+  // On a phone the answer stays in view while a slider moves (.pocket); once the sliders are
+  // scrolled away it steps aside, so it never covers the live run or the panels below.
+  document.addEventListener("DOMContentLoaded", function () {
+    var controls = document.getElementById("controls");
+    if (!controls || !("IntersectionObserver" in window)) return;
+    new IntersectionObserver(function (entries) {
+      document.body.classList.toggle("controls-away", !entries[0].isIntersecting);
+    }).observe(controls);
+  });
+
   // Copy link: the address bar is the state.
   document.addEventListener("DOMContentLoaded", function () {
     // The server names the state it shows, bad values clamped (htmx answers carry it in

@@ -100,11 +100,11 @@ MODELS: dict[str, ModelShape] = {
         hidden=896, intermediate=4864, layers=24, heads=14, kv_heads=2, head_dim=64,
         vocab=151936, tied=True, qkv_bias=True),
     "shipped-target": _shape(
-        "shipped target", "models/target/config.json",
+        "the shipped target", "models/target/config.json",
         hidden=256, intermediate=768, layers=8, heads=4, kv_heads=4, head_dim=64,
         vocab=4096, tied=True),
     "shipped-draft": _shape(
-        "shipped draft", "models/draft/config.json",
+        "the shipped draft", "models/draft/config.json",
         hidden=128, intermediate=384, layers=1, heads=2, kv_heads=2, head_dim=64,
         vocab=4096, tied=True),
 }

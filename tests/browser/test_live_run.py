@@ -185,6 +185,10 @@ def test_output_is_coloured_by_model_and_each_cycle_has_a_timeline(page):
     rows = page.locator("#live-cycles .cycle").count()
     assert page.locator("#live-cycles svg.timeline .verify-time").count() == rows
     assert page.locator("#live-cycles svg.timeline .alone-time").count() == rows
+    # The bars line up in one column, whatever the width of each row's chips.
+    lefts = page.locator("#live-cycles svg.timeline").evaluate_all(
+        "els => [...new Set(els.map(e => Math.round(e.getBoundingClientRect().left)))]")
+    assert len(lefts) == 1, lefts
     interval = page.locator('[data-summary="speedup_interval"]').inner_text()
     low, high = (float(x) for x in re.findall(r"\d+\.\d+", interval))
     measured = float(page.locator(".live-summary").get_attribute("data-speedup-measured"))

@@ -238,6 +238,19 @@ def test_phone_sees_the_answer_while_moving_a_slider(browser, slider_server):
     page.close()
 
 
+def test_the_phone_answer_steps_aside_once_the_sliders_are_scrolled_away(browser,
+                                                                        slider_server):
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(slider_server.url)
+    pocket = page.locator(".pocket")
+    expect(pocket).to_be_visible()
+    page.locator("#live").scroll_into_view_if_needed()
+    expect(pocket).to_be_hidden()  # it would cover the live run
+    page.locator("#alpha").scroll_into_view_if_needed()
+    expect(pocket).to_be_visible()
+    page.close()
+
+
 def test_do_not_speculate_draws_no_best_marker_and_the_edge_is_named(page):
     page.goto("/?alpha=0")
     assert page.locator("svg.chart .best-marker").count() == 0

@@ -118,7 +118,8 @@ def test_garbage_answers_are_named_as_such(fake_python):
     with VllmServer(spec(fake_python("garbage")), startup_timeout_s=30) as server:
         with pytest.raises(VllmError, match=r"/v1/models answered something that is not JSON"):
             server.client.complete([1, 2, 3], 4)
-        with pytest.raises(VllmError, match=r"/metrics are not Prometheus text|/metrics hold no vllm:spec"):
+        with pytest.raises(VllmError,
+                           match=r"/metrics are not Prometheus text|/metrics hold no vllm:spec"):
             server.client.counters()
 
 
