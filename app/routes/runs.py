@@ -63,13 +63,15 @@ async def _stream(
             content={"message": f"The engine is busy and {manager.queue_size} runs are already "
                                 f"waiting. Please try again in about {RETRY_AFTER_S} s."},
         )
-    return StreamingResponse(_events(manager, run, render), media_type="text/event-stream",
+    return StreamingResponse(run_events(manager, run, render), media_type="text/event-stream",
                              headers=STREAM_HEADERS)
 
 
-async def _events(
+async def run_events(
     manager: RunManager, run: LiveRun, render: Callable[[RunMessage], Any]
 ) -> AsyncIterator[str]:
+    """A queued run's (or probe's) messages as Server-Sent Events, each through ``render``,
+    with a keep-alive comment while nothing comes."""
     # When the client goes away the server cancels this generator; `finally` frees the engine.
     try:
         while True:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.errors import FieldProblem, Problem, ValidationProblem, error_responses
 from app.params import MAX_SEED
-from app.routes.runs import RETRY_AFTER_S, STREAM_HEADERS, _events
+from app.routes.runs import RETRY_AFTER_S, STREAM_HEADERS, run_events
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.run_queue import QueueFull
 from app.saved import Archiver, describe_machine, pair_record
@@ -189,7 +189,7 @@ async def _probe_stream(request: Request, render, **params) -> Any:
             status_code=429, headers={"Retry-After": str(RETRY_AFTER_S)},
             content={"message": f"The engine is busy and {manager.queue_size} runs are already "
                                 f"waiting. Please try again in about {RETRY_AFTER_S} s."})
-    return StreamingResponse(_events(manager, run, render), media_type="text/event-stream",
+    return StreamingResponse(run_events(manager, run, render), media_type="text/event-stream",
                              headers=STREAM_HEADERS)
 
 

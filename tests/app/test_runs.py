@@ -13,21 +13,12 @@ from contextlib import contextmanager
 import httpx
 import pytest
 from support.live_server import wait_until_idle
+from support.sse import read_events
 
 from engine.analytic.theory import KINDS
 
 BODY = {"prompt": "the quick brown fox", "k": 3, "temperature": 1.0, "top_p": 1.0,
         "max_new_tokens": 24, "seed": 5, "pair": "tiny"}
-
-
-def read_events(response: httpx.Response) -> list[tuple[str, dict]]:
-    events, kind = [], None
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("data: "):
-            events.append((kind, json.loads(line[6:])))
-    return events
 
 
 def run(server, body=None, path="/api/runs") -> list[tuple[str, dict]]:

@@ -11,6 +11,7 @@ import struct
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from support.sse import read_events
 
 from app.charts import measured_vs_model
 from app.main import create_app
@@ -24,17 +25,9 @@ BAD_IDS = ["nope", new_run_id(), "A" * 21, "A" * 23, "..%2F..%2Fsettings", "%00"
 
 
 def stream(server, body=None) -> list[tuple[str, dict]]:
-    import json
-
-    events, kind = [], None
     with httpx.stream("POST", server.url + "/api/runs", json=body or BODY, timeout=60) as r:
         assert r.status_code == 200
-        for line in r.iter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                events.append((kind, json.loads(line[6:])))
-    return events
+        return read_events(r)
 
 
 @pytest.fixture(scope="module")

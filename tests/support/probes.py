@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import httpx
+
+from support.sse import read_events as events
 
 FAST = {"sets": ["python", "jargon"], "temperatures": "0,1", "k": 3, "max_new_tokens": 5,
         "prompts_per_set": 2, "seed": 1}
-
-
-def events(response: httpx.Response) -> list[tuple[str, dict]]:
-    out, kind = [], None
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("data: "):
-            out.append((kind, json.loads(line[6:])))
-    return out
 
 
 def result_of(stream: list[tuple[str, dict]]) -> dict:
