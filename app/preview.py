@@ -2,13 +2,18 @@
 
 The page's own chart partials are reused inside a standalone ``<svg>`` with a small
 stylesheet (a file has no page CSS to lean on). PNGs are cached by their SVG source, so the
-same state is rendered once.
+same state is rendered once. A fresh card costs resvg about 130 ms of CPU, so cards are drawn
+ahead when one will likely be asked for (:func:`draw_soon`: a page opened from a pasted link,
+a run just saved), off the request's thread; a fetch that arrives while its card is being
+drawn waits for that drawing instead of starting another.
 """
 
 from __future__ import annotations
 
 import re
 import textwrap
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -81,8 +86,41 @@ def png(svg: str, *, zoom: float) -> bytes:
                                  font_family=FONT_FAMILY, **fonts)
 
 
+# One drawing thread, and a bound on the cards waiting for it: a burst of page loads costs a
+# few cards of CPU in the background, not one per load.
+MAX_WAITING_CARDS = 4
+_drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specscope-preview")
+_drawing: dict[str, Future[bytes]] = {}
+_drawing_lock = threading.Lock()
+
+
+def draw_soon(svg: str) -> Future[bytes] | None:
+    """Draw the card ``svg`` in the background so that its first fetch finds it in the cache;
+    None when too many cards are already waiting to be drawn."""
+    with _drawing_lock:
+        if svg in _drawing:
+            return _drawing[svg]
+        if len(_drawing) >= MAX_WAITING_CARDS:
+            return None
+        future = _drawing[svg] = _drawer.submit(png, svg, zoom=1.0)
+    future.add_done_callback(lambda _: _forget(svg))
+    return future
+
+
+def _forget(svg: str) -> None:
+    with _drawing_lock:
+        _drawing.pop(svg, None)
+
+
+def card_png(svg: str, zoom: float = 1.0) -> bytes:
+    """The PNG of ``svg``: the background drawing's if it is under way, else :func:`png`."""
+    with _drawing_lock:
+        future = _drawing.get(svg) if zoom == 1.0 else None
+    return future.result() if future is not None else png(svg, zoom=zoom)
+
+
 def png_response(svg: str, zoom: float = 1.0, headers: dict[str, str] | None = None) -> Response:
-    return Response(png(svg, zoom=zoom), media_type="image/png",
+    return Response(card_png(svg, zoom), media_type="image/png",
                     headers={"Cache-Control": "public, max-age=86400", **(headers or {})})
 
 

@@ -8,12 +8,13 @@ import io
 import logging
 import os
 import platform
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
-from app.preview import png, preview_svg
+from app.charts import speedup_chart
+from app.preview import draw_soon, preview_svg
 from app.render import summary_context
 from app.run_messages import RunMessage
 from app.run_queue import FinishedRun
@@ -89,7 +90,6 @@ class Archiver:
         self.store = store
         self.settings = settings
         self.unavailable = unavailable  # why there is no store
-        self.previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specscope-preview")
         self.last_preview: Future[bytes] | None = None
 
     def __call__(self, finished: FinishedRun) -> RunMessage:
@@ -101,7 +101,7 @@ class Archiver:
         except (RunTooLarge, StoreUnavailable) as error:
             log.warning("run not saved: %s", error)
             return RunMessage.not_saved(f"the run was not saved: {error}")
-        self.last_preview = self.previews.submit(png, run_preview_svg(record), zoom=1.0)
+        self.last_preview = draw_soon(run_preview_svg(record))
         return RunMessage.saved(run_id)
 
     def probe(self, record: dict[str, Any]) -> RunMessage:
@@ -145,6 +145,12 @@ def run_preview_svg(record: dict[str, Any]) -> str:
     positions = summary_context(summary_event(record))["positions"]
     return preview_svg(f"“{short_prompt(record['settings']['prompt'], 60)}”", run_title(record),
                        positions, "_bar_chart.html", **CHARTS["positions"])
+
+
+def slider_preview_svg(fig: Figures) -> str:
+    """A slider state's link-preview card: its title, its headline and its speedup chart."""
+    return preview_svg(slider_title(fig), slider_headline(fig), speedup_chart(fig), "_chart.html",
+                       fig=fig)
 
 
 def run_title(record: dict[str, Any]) -> str:

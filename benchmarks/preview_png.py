@@ -5,6 +5,9 @@ before, in a warm process (SVG rendered by resvg). Cached: a state seen before. 
 the process's CPU time are both printed: on a shared machine the wall time also counts the time
 other processes held the cores.
 
+Pasted: a link as a chat app fetches it, the page first (which draws its card in the
+background) and then the card, at once or after a pause; wall time of the card's request.
+
 Then where a warm render's time goes, resvg alone on the card's SVG: the card as it is, the
 same card without its text, a blank card of the same size (filling and PNG encoding), and what
 loading the fonts costs (a one-word SVG with and without the font files).
@@ -101,9 +104,19 @@ def main() -> None:
                 for i in range(args.states)]
         warm = [timed(client, url) for url in urls]
         cached = [timed(client, url) for url in urls]
+        pasted = {pause: [] for pause in (0.0, 0.3)}
+        for i in range(args.states):
+            for pause, runs in pasted.items():
+                query = f"alpha={0.21 + i * 0.02:.2f}&k={1 + i % 8}&c={0.1 + pause:.2f}"
+                assert client.get(f"/?{query}").status_code == 200
+                time.sleep(pause)
+                runs.append(timed(client, f"/preview.png?{query}"))
     print(f"   cold: wall {cold[0]:6.1f} ms; CPU {cold[1]:6.1f} ms (first image of the process)")
     print(summary("warm", warm), f"({args.states} states never seen before)")
     print(summary("cached", cached), "(the same states again)")
+    for pause, runs in pasted.items():
+        print(f"pasted, card fetched {pause * 1000:.0f} ms after the page: wall "
+              f"{stats([w for w, _ in runs])} ({args.states} states)")
     breakdown(seen[-1], args.repeats)
 
 

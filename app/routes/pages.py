@@ -9,8 +9,9 @@ from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
 from app.measurements import measurement_store
 from app.params import SLIDERS, parse_page_state
+from app.preview import draw_soon
 from app.roofline import parse_roofline_state, section_context
-from app.saved import slider_headline, slider_title
+from app.saved import slider_headline, slider_preview_svg, slider_title
 from app.templating import templates
 from app.traffic import parse_traffic_state, traffic_context
 from engine.analytic.theory import figures, simulate_cycles
@@ -65,6 +66,8 @@ def slider_page(request: Request) -> HTMLResponse:
         notices += live_notices
         notices += traffic_notices
         context |= traffic_context(traffic, settings)
+        # A page opened from a pasted link is followed by a fetch of its card: draw it now.
+        draw_soon(slider_preview_svg(fig))
         load_error = getattr(request.app.state, "load_error", None)
         context |= {
             "live": live,

@@ -7,8 +7,8 @@ from fastapi.responses import JSONResponse, Response
 
 from app.charts import speedup_chart
 from app.params import PageState, parse_page_state
-from app.preview import chart_svg, export, png_response, preview_svg
-from app.saved import slider_headline, slider_title
+from app.preview import chart_svg, export, png_response
+from app.saved import slider_preview_svg
 from engine.analytic.theory import Figures, figures
 
 router = APIRouter(include_in_schema=False)
@@ -22,10 +22,8 @@ def _figures(request: Request) -> tuple[PageState, Figures]:
 
 @router.get("/preview.png")
 def slider_preview(request: Request) -> Response:
-    state, fig = _figures(request)
-    svg = preview_svg(slider_title(fig), slider_headline(fig), speedup_chart(fig),
-                      "_chart.html", fig=fig)
-    return png_response(svg)
+    _, fig = _figures(request)
+    return png_response(slider_preview_svg(fig))
 
 
 @router.get("/chart.{fmt}")
