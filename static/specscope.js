@@ -217,25 +217,40 @@
     }
   }
 
-  // Share this run: copy its permalink; the link itself still opens the run.
-  function shareRun(event, link) {
+  // Share a run or a probe: copy its permalink into the clipboard (the link itself still opens
+  // it); the link names the box that shows the URL and the line that says what happened.
+  function shareLink(event, link) {
     event.preventDefault();
-    var done = function () { $("share-status").textContent = "Link copied: paste it anywhere."; };
-    var fallback = function () { $("share-url").select(); $("share-status").textContent = "Copy the selected link."; };
+    var status = $(link.dataset.shareStatus);
+    var done = function () { status.textContent = "Link copied: paste it anywhere."; };
+    var fallback = function () { $(link.dataset.shareUrl).select(); status.textContent = "Copy the selected link."; };
     if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link.href).then(done, fallback);
     else fallback();
   }
 
-  function useNumbers(button) {
+  // "Use these numbers" (a live run's button, a probe's or a calibration's links): the values
+  // it carries go into the sliders in place; false when the page cannot (then a link navigates).
+  function useNumbers(source) {
+    var controls = $("controls");
+    if (!controls || !window.htmx) return false;
     ["alpha", "k", "c", "v", "step_ms"].forEach(function (name) {
+      if (source.dataset[name] === undefined) return;
       var input = $(name);
-      input.value = button.dataset[name];
+      input.value = source.dataset[name];
       var output = $(name + "-value");
       if (output) output.value = Number(input.value).toFixed(name === "k" ? 0 : 2);
     });
-    htmx.trigger($("controls"), "submit");
-    $("controls").scrollIntoView({behavior: "smooth"});
+    htmx.trigger(controls, "submit");
+    controls.scrollIntoView({behavior: "smooth"});
+    return true;
   }
+
+  document.addEventListener("click", function (event) {
+    var numbers = event.target.closest("#use-numbers, a.use-numbers");
+    if (numbers && useNumbers(numbers)) event.preventDefault();
+    var share = event.target.closest("a[data-share-url]");
+    if (share) shareLink(event, share);
+  });
 
   document.addEventListener("DOMContentLoaded", function () {
     var form = $("live-form");
@@ -245,12 +260,6 @@
     $("stop-live").addEventListener("click", function () { if (running) running.abort(); });
     form.querySelectorAll(".preset").forEach(function (button) {
       button.addEventListener("click", function () { $("prompt").value = button.dataset.prompt; syncUrl(); });
-    });
-    document.addEventListener("click", function (event) {
-      var button = event.target.closest("#use-numbers");
-      if (button) useNumbers(button);
-      var share = event.target.closest("#share-run");
-      if (share) shareRun(event, share);
     });
   });
 })();

@@ -1,5 +1,5 @@
 // "Your traffic": send the probe's settings (query) and prompt file (body) to /probes and
-// show the streamed progress; "Use these numbers" links set the sliders in place.
+// show the streamed progress. ("Use these numbers" and "Share this probe" are specscope.js's.)
 // No figure is computed here: the server renders the table and the charts.
 "use strict";
 
@@ -104,31 +104,10 @@
     data.getAll("probe_set").forEach(function (s) { params.append("probe_set", s); });
     data.getAll("probe_t").forEach(function (t) { params.append("probe_t", t); });
     ["probe_k", "probe_tokens", "probe_prompts"].forEach(function (key) { params.set(key, data.get(key)); });
+    params.delete("probe_engine");
+    var engine = data.get("probe_engine");
+    if (engine && engine !== "specscope") params.set("probe_engine", engine);  // as the server writes it
     history.replaceState(null, "", "/?" + params.toString());
-  }
-
-  // Share this probe: copy its permalink; the link itself still opens the saved result.
-  function shareProbe(event, link) {
-    event.preventDefault();
-    var done = function () { $("share-probe-status").textContent = "Link copied: paste it anywhere."; };
-    var fallback = function () { $("share-probe-url").select(); $("share-probe-status").textContent = "Copy the selected link."; };
-    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link.href).then(done, fallback);
-    else fallback();
-  }
-
-  function useNumbers(link) {
-    var controls = $("controls");
-    if (!controls || !window.htmx) return false;
-    ["alpha", "k", "c", "v", "step_ms"].forEach(function (name) {
-      if (link.dataset[name] === undefined) return;
-      var input = $(name);
-      input.value = link.dataset[name];
-      var output = $(name + "-value");
-      if (output) output.value = Number(input.value).toFixed(name === "k" ? 0 : 2);
-    });
-    htmx.trigger(controls, "submit");
-    controls.scrollIntoView({behavior: "smooth"});
-    return true;
   }
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -137,11 +116,5 @@
     form.addEventListener("submit", start);
     form.addEventListener("change", syncUrl);
     $("stop-probe").addEventListener("click", function () { if (running) running.abort(); });
-    document.addEventListener("click", function (event) {
-      var link = event.target.closest("a.use-numbers");
-      if (link && useNumbers(link)) event.preventDefault();
-      var share = event.target.closest("#share-probe");
-      if (share) shareProbe(event, share);
-    });
   });
 })();

@@ -8,6 +8,10 @@ import re
 
 import pytest
 from playwright.sync_api import Page, expect
+from support.browser import checked_page
+from support.live_server import LiveServer
+
+from app.main import create_app
 
 pytestmark = pytest.mark.browser
 
@@ -21,16 +25,8 @@ METRICS = "\n".join(
 
 @pytest.fixture
 def page(browser, live_server) -> Page:
-    context = browser.new_context(base_url=live_server.url)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    expected = re.compile(r"Failed to load resource: .* status of 4\d\d")
-    page.on("console", lambda m: m.type == "error" and not expected.search(m.text)
-            and errors.append(m.text))
-    yield page
-    context.close()
-    assert errors == [], f"the page logged errors: {errors}"
+    with checked_page(browser, live_server.url, allow_4xx=True) as page:
+        yield page
 
 
 def test_probe_a_set_and_a_file_share_it_then_use_a_row(page, browser, live_server, tmp_path):
@@ -108,3 +104,17 @@ def test_paste_metrics_then_use_these_numbers(page):
     page.locator("#run-calibrate").click()
     expect(page.locator("#calibrate-result .calibrate-error")).to_contain_text(
         "not Prometheus text format")
+
+
+def test_choosing_the_vllm_engine_puts_it_in_the_link(browser, live_settings):
+    # The engine choice is offered only by a server configured with a vLLM server; nothing
+    # is sent to it here.
+    settings = live_settings.model_copy(update={"vllm_url": "http://127.0.0.1:9"})
+    with LiveServer(create_app(settings)) as server, checked_page(browser, server.url) as page:
+        page.goto("/")
+        page.locator("#probe_engine").select_option("vllm")
+        expect(page).to_have_url(re.compile(r"probe_engine=vllm(&|$)"))
+        page.reload()
+        expect(page.locator("#probe_engine")).to_have_value("vllm")
+        page.locator("#probe_engine").select_option("specscope")
+        expect(page).not_to_have_url(re.compile(r"probe_engine="))
