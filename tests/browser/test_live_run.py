@@ -9,23 +9,15 @@ import time
 
 import pytest
 from playwright.sync_api import Page, expect
+from support.browser import checked_page
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
 def page(browser, live_server) -> Page:
-    context = browser.new_context(base_url=live_server.url)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    # A 4xx answer is the server explaining bad input, which the page shows; not a page error.
-    expected = re.compile(r"Failed to load resource: .* status of 4\d\d")
-    page.on("console", lambda m: m.type == "error" and not expected.search(m.text)
-            and errors.append(m.text))
-    yield page
-    context.close()
-    assert errors == [], f"the page logged errors: {errors}"
+    with checked_page(browser, live_server.url, allow_4xx=True) as page:
+        yield page
 
 
 def start_run(page: Page, prompt: str, **fields: str) -> None:

@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from playwright.sync_api import Page, expect
+from support.browser import checked_page
 
 from app.roofline import SLIDER_BATCHES
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
@@ -17,14 +18,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def page(browser, slider_server) -> Page:
-    context = browser.new_context(base_url=slider_server.url)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    yield page
-    context.close()
-    assert errors == [], f"the page logged errors: {errors}"
+    with checked_page(browser, slider_server.url) as page:
+        yield page
 
 
 def query(page: Page) -> dict[str, str]:

@@ -6,25 +6,19 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
+from support.browser import page_errors
 
 pytestmark = pytest.mark.browser
 
 CHIPS = "els => els.map(e => e.className + ':' + e.textContent)"
 
 
-def no_page_errors(page: Page) -> list[str]:
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    return errors
-
-
 def test_run_share_open_in_a_fresh_context_and_replay(browser, live_server):
     context = browser.new_context(base_url=live_server.url,
                                   permissions=["clipboard-read", "clipboard-write"])
     page = context.new_page()
-    errors = no_page_errors(page)
+    errors = page_errors(page)
     page.goto("/?max_new_tokens=40&run_k=3&temperature=1&run_seed=2")
     page.locator("#prompt").fill("the quick brown fox")
     page.locator("#run-live").click()
@@ -43,7 +37,7 @@ def test_run_share_open_in_a_fresh_context_and_replay(browser, live_server):
 
     fresh = browser.new_context()  # nothing shared with the context that ran it
     page = fresh.new_page()
-    errors = no_page_errors(page)
+    errors = page_errors(page)
     page.goto(link)
     # The run as the live panel showed it: the same chips, text and figures.
     assert page.locator("#replay-cycles .chip").evaluate_all(CHIPS) == live_chips
