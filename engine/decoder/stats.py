@@ -34,6 +34,14 @@ def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
     )
 
 
+def per_position_acceptance(histogram: Sequence[int]) -> list[float]:
+    """The share of cycles that accepted draft position i = 1..k, from ``histogram[a]``, the
+    cycles that accepted exactly a = 0..k drafts: position i is accepted in every cycle that
+    accepted at least i drafts."""
+    cycles = sum(histogram)
+    return [sum(histogram[i:]) / cycles if cycles else 0.0 for i in range(1, len(histogram))]
+
+
 def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> SummaryEvent:
     """Counted and expected alpha, the vLLM-style rates, c, v, and measured against predicted
     speedup. ``baseline_step_ms``: the target-only run's per-token step times."""
@@ -44,8 +52,7 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
     histogram = [0] * (k + 1)
     for c in cycles:
         histogram[c.n_accepted] += 1
-    # Draft position i is accepted in every cycle that accepted at least i drafts.
-    per_position = [sum(histogram[i:]) / len(cycles) for i in range(1, k + 1)]
+    per_position = per_position_acceptance(histogram)
 
     step_ms = statistics.median(baseline_step_ms)
     draft_step_ms = statistics.median(ms for c in cycles for ms in c.draft_step_ms)

@@ -34,6 +34,7 @@ from engine.decoder.baseline import target_only
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.speculative import Outcome, speculate
+from engine.decoder.stats import per_position_acceptance
 from engine.measure.prompt_sets import Prompt
 
 BOOTSTRAP_SAMPLES = 1000
@@ -328,8 +329,7 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
         top1_agreement=top1,
         top1_agreement_ci=(ci(lambda m: m.top1_agreements, lambda m: m.verified)
                            if verified else None),
-        per_position_acceptance=[sum(histogram[i:]) / cycles if cycles else 0.0
-                                 for i in range(1, k + 1)],
+        per_position_acceptance=per_position_acceptance(histogram),
         alpha_powers=theory.position_acceptance(alpha, k),
         draft_acceptance_rate=accepted / drafted if drafted else 0.0,
         mean_acceptance_length=1.0 + accepted / cycles if cycles else 1.0,

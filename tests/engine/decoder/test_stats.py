@@ -8,7 +8,7 @@ import pytest
 
 from engine.analytic import theory
 from engine.decoder.events import CycleEvent
-from engine.decoder.stats import acceptance, summarize
+from engine.decoder.stats import acceptance, per_position_acceptance, summarize
 
 
 def cycle(n: int, k: int = 4, rejected: bool | None = None, ms=(1.0, 2.0)) -> CycleEvent:
@@ -56,3 +56,9 @@ def test_acceptance_needs_no_baseline_and_agrees_with_the_summary():
 def test_no_cycles_is_an_error():
     with pytest.raises(ValueError, match="no cycles"):
         acceptance([])
+
+
+def test_position_i_counts_every_cycle_that_accepted_at_least_i_drafts():
+    # 10 cycles at k = 3 accepting exactly 0, 1, 2, 3 drafts: 4, 3, 2 and 1 of them
+    assert per_position_acceptance([4, 3, 2, 1]) == [0.6, 0.3, 0.1]
+    assert per_position_acceptance([0, 0, 0]) == [0.0, 0.0]  # no cycles yet
