@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from app.charts import Frame
 from app.params import SLIDERS, Slider, parse_controls
 from app.run_messages import MessageKind, RunMessage
 from app.run_queue import LiveRun, RunStopped
@@ -262,13 +263,7 @@ class Line:
 
 
 @dataclass(frozen=True)
-class AlphaChart:
-    width: int
-    height: int
-    left: int
-    right: int
-    top: int
-    bottom: int
+class AlphaChart(Frame):
     y_ticks: list[tuple[float, str]]
     bars: list[Whisker]
     groups: list[Group]
