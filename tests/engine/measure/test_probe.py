@@ -11,6 +11,7 @@ import pytest
 from engine.analytic import theory
 from engine.measure.probe import (
     ProbeConfig,
+    PromptMeasure,
     _quantile,
     bootstrap_ratio,
     chart_data,
@@ -18,6 +19,7 @@ from engine.measure.probe import (
     fit_prompts,
     markdown,
     plan,
+    pool,
     probe,
     summarize_probe,
 )
@@ -166,3 +168,29 @@ def test_an_engine_without_distributions_reports_n_a(result):
                                           top1_agreement=None, top1_agreement_ci=None)
                                   for r in result.rows])
     assert markdown(blind).count("n/a") == 2 * len(result.rows)
+
+
+def test_a_row_without_trials_has_no_estimates_and_no_chart_point(result):
+    """Cycles that proposed nothing (a prompt-lookup drafter without a match) try nothing:
+    every estimate is None, the report says n/a, the charts leave the row out."""
+    k = result.k
+    empty = PromptMeasure("lookup", 0.0, 0, tokens=5, cycles=5, proposing=0, accepted=0, drafted=0,
+                          trials=0, verified=0, overlap_sum=0.0, top1_agreements=0,
+                          histogram=[0] * (k + 1), draft_step_ms=[], verify_ms=[],
+                          baseline_step_ms=[])
+    row = pool([empty], k, samples=50, seed=0)
+    assert (row.alpha_counted, row.alpha_counted_ci, row.draft_acceptance_rate,
+            row.speedup_predicted, row.best_k) == (None,) * 5
+    assert row.per_position_acceptance == [None] * k and row.alpha_powers == [None] * k
+    assert bootstrap_ratio([empty], lambda m: m.accepted, lambda m: m.trials, 50,
+                           random.Random(0)) is None
+    from dataclasses import replace
+
+    with_empty = replace(result, rows=[*result.rows, row])
+    lines = markdown(with_empty).splitlines()
+    assert [line for line in lines if line.startswith("| lookup |")] == [
+        "| lookup | 0 | 1 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a |",
+        "| lookup | 0 | " + " | ".join(["n/a / n/a"] * k) + " |"]
+    charts = chart_data(with_empty)
+    assert "lookup" not in {b["domain"] for b in charts["alpha_by_domain"]}
+    assert "lookup" not in {s["domain"] for s in charts["alpha_vs_temperature"]["series"]}
