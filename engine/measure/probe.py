@@ -153,12 +153,19 @@ def fit_prompt(pair: ModelPair, text: str, room: int) -> tuple[str, bool]:
         raise ValueError(f"max new tokens plus k ({room}) leaves no room for a prompt in the "
                          f"models' context of {limit} positions")
     cut = False
-    for _ in range(3):  # a cut can re-tokenise to a few more tokens; cut again
+    while True:  # a cut can re-tokenise to a few more tokens; cut again until it fits
         encoded = pair.tokenizer(text, return_offsets_mapping=True)
-        if len(encoded.input_ids) <= keep:
+        excess = len(encoded.input_ids) - keep
+        if excess <= 0:
             return text, cut
-        text, cut = text[encoded.offset_mapping[-keep][0]:], True
-    return text, cut
+        # Where the text's tokens start; special tokens (a BOS the tokenizer adds) are no
+        # text and cannot be cut off, so they are counted but never cut at.
+        starts = [start for start, end in encoded.offset_mapping if end > start]
+        if excess >= len(starts):
+            raise ValueError(f"the tokenizer's own tokens leave no room for a prompt in the "
+                             f"models' context of {limit} positions with {room} more")
+        # Drop the first ``excess`` text tokens: the text gets shorter every time round.
+        text, cut = text[starts[excess]:], True
 
 
 def measure_prompt(

@@ -141,6 +141,30 @@ def test_long_prompts_are_cut_from_the_start_to_fit_the_context(good_pair):
         fit_prompt(good_pair, "x", room=limit)
 
 
+def test_a_cut_prompt_fits_even_when_the_tokenizer_adds_a_bos_token(good_pair):
+    """Llama 3's tokenizer puts a BOS before every text: a cut at the start of the text's
+    last ``keep`` tokens leaves ``keep + 1``, however often it is repeated."""
+    from dataclasses import replace
+
+    from support.tiny_models import CORPUS, build_tokenizer
+    from tokenizers import processors
+
+    tokenizer = build_tokenizer(CORPUS)
+    bos = tokenizer.convert_tokens_to_ids("<s>")
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", bos)])
+    pair = replace(good_pair, tokenizer=tokenizer)
+    assert tokenizer("the cat").input_ids[0] == bos
+    limit = pair.target.config.max_position_embeddings
+    for room in (40, limit - 30, limit - 2):
+        text = " ".join(f"word{i}" for i in range(limit)) + " THE END"
+        cut, was_cut = fit_prompt(pair, text, room=room)
+        assert was_cut and text.endswith(cut)
+        assert len(tokenizer(cut).input_ids) <= limit - room
+    with pytest.raises(ValueError, match="no room"):
+        fit_prompt(pair, "x y z", room=limit - 1)  # the BOS alone fills what is left
+
+
 def test_bad_settings_are_refused_before_anything_runs(good_pair):
     for config, message in ((ProbeConfig(temperatures=[]), "at least one temperature"),
                             (ProbeConfig(temperatures=[-1.0]), "temperature"),
