@@ -32,7 +32,7 @@ from engine.analytic import acceptance as estimators  # noqa: E402
 from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig  # noqa: E402
 from engine.decoder.loading import load_pair  # noqa: E402
 from engine.decoder.speculative import speculate  # noqa: E402
-from engine.measure.bench import heldout_prompts  # noqa: E402
+from engine.measure.prompt_sets import heldout_prompts  # noqa: E402
 from engine.measure.vllm_server import ServerSpec, VllmServer  # noqa: E402
 
 TARGET, DRAFT = "models/target", "models/draft"
