@@ -271,7 +271,7 @@ def _bench(args, argv: list[str] | None) -> int:
 
     from engine.decoder.events import MAX_DRAFT_K
     from engine.decoder.loading import load_pair, set_threads
-    from engine.measure.bench import BenchConfig, heldout_prompts, run_bench
+    from engine.measure.bench import BenchConfig, run_bench
     from engine.measure.bench_report import markdown
 
     if not args.ks or min(args.ks) < 1 or max(args.ks) > MAX_DRAFT_K:
@@ -285,9 +285,9 @@ def _bench(args, argv: list[str] | None) -> int:
         if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
             raise ValueError(f"{args.prompts_file} must hold a JSON list of strings")
     else:
-        from engine.measure.bench import FALLBACK_PROMPTS
+        from engine.measure.prompt_sets import pair_prompts
 
-        prompts = heldout_prompts(args.target, per_domain=args.prompts) or FALLBACK_PROMPTS
+        prompts = pair_prompts(args.target, per_domain=args.prompts)
     prompts = prompts[: args.prompts]
     set_threads(args.threads, args.device)
     hf_logging.disable_progress_bar()

@@ -125,9 +125,9 @@ def probed(settings: dict[str, Any]) -> str:
 def probe_title(record: dict[str, Any]) -> str:
     """What the probe shows, in one line: "probe at k 4: alpha 0.41–0.83 over 6 rows"."""
     rows = record["result"]["rows"]
-    alphas = [row["alpha_counted"] for row in rows]
+    alphas = [row["alpha_counted"] for row in rows if row["alpha_counted"] is not None]
     spread = (f"alpha {min(alphas):.2f}–{max(alphas):.2f}" if len(alphas) > 1
-              else f"alpha {alphas[0]:.2f}" if alphas else "no rows")
+              else f"alpha {alphas[0]:.2f}" if alphas else "no alpha" if rows else "no rows")
     return f"probe at k {record['result']['k']}: {spread} over {len(rows)} " \
            f"row{'s' if len(rows) != 1 else ''}"
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.analytic import theory
+from engine.analytic import acceptance as estimators
 
 PREFIX = "vllm:spec_decode_"
 DRAFTS = "num_drafts"
@@ -61,10 +61,11 @@ class CalibrationRow:
     accepted: float
     per_position_counts: list[float]
     k: int
-    draft_acceptance_rate: float
-    mean_acceptance_length: float
-    per_position_acceptance: list[float]
-    alpha_counted: float
+    # None where there is nothing to divide by (engine.analytic.acceptance)
+    draft_acceptance_rate: float | None
+    mean_acceptance_length: float | None
+    per_position_acceptance: list[float | None]
+    alpha_counted: float | None
     alpha_source: str  # "per-position counts" or "mean acceptance length (i.i.d. model)"
 
     @property
@@ -192,13 +193,11 @@ def _row(labels: dict[str, str], c: Counts) -> CalibrationRow:
         raise MetricsError(f"{where}: per-position counts must fall from position 0 on and "
                            "never exceed the drafts")
     k = len(per_pos) or max(1, round(c.draft_tokens / c.drafts))
-    mean_accepted = c.accepted / c.drafts
     if per_pos:
-        trials = c.accepted + c.drafts - per_pos[-1]
-        alpha = c.accepted / trials if trials else 1.0
+        alpha = estimators.counted_alpha_vllm(c.accepted, c.drafts, per_pos)
         source = "per-position counts"
     else:
-        alpha = solve_alpha(mean_accepted, k)
+        alpha = estimators.alpha_from_mean_accepted(c.accepted / c.drafts, k)
         source = "mean acceptance length (i.i.d. model)"
     return CalibrationRow(
         labels=labels,
@@ -207,23 +206,13 @@ def _row(labels: dict[str, str], c: Counts) -> CalibrationRow:
         accepted=c.accepted,
         per_position_counts=per_pos,
         k=k,
-        draft_acceptance_rate=c.accepted / c.draft_tokens if c.draft_tokens else 0.0,
-        mean_acceptance_length=1.0 + mean_accepted,
-        per_position_acceptance=[x / c.drafts for x in per_pos],
+        draft_acceptance_rate=estimators.draft_acceptance_rate(c.accepted, c.draft_tokens),
+        # vLLM counts a draft only for a step that proposed tokens
+        mean_acceptance_length=estimators.mean_acceptance_length(c.accepted, c.drafts),
+        per_position_acceptance=estimators.per_position_vllm(per_pos, c.drafts),
         alpha_counted=alpha,
         alpha_source=source,
     )
-
-
-def solve_alpha(mean_accepted: float, k: int) -> float:
-    """The alpha whose expected accepted drafts per cycle at ``k`` is ``mean_accepted``."""
-    if mean_accepted >= k:
-        return 1.0
-    low, high = 0.0, 1.0
-    for _ in range(60):  # expected_accepted rises with alpha: bisect
-        mid = (low + high) / 2
-        low, high = (mid, high) if theory.expected_accepted(mid, k) < mean_accepted else (low, mid)
-    return (low + high) / 2
 
 
 def markdown(calibration: Calibration) -> str:
@@ -236,8 +225,12 @@ def markdown(calibration: Calibration) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in calibration.rows:
-        positions = " ".join(f"{x:.2f}" for x in r.per_position_acceptance) or "n/a"
-        alpha = f"{r.alpha_counted:.3f}" + ("" if r.per_position_counts else " (i.i.d. fit)")
-        lines.append(f"| {r.label} | {r.k} | {r.drafts:g} | {r.draft_acceptance_rate:.3f} "
-                     f"| {r.mean_acceptance_length:.2f} | {alpha} | {positions} |")
+        positions = " ".join(_num(x, 2) for x in r.per_position_acceptance) or "n/a"
+        alpha = _num(r.alpha_counted) + ("" if r.per_position_counts else " (i.i.d. fit)")
+        lines.append(f"| {r.label} | {r.k} | {r.drafts:g} | {_num(r.draft_acceptance_rate)} "
+                     f"| {_num(r.mean_acceptance_length, 2)} | {alpha} | {positions} |")
     return "\n".join(lines + [""] + calibration.notices) + "\n"
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"

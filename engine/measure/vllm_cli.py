@@ -173,7 +173,7 @@ def _status(args) -> int:
 
 
 def _sweep(args) -> int:
-    from engine.measure.bench import FALLBACK_PROMPTS, heldout_prompts
+    from engine.measure.prompt_sets import FALLBACK_PROMPTS, heldout_prompts
 
     if args.k < 1 or args.new_tokens < 1 or args.repeats < 1 or args.temperature < 0:
         raise VllmError("--k, --new-tokens and --repeats must be at least 1, --temperature at "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from engine.analytic import acceptance as estimators
 from engine.measure.probe import ProbeConfig, ProbeResult, PromptMeasure, plan
 from engine.measure.prompt_sets import Prompt
 from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError
@@ -37,26 +38,27 @@ def prompt_measure(counts: SpecCounters, k: int, domain: str, temperature: float
                    tokens: int) -> PromptMeasure:
     """One prompt's :class:`PromptMeasure` from the change in vLLM's counters around it.
 
-    ``per_position[i]`` counts cycles that accepted the draft at 0-based position ``i``, so
-    cycles accepting exactly ``a`` drafts are ``per_position[a-1] - per_position[a]``; a
-    cycle's trials are its accepted drafts plus the rejected one, unless it accepted all k."""
+    ``per_position[i]`` counts cycles that accepted the draft at 0-based position ``i``; the
+    histogram and the trials follow from them (:mod:`engine.analytic.acceptance`)."""
     per_position = list(counts.per_position[:k]) + [0] * (k - len(counts.per_position[:k]))
     cycles = counts.drafts
-    reached = [cycles, *per_position]  # reached[a]: cycles that accepted at least a drafts
-    if any(later > earlier for earlier, later in zip(reached, reached[1:], strict=False)) or (
-            min(reached) < 0 or sum(per_position) != counts.accepted
-            or counts.draft_tokens != k * cycles):
+    try:
+        estimators.check_vllm_counts(cycles, counts.accepted, per_position)
+        consistent = counts.draft_tokens == k * cycles
+    except ValueError:
+        consistent = False
+    if not consistent:
         raise VllmError(
             f"the counters changed inconsistently around one prompt (drafts {cycles}, draft "
             f"tokens {counts.draft_tokens}, accepted {counts.accepted}, per position "
             f"{per_position}, k = {k}): is the server serving other requests, or running a "
             "different k?")
-    histogram = [reached[a] - reached[a + 1] for a in range(k)] + [reached[k]]
     return PromptMeasure(
         domain=domain, temperature=temperature, prompt_index=index, tokens=tokens,
-        cycles=cycles, accepted=counts.accepted, drafted=counts.draft_tokens,
-        trials=counts.accepted + cycles - per_position[k - 1], verified=0, overlap_sum=0.0,
-        top1_agreements=0, histogram=histogram, draft_step_ms=[], verify_ms=[],
+        cycles=cycles, proposing=cycles, accepted=counts.accepted, drafted=counts.draft_tokens,
+        trials=estimators.trials_vllm(counts.accepted, cycles, per_position), verified=0,
+        overlap_sum=0.0, top1_agreements=0,
+        histogram=estimators.histogram_vllm(cycles, per_position), draft_step_ms=[], verify_ms=[],
         baseline_step_ms=[])
 
 
@@ -84,6 +86,8 @@ def acceptance_warnings(vllm: ProbeResult, ours: ProbeResult) -> list[str]:
         if mine is None:
             continue
         theirs, expected = row.draft_acceptance_rate, mine.draft_acceptance_rate
+        if theirs is None or expected is None:
+            continue
         if theirs < FAR_BELOW_RATIO * expected and expected - theirs >= FAR_BELOW_GAP:
             warnings.append(
                 f"Warning: {row.domain} at T = {row.temperature:g}: vLLM accepted "

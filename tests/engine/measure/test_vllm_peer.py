@@ -18,9 +18,8 @@ import pytest
 from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig
 from engine.decoder.loading import load_pair
 from engine.decoder.speculative import speculate
-from engine.measure.bench import heldout_prompts
 from engine.measure.probe import ProbeConfig, probe, summarize_probe
-from engine.measure.prompt_sets import Prompt
+from engine.measure.prompt_sets import Prompt, heldout_prompts
 from engine.measure.vllm_probe import acceptance_warnings, probe_vllm
 from engine.measure.vllm_server import VLLM_PYTHON, ServerSpec, VllmServer
 
