@@ -10,6 +10,7 @@ needs no preflight); the browser marks it with its ``Origin``, which is not this
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -50,11 +51,17 @@ class HostGuard:
         await self.app(scope, receive, send)
 
 
-def _hostname(host: str) -> str:
-    """``host[:port]`` without the port (``[::1]:8000`` gives ``[::1]``)."""
-    if host.startswith("["):
-        return host[: host.find("]") + 1]
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+# RFC 9110's Host: a name (letters, digits, dots, hyphens) or an IPv6 address in brackets,
+# then an optional port of digits. Nothing else may follow or precede the name: a lenient
+# split would read "127.0.0.1:8777@evil.example" as 127.0.0.1.
+HOST = re.compile(r"(?P<name>\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::[0-9]{1,5})?")
+
+
+def _hostname(host: str) -> str | None:
+    """``host[:port]`` without the port (``[::1]:8000`` gives ``[::1]``), or None when the
+    header is not of that form."""
+    match = HOST.fullmatch(host)
+    return match["name"] if match else None
 
 
 async def _refuse(send: Send, status: int, message: str) -> None:
