@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from app.params import SLIDERS
 from app.roofline import NUMBERS
+
+log = logging.getLogger("specscope")
 
 
 class Problem(BaseModel):
@@ -80,3 +83,11 @@ async def http_error_handler(request: Request, exc: HTTPException) -> JSONRespon
     """404, 405 and the like in the same shape as every other error."""
     return JSONResponse(status_code=exc.status_code, content={"message": str(exc.detail)},
                         headers=getattr(exc, "headers", None))
+
+
+async def client_gone_handler(request: Request, exc: Exception) -> Response:
+    """A client that went away while sending its body (an abandoned upload, or a connection
+    closed at shutdown): nobody is left to answer, and it is no fault of the server's."""
+    log.info("%s %s: the client went away before sending the whole body",
+             request.method, request.url.path)
+    return Response(status_code=400)

@@ -36,7 +36,7 @@ class HostGuard:
         headers = Headers(scope=scope)
         host = headers.get("host", "").lower()
         if not self.any_host and _hostname(host) not in self.hosts:
-            await _refuse(send, 400, f"this server answers to {', '.join(sorted(self.hosts))}; "
+            await refuse(send, 400, f"this server answers to {', '.join(sorted(self.hosts))}; "
                                      f"the request was for {host[:60]!r} (SPECSCOPE_ALLOWED_HOSTS "
                                      "adds names)")
             return
@@ -45,7 +45,7 @@ class HostGuard:
             origin = origin.lower().rstrip("/")
             own = f"{scope.get('scheme', 'http')}://{host}"
             if origin != own and origin not in self.origins:
-                await _refuse(send, 403, f"a page from {origin[:60]!r} may not start runs here "
+                await refuse(send, 403, f"a page from {origin[:60]!r} may not start runs here "
                                          "(SPECSCOPE_ALLOWED_ORIGINS adds origins)")
                 return
         await self.app(scope, receive, send)
@@ -64,7 +64,7 @@ def _hostname(host: str) -> str | None:
     return match["name"] if match else None
 
 
-async def _refuse(send: Send, status: int, message: str) -> None:
+async def refuse(send: Send, status: int, message: str) -> None:
     body = json.dumps({"message": message}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
