@@ -308,15 +308,26 @@ async def calibrate_page(request: Request) -> HTMLResponse:
                                       status_code=422 if error else 200)
 
 
+# The texts are a vLLM server's /metrics page: JSON Schema has no word for that, so the format
+# is named (and the tests generate such pages for it); a blank text is refused by the schema.
+METRICS_TEXT = {"format": "prometheus-text"}
+
+
 class CalibrateRequest(BaseModel):
-    """Two snapshots of a vLLM server's ``/metrics`` text; ``after`` is optional."""
+    """Two snapshots of a vLLM server's ``/metrics`` text; ``after`` is optional. A text
+    without speculative-decoding counters, or counters that contradict each other or go
+    backwards from ``before`` to ``after``, is refused with 422 saying why."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    before: str = Field(max_length=MAX_METRICS_BYTES,
-                        description="the /metrics text (Prometheus text format)")
-    after: str | None = Field(None, max_length=MAX_METRICS_BYTES,
-                              description="a later snapshot: the figures are then for the "
-                                          "window between the two")
+    before: str = Field(min_length=1, max_length=MAX_METRICS_BYTES, pattern=r"\S",
+                        json_schema_extra=METRICS_TEXT,
+                        description="the /metrics text (Prometheus text format, with the "
+                                    "vllm:spec_decode_* counters)")
+    after: Annotated[str, Field(max_length=MAX_METRICS_BYTES,
+                                json_schema_extra=METRICS_TEXT)] | None = Field(
+                              None, description="a later snapshot of the same server: the figures "
+                                          "are then for the window between the two (blank: "
+                                          "none)")
 
 
 @router.post(
