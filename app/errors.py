@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from app.params import SLIDERS
 from app.roofline import NUMBERS
+
+log = logging.getLogger("specscope")
 
 
 class Problem(BaseModel):
@@ -51,6 +54,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 PATTERN_MESSAGES = {
     "prompt": "the prompt is blank: give some text to continue",
     "temperatures": "give up to 5 temperatures from 0 to 2, separated by commas",
+    "before": "paste the text of a vLLM server's /metrics page into the first box",
 }
 
 
@@ -62,7 +66,8 @@ def _message(error: dict) -> str:
     ranged = SLIDERS | NUMBERS  # the roofline's gpus, context and batch too
     if where == "query" and name in ranged:
         return f"{ranged[name].describe_range()} (got {given!r})"
-    if error.get("type") == "string_pattern_mismatch" and name in PATTERN_MESSAGES:
+    blank = error.get("type") in ("string_pattern_mismatch", "string_too_short")
+    if blank and name in PATTERN_MESSAGES:
         return f"{name}: {PATTERN_MESSAGES[name]} (got {given!r})"
     return f"{name}: {error.get('msg', 'is invalid')}"
 
@@ -78,5 +83,20 @@ async def validation_error_handler(request: Request, exc: RequestValidationError
 
 async def http_error_handler(request: Request, exc: HTTPException) -> JSONResponse:
     """404, 405 and the like in the same shape as every other error."""
+    if isinstance(exc.__cause__, UnicodeDecodeError):
+        # FastAPI answers a JSON body that is not UTF-8 with a bare 400; every other
+        # invalid body is a 422 naming the body, and so is this one.
+        message = "body: the JSON is not UTF-8 text"
+        problem = ValidationProblem(message=message, detail=[FieldProblem(loc=["body"],
+                                                                          msg=message)])
+        return JSONResponse(status_code=422, content=problem.model_dump())
     return JSONResponse(status_code=exc.status_code, content={"message": str(exc.detail)},
                         headers=getattr(exc, "headers", None))
+
+
+async def client_gone_handler(request: Request, exc: Exception) -> Response:
+    """A client that went away while sending its body (an abandoned upload, or a connection
+    closed at shutdown): nobody is left to answer, and it is no fault of the server's."""
+    log.info("%s %s: the client went away before sending the whole body",
+             request.method, request.url.path)
+    return Response(status_code=400)

@@ -10,6 +10,7 @@ needs no preflight); the browser marks it with its ``Origin``, which is not this
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -35,7 +36,7 @@ class HostGuard:
         headers = Headers(scope=scope)
         host = headers.get("host", "").lower()
         if not self.any_host and _hostname(host) not in self.hosts:
-            await _refuse(send, 400, f"this server answers to {', '.join(sorted(self.hosts))}; "
+            await refuse(send, 400, f"this server answers to {', '.join(sorted(self.hosts))}; "
                                      f"the request was for {host[:60]!r} (SPECSCOPE_ALLOWED_HOSTS "
                                      "adds names)")
             return
@@ -44,20 +45,26 @@ class HostGuard:
             origin = origin.lower().rstrip("/")
             own = f"{scope.get('scheme', 'http')}://{host}"
             if origin != own and origin not in self.origins:
-                await _refuse(send, 403, f"a page from {origin[:60]!r} may not start runs here "
+                await refuse(send, 403, f"a page from {origin[:60]!r} may not start runs here "
                                          "(SPECSCOPE_ALLOWED_ORIGINS adds origins)")
                 return
         await self.app(scope, receive, send)
 
 
-def _hostname(host: str) -> str:
-    """``host[:port]`` without the port (``[::1]:8000`` gives ``[::1]``)."""
-    if host.startswith("["):
-        return host[: host.find("]") + 1]
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+# RFC 9110's Host: a name (letters, digits, dots, hyphens) or an IPv6 address in brackets,
+# then an optional port of digits. Nothing else may follow or precede the name: a lenient
+# split would read "127.0.0.1:8777@evil.example" as 127.0.0.1.
+HOST = re.compile(r"(?P<name>\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::[0-9]{1,5})?")
 
 
-async def _refuse(send: Send, status: int, message: str) -> None:
+def _hostname(host: str) -> str | None:
+    """``host[:port]`` without the port (``[::1]:8000`` gives ``[::1]``), or None when the
+    header is not of that form."""
+    match = HOST.fullmatch(host)
+    return match["name"] if match else None
+
+
+async def refuse(send: Send, status: int, message: str) -> None:
     body = json.dumps({"message": message}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),

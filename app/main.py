@@ -14,8 +14,10 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
-from app.errors import http_error_handler, validation_error_handler
+from app.body_limits import BodyLimit
+from app.errors import client_gone_handler, http_error_handler, validation_error_handler
 from app.host_guard import HostGuard
 from app.routes import (
     api,
@@ -83,12 +85,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.store, app.state.store_error = store, store_error
     app.state.archiver = archiver
+    app.add_middleware(BodyLimit, settings=settings)  # inside HostGuard: a bad Host first
     app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts,
                        allowed_origins=settings.allowed_origins)
     app.add_middleware(GZipMiddleware, minimum_size=1000)
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(HTTPException, http_error_handler)
+    app.add_exception_handler(ClientDisconnect, client_gone_handler)
     app.mount("/static", StaticFiles(directory=REPO_ROOT / "static"), name="static")
     app.include_router(pages.router)
     app.include_router(api.router)

@@ -123,7 +123,9 @@ class RunManager:
         with self._wake:
             if self._closing:
                 raise Stopping
-            if len(self.waiting) >= self.queue_size:
+            # An idle engine takes the first waiting run at once: that run does not wait.
+            # So queue_size runs may wait behind the one on the engine, and 0 means none.
+            if len(self.waiting) - (self.active is None) >= self.queue_size:
                 raise QueueFull
             run = LiveRun(next(self._ids), pair_name, config, asyncio.get_running_loop(),
                           repeats=repeats, job=job, timeout_s=timeout_s)

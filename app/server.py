@@ -52,6 +52,16 @@ class BoundedH11Protocol(H11Protocol):
         elif not reading:
             self._stop_deadline()
 
+    def shutdown(self) -> None:
+        """At shutdown, a client still sending its request is disconnected now: its handler
+        sees the disconnect, instead of waiting for the body until the grace period ends
+        and being cancelled (a logged error and a 500)."""
+        if self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and self.cycle is not None \
+                and not self.cycle.response_started and not self.transport.is_closing():
+            self.transport.close()
+            return
+        super().shutdown()
+
     def _stop_deadline(self) -> None:
         if self._read_deadline is not None:
             self._read_deadline.cancel()

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
+from app.body_limits import body_limits, too_large
 from app.errors import error_responses
 from app.live import run_request_model
 from app.render import render_page_message
@@ -122,6 +123,7 @@ def router(settings: Settings) -> APIRouter:
         responses={
             200: {"content": {"text/event-stream": {"schema": SSE_EVENT}},
                   "description": STREAM_DESCRIPTION},
+            413: too_large(body_limits(settings)["/api/runs"]),
             **error_responses(400, 403, 422, 429, 503),
         },
     )

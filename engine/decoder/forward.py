@@ -188,7 +188,9 @@ class FastDecoder:
         self.layers = [_layer_weights(layer) for layer in inner.layers]
         self.rotary = inner.rotary_emb
         self.cos = self.sin = self.embed.new_empty((0, self.head_dim))  # grown on demand
-        self.modules = list(model.modules())
+        # Not the model itself: this decoder is the model's value in ``_made``, a weak-keyed
+        # map, and a value that refers to its key keeps it (and its memory) alive forever.
+        self.model = weakref.ref(model)
         self.pool: list[KVSlot] = []
         self.graphs = False  # opt-in: use_graphs
         self._graph_pool = None
@@ -201,7 +203,9 @@ class FastDecoder:
         """Whether forward hooks are registered (on the model, a submodule or globally)."""
         if nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks:
             return True
-        return any(m._forward_hooks or m._forward_pre_hooks for m in self.modules)
+        model = self.model()
+        modules = model.modules() if model is not None else ()
+        return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
 
     # -- memory --
 

@@ -69,3 +69,15 @@ def test_allowed_origins_come_from_the_settings():
         refused = c.post("/api/runs", json=body, headers={"Origin": "https://other.example"})
     assert ok.status_code == 503  # allowed through; no models are loaded here
     assert refused.status_code == 403
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8777@evil.example", "127.0.0.1:80:80",
+                                  "127.0.0.1:", "127.0.0.1:port", "localhost:123456",
+                                  "[::1]evil.example", "[::1]:80x", "127.0.0.1 :80",
+                                  "user@127.0.0.1", "127.0.0.1/evil"])
+def test_a_host_header_is_parsed_strictly(client, host):
+    """``name[:port]`` and nothing else: a port of digits, a name of letters, digits, dots
+    and hyphens (or an IPv6 address in brackets); anything around an allowed name is not
+    that name."""
+    response = client.get("/api/theory", headers={"Host": host})
+    assert response.status_code == 400, host

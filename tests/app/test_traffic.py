@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from support.live_server import wait_until_idle
 from support.probes import FAST, probe, result_of
 
+from app.body_limits import CALIBRATE_BYTES
 from app.main import create_app
 from app.traffic import parse_traffic_state
 from engine.measure.prompt_sets import BUILTIN_SETS
@@ -204,7 +205,8 @@ def test_calibrate_api(client):
     assert data["rows"][0]["alpha_counted"] == pytest.approx(15 / 22)
     assert client.post("/api/calibrate", content=b"not json").status_code == 422
     assert client.post("/api/calibrate", json={"before": 3}).status_code == 422
-    assert client.post("/api/calibrate", content=b"x" * (9 * 1024 * 1024)).status_code == 413
+    too_big = client.post("/api/calibrate", content=b"x" * (CALIBRATE_BYTES + 1))
+    assert too_big.status_code == 413 and "over the limit" in too_big.json()["message"]
 
 
 # ---- the panel in the page -------------------------------------------------------------------

@@ -56,3 +56,21 @@ def test_threads_default_to_one_on_a_cpu():
         assert set_threads(2, "cpu") == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_dropped_pair_is_freed(model_dirs):
+    """Loading and dropping a pair returns its memory: nothing the engine keeps (the fast
+    decoder of each model, its KV slots) holds on to the models once the pair is gone."""
+    import gc
+    import weakref
+
+    from engine.decoder.events import GenerationConfig
+    from engine.decoder.speculative import speculate
+
+    pair = load_pair(model_dirs["target"], model_dirs["good"], device="cpu")
+    config = GenerationConfig(prompt="the quick brown fox", k=3, max_new_tokens=6)
+    assert list(speculate(pair, config))  # the fast path and its caches in use
+    models = [weakref.ref(pair.target), weakref.ref(pair.draft)]
+    del pair
+    gc.collect()
+    assert [m() for m in models] == [None, None]
