@@ -350,24 +350,30 @@ class Printer:
         return text if kind in (ACCEPTED, TARGET) else ""
 
 
+def _num(x: float | None, digits: int, unit: str = "") -> str:
+    """A figure, or n/a where there was nothing to estimate it from (None)."""
+    return "n/a" if x is None else f"{x:.{digits}f}{unit}"
+
+
 def format_summary(s: SummaryEvent) -> str:
-    positions = " ".join(f"{x:.2f}" for x in s.per_position_acceptance)
+    positions = " ".join(_num(x, 2) for x in s.per_position_acceptance)
     histogram = " ".join(f"{a}:{n}" for a, n in enumerate(s.acceptance_length_histogram))
     return "\n".join(
         [
             f"summary (k = {s.k}): {s.tokens} tokens in {s.cycles} cycles",
-            f"  alpha                  counted {s.alpha_counted:.3f} ({s.accepted}/{s.trials}), "
-            f"expected {s.alpha_expected:.3f}",
-            f"  draft acceptance rate  {s.draft_acceptance_rate:.3f} ({s.accepted}/{s.drafted})",
-            f"  mean acceptance length {s.mean_acceptance_length:.2f}",
+            f"  alpha                  counted {_num(s.alpha_counted, 3)} "
+            f"({s.accepted}/{s.trials}), expected {_num(s.alpha_expected, 3)}",
+            f"  draft acceptance rate  {_num(s.draft_acceptance_rate, 3)} "
+            f"({s.accepted}/{s.drafted})",
+            f"  mean acceptance length {_num(s.mean_acceptance_length, 2)}",
             f"  per-position accepted  {positions}",
             f"  accepted per cycle     {histogram}",
             f"  c = {s.c:.3f}, v = {s.v:.3f}     draft step {s.draft_step_ms:.2f} ms, "
             f"verification {s.verify_ms:.2f} ms, target step {s.step_ms:.2f} ms",
             f"  tokens/s               target-only {s.baseline_tok_s:.1f}, "
-            f"speculative {s.spec_tok_s:.1f}",
-            f"  speedup                measured {s.speedup_measured:.3f}x, "
-            f"predicted {s.speedup_predicted:.3f}x",
+            f"speculative {_num(s.spec_tok_s, 1)}",
+            f"  speedup                measured {_num(s.speedup_measured, 3, 'x')}, "
+            f"predicted {_num(s.speedup_predicted, 3, 'x')}",
         ]
     )
 

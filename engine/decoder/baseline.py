@@ -19,7 +19,7 @@ from engine.decoder.common import (
 from engine.decoder.events import TARGET, DoneEvent, GenerationConfig, StepEvent, Token
 from engine.decoder.forward import forward, new_cache
 from engine.decoder.loading import ModelPair
-from engine.decoder.sampling import check_finite, greedy, sample, warp
+from engine.decoder.sampling import check_finite, sample, warp
 
 
 def target_only(pair: ModelPair, config: GenerationConfig) -> Iterator[StepEvent | DoneEvent]:
@@ -64,11 +64,12 @@ def _step(pair, cache, last, config, generator, clock) -> tuple[torch.Tensor, in
     start = clock()
     logits = forward(pair.target, cache, last.view(1, 1), keep=1)[-1, : pair.shared_vocab_size]
     if config.greedy:
-        probs = greedy(logits)
-        token = logits.argmax()  # what sampling the one-hot would give
+        token = logits.argmax()  # what sampling the one-hot warp(logits, 0) would give
+        # argmax picks a NaN or +inf where there is one: checking the winner checks the row
+        checked = logits[token]
     else:
-        probs = warp(logits, config.temperature, config.top_k, config.top_p)
-        token = sample(probs, generator)
-    check_finite(probs)  # one check for both; int(token) below waits for the device anyway
+        checked = warp(logits, config.temperature, config.top_k, config.top_p)
+        token = sample(checked, generator)
+    check_finite(checked)  # one check for both; int(token) below waits for the device anyway
     token_id = int(token)
     return token.view(1), token_id, clock() - start

@@ -43,8 +43,10 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
     or +infinity is all NaN, so that :func:`check_finite` catches a model fault on the greedy
     path as it does on the sampled one (argmax alone would pick a NaN as the winner)."""
     probs = torch.zeros_like(logits, dtype=torch.float32)
-    probs.scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
-    broken = (torch.isnan(logits) | torch.isposinf(logits)).any(dim=-1, keepdim=True)
+    winner = logits.argmax(dim=-1, keepdim=True)
+    probs.scatter_(-1, winner, 1.0)
+    # argmax picks a NaN or +inf where a row has one, so checking the winner checks the row
+    broken = ~torch.isfinite(logits.gather(-1, winner))
     return probs.masked_fill_(broken, float("nan"))
 
 

@@ -4,13 +4,14 @@ For every temperature and every prompt, a speculative run (the figures) and a sh
 target-only run of the same prompt (the baseline step that ``c`` and ``v`` are relative to).
 The runs are pooled by (domain, temperature) into one :class:`ProbeRow` each:
 
-- counted alpha: accepted / trials (DESIGN.md, "Measuring a live run")
+- counted alpha: accepted / trials (docs/design.md, "The estimators"; every estimator here
+  comes from engine.analytic.acceptance, and is None where there is nothing to divide by)
 - expected alpha: mean of ``sum_x min(p(x), q(x))`` over the verified positions
 - top-1 agreement: share of the verified positions where the draft's most likely token is the
   target's; at temperature 0 it is the counted alpha, above it the two part ways
 - per-position acceptance (share of cycles accepting draft position i) beside ``alpha^i``
 - the vLLM dashboard figures: draft acceptance rate (accepted / drafted) and mean
-  acceptance length (1 + accepted / cycles)
+  acceptance length (1 + accepted / cycles that proposed drafts)
 - ``c`` and ``v`` (medians against the target-only step), the predicted speedup at ``k`` and
   the best ``k`` for the counted alpha
 - a 95% interval for every alpha: a percentile bootstrap that resamples prompts (a prompt's
@@ -187,7 +188,7 @@ def measure_events(
 
     def count_top1(_prefix: list[int], outcome: Outcome) -> None:
         nonlocal agreements
-        verified = outcome.n_accepted + (outcome.n_accepted < config.k)
+        verified = estimators.cycle_trials(config.k, outcome.n_accepted)
         q_top = outcome.q[:verified].argmax(dim=-1)
         p_top = outcome.p[:verified].argmax(dim=-1)
         agreements += int((q_top == p_top).sum())

@@ -194,3 +194,19 @@ def test_vllm_counters_give_the_same_estimates_as_the_cycles(case):
     assert acc.counted_alpha_vllm(accepted, drafts, per_pos) == t.alpha_counted
     assert acc.per_position_vllm(per_pos, drafts) == t.per_position(k)
     assert acc.histogram_vllm(drafts, per_pos) == acc.acceptance_histogram(cs, k)
+
+
+def test_the_estimators_import_the_standard_library_and_the_analytic_layer_only():
+    import ast
+    import pathlib
+    import sys
+
+    tree = ast.parse(pathlib.Path(acc.__file__).read_text(encoding="utf-8"))
+    imported = {
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    outside = {m for m in imported
+               if m.split(".")[0] not in sys.stdlib_module_names and m != "engine.analytic"}
+    assert outside == set()
