@@ -1,9 +1,10 @@
-"""``specscope generate "PROMPT"``: run the engine from a terminal.
+"""The ``specscope`` commands that measure the engine (``specscope serve``, the page, is
+added by :mod:`app.cli`, the installed entry point: the engine never imports the web app).
 
-Runs target-only decoding first (the baseline for c, v and the measured speedup), then
-speculative decoding, printing the text with the four kinds of token coloured as it goes,
-and the summary. ``--json`` prints one JSON object per line instead; ``--no-draft`` runs the
-target alone.
+``specscope generate "PROMPT"``: run the engine from a terminal. Runs target-only decoding
+first (the baseline for c, v and the measured speedup), then speculative decoding,
+printing the text with the four kinds of token coloured as it goes, and the summary.
+``--json`` prints one JSON object per line instead; ``--no-draft`` runs the target alone.
 
 ``specscope bench``: the engine against transformers' ``generate`` and assisted generation
 on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -69,10 +71,18 @@ def defaults() -> dict:
     }
 
 
-def build_parser(d: dict) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specscope", description=__doc__.splitlines()[0])
+DESCRIPTION = (
+    "specscope: speculative decoding, explained and measured. Each command's --help says "
+    "more; settings come from SPECSCOPE_* environment variables (see the README).")
+
+
+def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; ``add_commands(subparsers)`` adds more, first."""
+    parser = argparse.ArgumentParser(prog="specscope", description=DESCRIPTION)
     parser.set_defaults(cuda_graphs=d["cuda_graphs"])  # a setting: SPECSCOPE_CUDA_GRAPHS
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if add_commands is not None:
+        add_commands(sub)
     gen = sub.add_parser("generate", help="generate text with speculative decoding")
     gen.add_argument("prompt")
     gen.add_argument("--target", default=d["target"], help="path or Hugging Face id")
@@ -170,9 +180,11 @@ def _float_list(text: str) -> list[float]:
     return [float(x) for x in text.split(",")]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, add_commands: Callable | None = None) -> int:
     d = defaults()
-    args = build_parser(d).parse_args(argv)
+    args = build_parser(d, add_commands).parse_args(argv)
+    if getattr(args, "run", None) is not None:  # a command added by add_commands
+        return args.run(args)
     if args.command in ("vllm", "sweep"):
         return vllm_cli.run(args)
     if args.command in ("bench", "roofline"):
