@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
 from app.charts import Frame, Tick, nice_step
@@ -16,11 +16,15 @@ from app.params import SLIDERS, PageState, Slider, fmt, parse_controls
 from engine.analytic.roofline import (
     BATCH_MAX,
     DTYPES,
+    FIT_SEARCH_MAX,
     HARDWARE,
+    LINK_LATENCY_S,
     PAIRS,
+    USABLE_FRACTION,
     Hardware,
     Roofline,
     Setting,
+    max_batch_that_fits,
     roofline,
     speedup_at,
     this_machine,
@@ -33,6 +37,8 @@ NUMBERS: dict[str, Slider] = {
         Slider("gpus", "GPUs (tensor parallel)", 1, 8, 1, 1, integer=True),
         Slider("context", "context length L (tokens)", 0, 131072, 1, 512, integer=True),
         Slider("batch", "batch B (sequences)", 1, BATCH_MAX, 1, 32, integer=True),
+        Slider("usable", "usable share of GPU memory", 0.1, 1.0, 0.01, USABLE_FRACTION),
+        Slider("latency_us", "all-reduce latency (µs)", 0, 1000, 0.1, LINK_LATENCY_S * 1e6),
     )
 }
 # The page calls the pair "models": "pair" is the live panel's model pair.
@@ -40,7 +46,10 @@ CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "hardware": ("h100-sxm", tuple(HARDWARE)),
     "models": ("llama-8b-1b", tuple(PAIRS)),
     "dtype": ("bf16", DTYPES),
+    "draft": ("sharded", ("sharded", "one-gpu")),
 }
+DRAFT_PLACES = {"sharded": "sharded like the target (vLLM 0.32)",
+                "one-gpu": "whole on one GPU (not what vLLM 0.32 deploys)"}
 # The batch slider moves in quarter octaves: a log scale over whole batches.
 SLIDER_BATCHES = tuple(sorted({round(2 ** (i / 4)) for i in range(41)}))
 
@@ -53,9 +62,12 @@ class RooflineState:
     gpus: int
     context: int
     batch: int
+    usable: float = USABLE_FRACTION
+    latency_us: float = LINK_LATENCY_S * 1e6
+    draft: str = "sharded"
 
     def items(self) -> list[tuple[str, str]]:
-        return [(name, fmt(v) if isinstance(v, int) else v) for name, v in vars(self).items()]
+        return [(name, v if isinstance(v, str) else fmt(v)) for name, v in vars(self).items()]
 
     def query(self) -> str:
         return urlencode(self.items())
@@ -121,6 +133,8 @@ class BatchChart(Frame):
     break_even_x: float | None
     ridge_x: float | None
     measured: list[MeasuredSeries]
+    no_fit_x: float | None  # batches right of this do not fit in memory (None: all fit)
+    max_batch: int | None
 
 
 def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width: int = 440,
@@ -152,19 +166,68 @@ def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width:
         for c in measured
     ]
     be = fig.break_even_batch
+    most = fig.max_batch_that_fits
+    no_fit_x = left if most is None else x_of(most) if most < BATCH_MAX else None
     return BatchChart(
         width, height, left, right, top, bottom, path, x_ticks, y_ticks, y_of(1.0),
         Marker(x_of(fig.batch), y_of(fig.speedup), f"B = {fig.batch}: {fig.speedup:.2f}×"),
         x_of(be) if be is not None else None,
         x_of(fig.ridge_batch) if 1 <= fig.ridge_batch <= BATCH_MAX else None,
         series,
+        no_fit_x,
+        most,
     )
 
 
 # ---- the section -------------------------------------------------------------------------------
 
 
+def _gpus(n: int, label: str) -> str:
+    return f"one {label}" if n == 1 else f"{n} × {label}"
+
+
+def _more_gpus(s: Setting) -> tuple[int, int] | None:
+    """The fewest GPUs (2, 4 or 8, more than ``s.gpus``) that hold the pair at this context,
+    and the largest batch they hold."""
+    for gpus in (2, 4, 8):
+        if gpus > s.gpus:
+            most = max_batch_that_fits(replace(s, gpus=gpus))
+            if most is not None:
+                return gpus, most
+    return None
+
+
+def memory_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
+    """Said plainly when the weights and KV cache do not fit; empty when they do."""
+    if fig.fits:
+        return ""
+    hw = s.hardware.label
+    alone = max_batch_that_fits(replace(s, draft=s.target), with_draft=False) is None
+    what = (f"{s.target.label} in {state.dtype}" if alone and fig.max_batch_that_fits is None
+            else f"{s.target.label} with {s.draft.label} in {state.dtype}")
+    needs = f"{fig.memory_gb_per_gpu:.1f} GB a GPU against {fig.memory_gb_available:.1f} GB usable"
+    if fig.max_batch_that_fits is not None:
+        return (f"At context {state.context}, {what} does not fit at batch {fig.batch} on "
+                f"{_gpus(state.gpus, hw)} ({needs}): it fits up to batch "
+                f"{fig.max_batch_that_fits}. The figures below assume memory it does not have.")
+    first = f"{what} does not fit on {_gpus(state.gpus, hw)} at context {state.context} ({needs})"
+    more = _more_gpus(s)
+    if more is None:
+        return f"{first}, nor on 8. The figures below assume memory it does not have."
+    return (f"{first}; on {more[0]} × {hw} at context {state.context} it fits up to batch "
+            f"{more[1]}. The figures below assume memory it does not have.")
+
+
 def headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
+    """The speedup at this batch and where it stops paying, then how far memory goes."""
+    most = fig.max_batch_that_fits
+    room = "" if most is None else (
+        f" On {_gpus(state.gpus, s.hardware.label)} at context {state.context} it fits up to "
+        f"batch {most}{' or more' if most >= FIT_SEARCH_MAX else ''}.")
+    return _speed_headline(s, fig, state) + room
+
+
+def _speed_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
     where = f"At batch {fig.batch} on {state.gpus} × {s.hardware.label}"
     be = fig.break_even_batch
     if fig.speedup > 1:
@@ -180,13 +243,27 @@ def headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
     return f"{first}; it pays only below batch {be}."
 
 
+def capacity_line(fig: Roofline, state: RooflineState) -> str:
+    """How many sequences fit, and how many fewer because of the draft."""
+    with_draft, alone = fig.max_batch_that_fits, fig.max_batch_without_draft
+    if alone is None:
+        return "the target alone does not fit"
+    if with_draft is None:
+        return f"none; without the draft {alone} would"
+    fewer = alone - with_draft
+    limit = "" if with_draft < FIT_SEARCH_MAX else " or more"
+    return (f"up to {with_draft}{limit}; the draft's weights and KV cache cost {fewer} "
+            f"sequence{'' if fewer == 1 else 's'} at context {state.context}")
+
+
 def section_context(query: Sequence[tuple[str, str]], state: RooflineState, notices: list[str],
                     slider: PageState, curves: list[MeasuredCurve], problems: list[str]) -> dict:
     """What the batch-size section shows for the parsed ``state`` (the page's ``query`` gives
     the rest of the "use these costs" link)."""
     pair = PAIRS[state.models]
     s = Setting(hardware_for(state.hardware, curves), pair.target, pair.draft, state.dtype,
-                state.gpus, state.context, slider.alpha, slider.k)
+                state.gpus, state.context, slider.alpha, slider.k, state.usable,
+                state.latency_us / 1e6, state.draft == "sharded")
     fig = roofline(s, state.batch)
     shown = [c for c in curves if c.pair in (None, state.models)]
     # "Use these costs": the same link with c(B) and v(B) in the slider model, clamped to
@@ -201,6 +278,8 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_setting": s,
         "rl_notices": notices + problems,
         "rl_headline": headline(s, fig, state),
+        "rl_memory_headline": memory_headline(s, fig, state),
+        "rl_capacity": capacity_line(fig, state),
         "rl_chart": batch_chart(s, fig, shown),
         "rl_measured": shown,
         "rl_use_costs": use_costs,
@@ -210,6 +289,7 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_numbers": NUMBERS,
         "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
                        "models": {k: p.label for k, p in PAIRS.items()},
-                       "dtype": {d: d for d in DTYPES}},
+                       "dtype": {d: d for d in DTYPES},
+                       "draft": DRAFT_PLACES},
         "rl_slider_batches": SLIDER_BATCHES,
     }

@@ -23,7 +23,7 @@ def test_defaults_answer_every_figure_from_the_engine(client):
     assert data["speedup"] == pytest.approx(expected.speedup)
     assert data["break_even_batch"] == expected.break_even_batch
     assert [p["batch"] for p in data["curve"]] == [2**i for i in range(11)]
-    assert set(data["curve"][0]) == {"batch", "speedup", "c", "v"}
+    assert set(data["curve"][0]) == {"batch", "speedup", "c", "v", "fits"}
 
 
 def test_parameters_change_the_answer(client):
@@ -100,3 +100,43 @@ def test_this_machine_takes_its_figures_from_a_measured_fit(tmp_path):
         data = client.get("/api/roofline?hardware=this-machine&pair=shipped").json()
     assert data["hardware"]["bandwidth_tb_s"] == pytest.approx(0.007)
     assert data["hardware"]["tflops"] == pytest.approx(0.07)
+
+
+def test_memory_capacity_is_answered_with_the_engines_figures(client):
+    one = client.get("/api/roofline?pair=llama-70b-1b&gpus=1&context=8192&batch=32").json()
+    assert one["fits"] is False and one["max_batch_that_fits"] is None
+    assert one["memory_gb_available"] == pytest.approx(80 * 0.9)
+    assert all(not p["fits"] for p in one["curve"])
+    eight = client.get("/api/roofline?pair=llama-70b-1b&gpus=8&context=8192&batch=32").json()
+    pair = PAIRS["llama-70b-1b"]
+    s = Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=8192)
+    expected = roofline(s, 32)
+    assert eight["fits"] is True
+    assert eight["max_batch_that_fits"] == expected.max_batch_that_fits
+    assert eight["memory_gb_per_gpu"] == pytest.approx(expected.memory_gb_per_gpu)
+    most = eight["max_batch_that_fits"]
+    assert [p["fits"] for p in eight["curve"]] == [p["batch"] <= most for p in eight["curve"]]
+    half = client.get("/api/roofline?pair=llama-70b-1b&gpus=8&context=8192&usable_fraction=0.5")
+    assert half.json()["max_batch_that_fits"] < most
+
+
+def test_a_usable_fraction_out_of_range_is_refused(client):
+    response = client.get("/api/roofline?usable_fraction=1.5")
+    assert response.status_code == 422
+    assert "usable_fraction: Input should be less than or equal to 1" in response.json()["message"]
+
+
+def test_tensor_parallelism_reports_three_times_per_pass(client):
+    data = client.get("/api/roofline?pair=qwen-7b-0.5b&gpus=8&batch=1&link_latency_us=5").json()
+    pair = PAIRS["qwen-7b-0.5b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=512,
+                         link_latency_s=5e-6), 1)
+    assert data["draft_pass"]["communication_ms"] == pytest.approx(
+        r.draft_pass.communication_ms)
+    assert data["draft_pass"]["bound"] == "communication"
+    assert data["hardware"]["link_gb_s"] == 450
+    one = client.get("/api/roofline?pair=qwen-7b-0.5b&gpus=8&batch=1&draft_on_one_gpu=true")
+    assert one.json()["draft_pass"] == {**one.json()["draft_pass"], "communication_ms": 0,
+                                        "gpus": 1}
+    slow = client.get("/api/roofline?pair=qwen-7b-0.5b&gpus=8&batch=1&link_gb_s=4").json()
+    assert slow["t_target_ms"] > data["t_target_ms"]

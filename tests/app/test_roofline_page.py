@@ -44,15 +44,18 @@ def test_headline_and_figures_follow_the_link(client):
     assert f"{r.speedup:.2f}×" in headline
     assert figure(html, "s_b") == f"{r.speedup:.2f}×"
     assert figure(html, "c_b") == f"{r.c:.3f}"
-    assert figure(html, "bound") == f"{r.bound}-bound"
+    assert figure(html, "bound") == r.bound
 
 
 def test_a_state_where_speculation_never_pays(client):
     html = client.get("/?alpha=0.3&c=0.18&hardware=h100-sxm&models=llama-8b-1b&context=0"
                       "&batch=512").text
+    most = roofline(Setting(HARDWARE["h100-sxm"], PAIRS["llama-8b-1b"].target,
+                            PAIRS["llama-8b-1b"].draft, context=0), 1).max_batch_that_fits
     assert figure(html, "roofline-headline") == (
         "At batch 512 on 1 × H100 SXM, speculating with Llama 3.2 1B costs Llama 3.1 8B "
-        "throughput: 0.25× plain decoding, and it does not pay at any batch here.")
+        "throughput: 0.25× plain decoding, and it does not pay at any batch here. "
+        f"On one H100 SXM at context 0 it fits up to batch {most}.")
     assert figure(html, "break_even") == "1"
 
 
@@ -114,3 +117,61 @@ def test_measured_points_show_for_their_pair_and_bad_files_give_a_notice(tmp_pat
     assert "Measured (predicted): sweep; this machine, k = 4" in shipped.text
     assert 'class="measured ' not in other
     assert "broken.json was skipped" in other
+
+
+def test_a_pair_that_does_not_fit_says_so_and_where_it_would(client):
+    html = client.get("/?models=llama-70b-1b&gpus=1&context=8192&batch=32").text
+    pair = PAIRS["llama-70b-1b"]
+    four = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=4,
+                            context=8192), 32)
+    assert figure(html, "memory-headline").startswith(
+        "Llama 3.1 70B in bf16 does not fit on one H100 SXM at context 8192 (")
+    assert (f"; on 4 × H100 SXM at context 8192 it fits up to batch {four.max_batch_that_fits}."
+            in figure(html, "memory-headline"))
+    assert 'class="rl-figures no-fit"' in html and 'data-figure="no-fit-label"' in html
+    assert 'class="no-fit-zone"' in html and "does not fit in memory at any batch" in html
+
+
+def test_a_pair_that_fits_says_how_far_and_what_the_draft_costs(client):
+    html = client.get("/?models=llama-70b-1b&gpus=8&context=8192&batch=32").text
+    pair = PAIRS["llama-70b-1b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8,
+                         context=8192), 32)
+    assert 'data-figure="memory-headline"' not in html and "rl-figures no-fit" not in html
+    assert figure(html, "roofline-headline").endswith(
+        f"On 8 × H100 SXM at context 8192 it fits up to batch {r.max_batch_that_fits}.")
+    fewer = r.max_batch_without_draft - r.max_batch_that_fits
+    assert figure(html, "capacity") == (
+        f"up to {r.max_batch_that_fits}; the draft&#39;s weights and KV cache cost {fewer} "
+        "sequences at context 8192")
+    assert f"memory limit {r.max_batch_that_fits}" in html  # the chart's shaded edge
+
+
+def test_past_the_limit_the_figures_are_greyed_and_labelled(client):
+    html = client.get("/?models=llama-70b-1b&gpus=8&context=8192&batch=1024").text
+    assert "At context 8192, Llama 3.1 70B with Llama 3.2 1B in bf16 does not fit at batch 1024" \
+        in figure(html, "memory-headline")
+    assert "Does not fit in memory at batch 1024" in figure(html, "no-fit-label")
+
+
+def test_the_table_shows_memory_compute_and_communication_for_each_pass(client):
+    html = client.get("/?models=qwen-7b-0.5b&gpus=8&context=512&batch=1&latency_us=20").text
+    pair = PAIRS["qwen-7b-0.5b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=512,
+                         link_latency_s=20e-6), 1)
+    for key, p in (("target", r.target_pass), ("verify", r.verify_pass), ("draft", r.draft_pass)):
+        assert figure(html, f"{key}_memory") == f"{p.memory_ms:.3g} ms"
+        assert figure(html, f"{key}_compute") == f"{p.compute_ms:.3g} ms"
+        assert figure(html, f"{key}_comm") == f"{p.communication_ms:.3g} ms"
+    assert figure(html, "t_draft") == f"{r.t_draft_ms:.3g} ms"
+    assert "two all-reduces a layer over 8 GPUs at 450 GB/s each way + 20.0 µs each" in html
+
+
+def test_the_draft_on_one_gpu_is_an_option_labelled_as_not_what_vllm_deploys(client):
+    html = client.get("/?models=qwen-7b-0.5b&gpus=8&batch=1&draft=one-gpu").text
+    assert "whole on one GPU (not what vLLM 0.32 deploys)" in html
+    assert "The draft is whole on one GPU: not what vLLM 0.32 deploys" in html
+    assert figure(html, "draft_comm") == "0 ms"
+    sharded = client.get("/?models=qwen-7b-0.5b&gpus=8&batch=1").text
+    assert "The draft is whole on one GPU" not in sharded
+    assert 'value="sharded" selected' in sharded
