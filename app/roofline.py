@@ -14,6 +14,8 @@ from urllib.parse import urlencode
 from app.charts import Frame, Tick, nice_step
 from app.params import SLIDERS, PageState, Slider, fmt, parse_controls
 from engine.analytic.roofline import (
+    ACHIEVED_BANDWIDTH,
+    ACHIEVED_FLOPS,
     BATCH_MAX,
     DTYPES,
     FIT_SEARCH_MAX,
@@ -39,6 +41,10 @@ NUMBERS: dict[str, Slider] = {
         Slider("batch", "batch B (sequences)", 1, BATCH_MAX, 1, 32, integer=True),
         Slider("usable", "usable share of GPU memory", 0.1, 1.0, 0.01, USABLE_FRACTION),
         Slider("latency_us", "all-reduce latency (µs)", 0, 1000, 0.1, LINK_LATENCY_S * 1e6),
+        Slider("bw_share", "achieved share of memory bandwidth", 0.05, 1.0, 0.001,
+               round(ACHIEVED_BANDWIDTH, 3)),
+        Slider("flops_share", "achieved share of FLOP/s", 0.05, 1.0, 0.001,
+               round(ACHIEVED_FLOPS, 3)),
     )
 }
 # The page calls the pair "models": "pair" is the live panel's model pair.
@@ -64,6 +70,8 @@ class RooflineState:
     batch: int
     usable: float = USABLE_FRACTION
     latency_us: float = LINK_LATENCY_S * 1e6
+    bw_share: float = round(ACHIEVED_BANDWIDTH, 3)
+    flops_share: float = round(ACHIEVED_FLOPS, 3)
     draft: str = "sharded"
 
     def items(self) -> list[tuple[str, str]]:
@@ -263,7 +271,8 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
     pair = PAIRS[state.models]
     s = Setting(hardware_for(state.hardware, curves), pair.target, pair.draft, state.dtype,
                 state.gpus, state.context, slider.alpha, slider.k, state.usable,
-                state.latency_us / 1e6, state.draft == "sharded")
+                state.latency_us / 1e6, state.draft == "sharded", state.bw_share,
+                state.flops_share)
     fig = roofline(s, state.batch)
     shown = [c for c in curves if c.pair in (None, state.models)]
     # "Use these costs": the same link with c(B) and v(B) in the slider model, clamped to

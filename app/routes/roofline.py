@@ -74,6 +74,10 @@ def roofline_api(
         "latency_us"].default,
     link_gb_s: Annotated[Rate, Query(description="GPU-to-GPU link bandwidth, GB/s each way, "
                                      "instead of the preset's")] = None,
+    bandwidth_fraction: Annotated[float, _number("bw_share", NUMBERS)] = NUMBERS[
+        "bw_share"].default,
+    flops_fraction: Annotated[float, _number("flops_share", NUMBERS)] = NUMBERS[
+        "flops_share"].default,
     draft_on_one_gpu: Annotated[bool, Query(description="put the draft whole on one GPU; "
                                             "vLLM 0.32 shards it like the target")] = False,
     bandwidth_tb_s: Annotated[Rate, Query(description="memory bandwidth, TB/s per GPU, "
@@ -106,10 +110,16 @@ def roofline_api(
     target = _edited(PAIRS[pair.value].target, "target", given)
     draft = _edited(PAIRS[pair.value].draft, "draft", given)
     s = Setting(hw, target, draft, dtype.value, gpus, context, alpha, k, usable_fraction,
-                link_latency_us / 1e6, not draft_on_one_gpu)
+                link_latency_us / 1e6, not draft_on_one_gpu, bandwidth_fraction, flops_fraction)
     result = asdict(roofline(s, batch))
-    result["hardware"] = {"label": hw.label, "bandwidth_tb_s": s.bandwidth / 1e12,
-                          "tflops": s.flops / 1e12, "memory_gb": hw.memory / 1e9,
+    # bandwidth and FLOP/s as used: one GPU's datasheet figure times the achieved fraction
+    result["hardware"] = {"label": hw.label, "bandwidth_tb_s": s.gpu_bandwidth / 1e12,
+                          "tflops": s.gpu_flops / 1e12, "peak_bandwidth_tb_s": hw.bandwidth / 1e12,
+                          "peak_tflops": hw.peak_flops(dtype.value) / 1e12,
+                          "achieved": {"bandwidth": s.bandwidth_fraction if not hw.achieved
+                                       else 1.0,
+                                       "flops": s.flops_fraction if not hw.achieved else 1.0},
+                          "memory_gb": hw.memory / 1e9,
                           "link_gb_s": hw.link_bandwidth / 1e9, "source": hw.source}
     if math.isinf(result["memory_gb_available"]):  # a machine whose memory the model does not know
         result["memory_gb_available"] = result["hardware"]["memory_gb"] = None

@@ -11,7 +11,8 @@ sequences of ``T`` new tokens each, with ``L`` tokens of context in the KV cache
   (scores and the weighted sum over the cached context; included, because at long contexts it
   outgrows the weights' share)
 - time: ``max(bytes / BW, FLOPs / F) + communication`` with ``BW`` and ``F`` one GPU's memory
-  bandwidth and dense FLOP/s, bytes and FLOPs those of one of the ``G`` tensor-parallel GPUs
+  bandwidth and dense FLOP/s (the datasheet's times an achieved fraction), bytes and FLOPs those
+  of one of the ``G`` tensor-parallel GPUs
 - communication (``G > 1``): two all-reduces a layer (after attention, after the MLP) of the
   pass's ``B x T x hidden`` activations in bf16 (2 bytes, whatever the weights' dtype: fp8 and
   int4 weights still compute in bf16). A ring all-reduce moves ``2 (G - 1) / G`` of those bytes
@@ -44,6 +45,17 @@ FIT_SEARCH_MAX = 65_536  # max_batch_that_fits looks no further
 USABLE_FRACTION = 0.9  # of device memory: activations, CUDA graphs and fragmentation take the rest
 LINK_LATENCY_S = 10e-6  # per all-reduce: NCCL's small-message latency is a few to ~20 us
 ACTIVATION_BYTES = 2.0  # bf16 activations, whatever the weights' dtype
+
+# Achieved, not peak: real decoders reach a share of the datasheet. The page and the API start
+# from these; the engine's Setting defaults to the datasheet (fraction 1).
+# Bandwidth: gpt-fast's README (pytorch-labs/gpt-fast) measures Llama-2-7B in bf16 on an A100
+# 80 GB at 104.9 tok/s, i.e. 1,397 GB/s of the sheet's 2,039 (it calls ~1,700 the empirical peak).
+ACHIEVED_BANDWIDTH = 1397 / 2039  # 0.685
+# FLOP/s: the largest bf16 matmul throughput found by brute force over shapes, "Maximum
+# Achievable Matmul FLOPS" (stas00/ml-engineering, compute/accelerator/README.md): H100 SXM
+# 792.1 of 989 TFLOPS (80.1%); A100 SXM 85.9%, MI300X 60.1%. A decoder's matmuls are no larger,
+# so this is a ceiling; we take the H100's share for every preset.
+ACHIEVED_FLOPS = 792.1 / 989  # 0.801
 GB = 1e9  # vendors' gigabytes
 
 # Bytes per stored value. int4 is weight-only quantisation: the arithmetic runs at the bf16 rate.
@@ -176,6 +188,7 @@ class Hardware:
     source: str = ""
     memory: float = math.inf  # bytes; inf: not a limit the model knows
     link_bandwidth: float = math.inf  # bytes/s each way between GPUs; inf: free
+    achieved: bool = False  # the figures are measured ones: no achieved fraction applies
 
     def peak_flops(self, dtype: str) -> float:
         return self.flops.get(dtype, self.flops["bf16"])
@@ -231,7 +244,7 @@ HARDWARE: dict[str, Hardware] = {
     # here would share it, so their all-reduces go through memory at its bandwidth.
     "this-machine": Hardware("this machine (2-core CPU)", 2.69e9, {"bf16": 28.2e9},
                              "measurements/shipped-cpu.json", memory=physical_memory(),
-                             link_bandwidth=2.69e9),
+                             link_bandwidth=2.69e9, achieved=True),
 }
 
 
@@ -239,7 +252,7 @@ def this_machine(bandwidth: float, flops: float) -> Hardware:
     """"This machine" from a measured fit (bytes/s and FLOP/s), one rate for every dtype."""
     preset = HARDWARE["this-machine"]
     return Hardware(preset.label, bandwidth, {"bf16": flops}, "fitted by specscope roofline",
-                    memory=preset.memory, link_bandwidth=bandwidth)
+                    memory=preset.memory, link_bandwidth=bandwidth, achieved=True)
 
 
 # ---- one pass --------------------------------------------------------------------------------
@@ -250,7 +263,9 @@ class Setting:
     """Everything but the batch: hardware, models, dtype, GPUs, context and the draft.
 
     ``draft_sharded``: the draft runs at the target's tensor-parallel degree, as vLLM 0.32
-    requires (its ``draft_model.py`` refuses any other); False puts it whole on one GPU."""
+    requires (its ``draft_model.py`` refuses any other); False puts it whole on one GPU.
+    ``bandwidth_fraction`` and ``flops_fraction``: the share of the datasheet a real decoder
+    reaches (ignored for hardware whose figures are already measured)."""
 
     hardware: Hardware
     target: ModelShape
@@ -263,18 +278,32 @@ class Setting:
     usable_fraction: float = USABLE_FRACTION
     link_latency_s: float = LINK_LATENCY_S
     draft_sharded: bool = True
+    bandwidth_fraction: float = 1.0
+    flops_fraction: float = 1.0
 
     @property
     def draft_gpus(self) -> int:
         return self.gpus if self.draft_sharded else 1
 
     @property
+    def gpu_bandwidth(self) -> float:
+        """One GPU's achieved memory bandwidth, bytes/s."""
+        share = 1.0 if self.hardware.achieved else self.bandwidth_fraction
+        return self.hardware.bandwidth * share
+
+    @property
+    def gpu_flops(self) -> float:
+        """One GPU's achieved dense FLOP/s in this dtype."""
+        share = 1.0 if self.hardware.achieved else self.flops_fraction
+        return self.hardware.peak_flops(self.dtype) * share
+
+    @property
     def bandwidth(self) -> float:
-        return self.hardware.bandwidth * self.gpus
+        return self.gpu_bandwidth * self.gpus
 
     @property
     def flops(self) -> float:
-        return self.hardware.peak_flops(self.dtype) * self.gpus
+        return self.gpu_flops * self.gpus
 
 
 @dataclass(frozen=True)
@@ -319,8 +348,7 @@ def forward_pass(model: ModelShape, s: Setting, batch: float, tokens: int,
     attention = 4 * s.context * model.heads * model.head_dim * model.layers
     flops = batch * tokens * (2 * model.params + attention) / g
     communication = 2 * model.layers * all_reduce_seconds(s, g, batch, tokens, model.width)
-    return Pass(read, flops, read / s.hardware.bandwidth,
-                flops / s.hardware.peak_flops(s.dtype), communication)
+    return Pass(read, flops, read / s.gpu_bandwidth, flops / s.gpu_flops, communication)
 
 
 def target_pass(s: Setting, batch: float, tokens: int = 1) -> Pass:

@@ -9,10 +9,12 @@ from urllib.parse import parse_qs
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.roofline import SLIDER_BATCHES, parse_roofline_state
+from app.roofline import NUMBERS, SLIDER_BATCHES, parse_roofline_state
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
 from engine.settings import Settings
 
+ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
+            "flops_fraction": NUMBERS["flops_share"].default}
 CURVE = {"label": "sweep", "hardware": "this machine", "target": "t", "draft": "d", "k": 4,
          "alpha": 0.7, "pair": "shipped", "method": "predicted",
          "points": [{"batch": b, "speedup": s} for b, s in ((1, 1.3), (8, 1.1), (64, 0.8))]}
@@ -38,7 +40,7 @@ def test_headline_and_figures_follow_the_link(client):
                       "&alpha=0.8&k=5").text
     pair = PAIRS["llama-70b-1b"]
     r = roofline(Setting(HARDWARE["a100-80gb"], pair.target, pair.draft, "bf16", 4, 1024, 0.8,
-                         5), 64)
+                         5, **ACHIEVED), 64)
     headline = figure(html, "roofline-headline")
     assert headline.startswith("At batch 64 on 4 × A100 80 GB, speculating with Llama 3.2 1B")
     assert f"{r.speedup:.2f}×" in headline
@@ -51,7 +53,8 @@ def test_a_state_where_speculation_never_pays(client):
     html = client.get("/?alpha=0.3&c=0.18&hardware=h100-sxm&models=llama-8b-1b&context=0"
                       "&batch=512").text
     most = roofline(Setting(HARDWARE["h100-sxm"], PAIRS["llama-8b-1b"].target,
-                            PAIRS["llama-8b-1b"].draft, context=0), 1).max_batch_that_fits
+                            PAIRS["llama-8b-1b"].draft, context=0, **ACHIEVED),
+                    1).max_batch_that_fits
     assert figure(html, "roofline-headline") == (
         "At batch 512 on 1 × H100 SXM, speculating with Llama 3.2 1B costs Llama 3.1 8B "
         "throughput: 0.25× plain decoding, and it does not pay at any batch here. "
@@ -94,7 +97,8 @@ def test_use_these_costs_puts_c_and_v_of_this_batch_into_the_slider_model(client
     href = re.search(r'id="use-costs" href="/\?([^"]+)"', html).group(1).replace("&amp;", "&")
     q = {k: v[0] for k, v in parse_qs(href).items()}
     pair = PAIRS["llama-8b-1b"]
-    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=0, alpha=0.8),
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=0, alpha=0.8,
+                         **ACHIEVED),
                  1024)
     assert float(q["c"]) == round(r.c, 2) and q["v"] == "3"  # v(B) = 5, past the slider
     assert "v(B) = 5.00 is past the slider&#39;s 3" in html
@@ -123,7 +127,7 @@ def test_a_pair_that_does_not_fit_says_so_and_where_it_would(client):
     html = client.get("/?models=llama-70b-1b&gpus=1&context=8192&batch=32").text
     pair = PAIRS["llama-70b-1b"]
     four = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=4,
-                            context=8192), 32)
+                            context=8192, **ACHIEVED), 32)
     assert figure(html, "memory-headline").startswith(
         "Llama 3.1 70B in bf16 does not fit on one H100 SXM at context 8192 (")
     assert (f"; on 4 × H100 SXM at context 8192 it fits up to batch {four.max_batch_that_fits}."
@@ -136,7 +140,7 @@ def test_a_pair_that_fits_says_how_far_and_what_the_draft_costs(client):
     html = client.get("/?models=llama-70b-1b&gpus=8&context=8192&batch=32").text
     pair = PAIRS["llama-70b-1b"]
     r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8,
-                         context=8192), 32)
+                         context=8192, **ACHIEVED), 32)
     assert 'data-figure="memory-headline"' not in html and "rl-figures no-fit" not in html
     assert figure(html, "roofline-headline").endswith(
         f"On 8 × H100 SXM at context 8192 it fits up to batch {r.max_batch_that_fits}.")
@@ -158,7 +162,7 @@ def test_the_table_shows_memory_compute_and_communication_for_each_pass(client):
     html = client.get("/?models=qwen-7b-0.5b&gpus=8&context=512&batch=1&latency_us=20").text
     pair = PAIRS["qwen-7b-0.5b"]
     r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=512,
-                         link_latency_s=20e-6), 1)
+                         link_latency_s=20e-6, **ACHIEVED), 1)
     for key, p in (("target", r.target_pass), ("verify", r.verify_pass), ("draft", r.draft_pass)):
         assert figure(html, f"{key}_memory") == f"{p.memory_ms:.3g} ms"
         assert figure(html, f"{key}_compute") == f"{p.compute_ms:.3g} ms"
@@ -175,3 +179,11 @@ def test_the_draft_on_one_gpu_is_an_option_labelled_as_not_what_vllm_deploys(cli
     sharded = client.get("/?models=qwen-7b-0.5b&gpus=8&batch=1").text
     assert "The draft is whole on one GPU" not in sharded
     assert 'value="sharded" selected' in sharded
+
+
+def test_the_table_says_the_rates_are_achieved_and_this_machine_is_measured(client):
+    html = client.get("/?hardware=a100-80gb&bw_share=0.5").text
+    assert "Rates achieved, not peak: 1.02 of 2.04 TB/s (50.0%) and 250 of 312 TFLOP/s (80.1%)" \
+        in figure(html, "achieved")
+    mine = client.get("/?hardware=this-machine&models=shipped").text
+    assert "fitted to measured passes, so already achieved (share 1)" in figure(mine, "achieved")

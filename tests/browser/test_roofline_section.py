@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from support.browser import checked_page
 
-from app.roofline import SLIDER_BATCHES
+from app.roofline import NUMBERS, SLIDER_BATCHES
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
 
 pytestmark = pytest.mark.browser
@@ -30,7 +30,8 @@ def expected(hardware="h100-sxm", models="llama-8b-1b", dtype="bf16", gpus=1, co
              batch=32, alpha=0.7, k=4):
     pair = PAIRS[models]
     return roofline(Setting(HARDWARE[hardware], pair.target, pair.draft, dtype, gpus, context,
-                            alpha, k), batch)
+                            alpha, k, bandwidth_fraction=NUMBERS["bw_share"].default,
+                            flops_fraction=NUMBERS["flops_share"].default), batch)
 
 
 def headline(page: Page):

@@ -374,3 +374,22 @@ def test_the_fit_recovers_the_hardware_that_made_the_times():
     bandwidth, flops = fit_hardware(passes, "fp32")
     assert bandwidth == pytest.approx(3e9, rel=0.05)
     assert flops == pytest.approx(40e9, rel=0.05)
+
+
+# ---- achieved, not peak ----
+
+
+def test_achieved_fractions_scale_memory_and_compute_times_and_leave_measured_rates_alone():
+    from engine.analytic import roofline as model
+
+    assert round(model.ACHIEVED_BANDWIDTH * 2039) == 1397  # GB/s: gpt-fast, A100 80 GB
+    assert round(model.ACHIEVED_FLOPS * 989, 1) == 792.1  # TFLOP/s: MAMF, H100 SXM
+    peak = setting(context=1024)
+    real = replace(peak, bandwidth_fraction=0.5, flops_fraction=0.25)
+    p, r = forward_pass(peak.target, peak, 512, 5), forward_pass(real.target, real, 512, 5)
+    assert r.memory_s == pytest.approx(2 * p.memory_s)
+    assert r.compute_s == pytest.approx(4 * p.compute_s)
+    assert ridge_tokens(real) == pytest.approx(ridge_tokens(peak) / 2)
+    mine = setting("shipped", "this-machine")
+    assert forward_pass(mine.target, replace(mine, bandwidth_fraction=0.5), 8, 1) == \
+        forward_pass(mine.target, mine, 8, 1)
