@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
 from app.charts import Frame, Tick, nice_step
-from app.params import SLIDERS, PageState, Slider, fmt, parse_controls
+from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
     ACHIEVED_FLOPS,
@@ -26,11 +26,13 @@ from engine.analytic.roofline import (
     Hardware,
     Roofline,
     Setting,
+    costs,
     max_batch_that_fits,
     roofline,
     speedup_at,
     this_machine,
 )
+from engine.analytic.theory import CURVE_MAX_K
 from engine.measure.curves import MeasuredCurve
 
 NUMBERS: dict[str, Slider] = {
@@ -264,6 +266,31 @@ def capacity_line(fig: Roofline, state: RooflineState) -> str:
             f"sequence{'' if fewer == 1 else 's'} at context {state.context}")
 
 
+def where(s: Setting, state: RooflineState) -> str:
+    """The setting the section's costs belong to, in words (the slider model's notice)."""
+    return (f"{state.gpus} × {s.hardware.label}, {s.target.label} with {s.draft.label}, "
+            f"{state.dtype}, context {state.context}")
+
+
+def handoff(s: Setting, fig: Roofline, state: RooflineState, slider: PageState) -> PageState:
+    """The slider model holding this batch's costs: c(B) in the c slider (at its step), v(B, k)
+    for every k, and the target step t_p(B, 1) as the step time.
+
+    The c slider rounds c(B) to 0.01 (and stops at 1); ``k (c(B) - c)`` is added to v(k) so
+    every cycle costs ``k c(B) + v(B, k)`` target steps, exactly the section's."""
+    c = float(SLIDERS["c"].setting(fig.c))
+    v_by_k = tuple(costs(s, fig.batch, k)[1] + k * (fig.c - c) for k in range(1, CURVE_MAX_K + 1))
+    held = HeldCosts(v_by_k, fig.batch, where(s, state))
+    return replace(slider, c=c, v=float(SLIDERS["v"].setting(v_by_k[slider.k - 1])),
+                   step_ms=float(f"{fig.t_target_ms:.9g}"), held=held)
+
+
+def _others(query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The link's parameters that neither the slider model nor this section own."""
+    own = set(SLIDERS) | set(NUMBERS) | set(CHOICES) | {"vk", "vk_batch", "vk_on"}
+    return [(key, value) for key, value in query if key not in own]
+
+
 def section_context(query: Sequence[tuple[str, str]], state: RooflineState, notices: list[str],
                     slider: PageState, curves: list[MeasuredCurve], problems: list[str]) -> dict:
     """What the batch-size section shows for the parsed ``state`` (the page's ``query`` gives
@@ -275,13 +302,8 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
                 state.flops_share)
     fig = roofline(s, state.batch)
     shown = [c for c in curves if c.pair in (None, state.models)]
-    # "Use these costs": the same link with c(B) and v(B) in the slider model, clamped to
-    # the sliders' range and step (a range input snaps to it; the section says when it clamps).
-    own = set(SLIDERS) | set(NUMBERS) | set(CHOICES)
-    others = [(key, value) for key, value in query if key not in own]
-    use_costs = "&".join([slider.query(c=float(SLIDERS["c"].setting(fig.c)),
-                                       v=float(SLIDERS["v"].setting(fig.v))),
-                          urlencode(state.items() + others)])
+    use_costs = "&".join([handoff(s, fig, state, slider).query(),
+                          urlencode(state.items() + _others(query))])
     return {
         "rl": fig,
         "rl_setting": s,
@@ -292,7 +314,9 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_chart": batch_chart(s, fig, shown),
         "rl_measured": shown,
         "rl_use_costs": use_costs,
-        "rl_clamped": [f"{name}(B) = {value:.2f} is past the slider's {fmt(SLIDERS[name].maximum)}"
+        "rl_clamped": [f"{name}(B) = {value:.2f} is past the {name} slider's "
+                       f"{fmt(SLIDERS[name].maximum)}: the slider shows "
+                       f"{fmt(SLIDERS[name].maximum)} and the model keeps the section's cost"
                        for name, value in (("c", fig.c), ("v", fig.v))
                        if value > SLIDERS[name].maximum],
         "rl_numbers": NUMBERS,

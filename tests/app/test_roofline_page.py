@@ -6,11 +6,12 @@ import json
 import re
 from urllib.parse import parse_qs
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.roofline import NUMBERS, SLIDER_BATCHES, parse_roofline_state
-from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
+from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, roofline
 from engine.settings import Settings
 
 ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
@@ -92,21 +93,53 @@ def test_fragments_for_htmx(client):
     assert re.search(r'hx-trigger="input delay:\d+ms from:#alpha, input delay:\d+ms from:#k', page)
 
 
-def test_use_these_costs_puts_c_and_v_of_this_batch_into_the_slider_model(client):
+def test_use_these_costs_hands_c_v_for_every_k_and_the_step_time_to_the_slider_model(client):
     html = client.get("/?models=llama-8b-1b&context=0&batch=1024&alpha=0.8&prompt=hi").text
     href = re.search(r'id="use-costs" href="/\?([^"]+)"', html).group(1).replace("&amp;", "&")
     q = {k: v[0] for k, v in parse_qs(href).items()}
     pair = PAIRS["llama-8b-1b"]
-    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=0, alpha=0.8,
-                         **ACHIEVED),
-                 1024)
+    s = Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=0, alpha=0.8, **ACHIEVED)
+    r = roofline(s, 1024)
     assert float(q["c"]) == round(r.c, 2) and q["v"] == "3"  # v(B) = 5, past the slider
-    assert "v(B) = 5.00 is past the slider&#39;s 3" in html
+    assert "v(B) = 5.00 is past the v slider&#39;s 3: the slider shows 3" in html
+    assert float(q["step_ms"]) == pytest.approx(r.t_target_ms, rel=1e-5)
+    held = [float(x) for x in q["vk"].split(",")]
+    assert len(held) == 16 and q["vk_batch"] == "1024"
+    # each cycle costs what the section says: k c(B) + v(B, k), with c at the slider's step
+    for k in range(1, 17):
+        c, v = costs(s, 1024, k)
+        assert k * float(q["c"]) + held[k - 1] == pytest.approx(k * c + v, rel=1e-5)
     assert (q["alpha"], q["batch"], q["models"], q["prompt"]) == ("0.8", "1024", "llama-8b-1b",
                                                                    "hi")
     assert len(parse_qs(href)["c"]) == 1  # replaced, not repeated
     followed = client.get(f"/?{href}").text
     assert re.search(r'id="v" name="v" [^>]*value="3"', followed)
+    assert figure(followed, "best_k_b") == figure(followed, "best_k") == "none: do not speculate"
+    notice = re.search(r'data-figure="held-notice">(.*?)</div>', followed, re.S).group(1)
+    assert "Costs from the batch section at batch 1024 on 1 × H100 SXM, Llama 3.1 8B with " \
+        "Llama 3.2 1B, bf16, context 0" in " ".join(notice.split())
+
+
+def test_the_slider_model_and_the_section_agree_at_every_k_while_it_holds_the_costs(client):
+    for k in (1, 2, 4, 7, 12, 16):
+        base = f"/?models=llama-8b-1b&hardware=h100-sxm&context=512&batch=512&k={k}"
+        href = re.search(r'id="use-costs" href="/\?([^"]+)"',
+                         client.get(base).text).group(1).replace("&amp;", "&")
+        html = client.get(f"/?{href}").text
+        pair = PAIRS["llama-8b-1b"]
+        r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512, k=k,
+                             **ACHIEVED), 512)
+        assert (figure(html, "speedup"), figure(html, "s_b")) == (f"{r.speedup:.3f}×",
+                                                                  f"{r.speedup:.2f}×")
+        assert figure(html, "tok_s") == figure(html, "tok_s_seq")
+        assert figure(html, "tok_s_batch") == figure(html, "tok_s_total")
+        assert figure(html, "best_k").split(" (")[0] == figure(html, "best_k_b").split(" (")[0]
+
+
+def test_a_malformed_held_cost_list_is_dropped_with_a_notice(client):
+    html = client.get("/?vk=1,2,3&vk_batch=4").text
+    assert "vk (the batch section&#39;s v for each k) was ignored: it has 3 values" in html
+    assert 'data-figure="held-notice"' not in html
 
 
 def test_measured_points_show_for_their_pair_and_bad_files_give_a_notice(tmp_path):

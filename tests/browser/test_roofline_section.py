@@ -87,12 +87,42 @@ def test_a_bad_batch_typed_in_is_clamped_with_a_notice(page):
 
 
 def test_use_these_costs_fills_the_slider_model(page):
-    page.goto("/?models=llama-70b-1b&batch=8&context=0")
-    r = expected(models="llama-70b-1b", batch=8, context=0)
+    page.goto("/?models=llama-70b-1b&batch=8&context=0&gpus=8")
+    r = expected(models="llama-70b-1b", batch=8, context=0, gpus=8)
     page.locator("#use-costs").click()
     expect(page.locator("#c")).to_have_value(f"{round(r.c, 2):g}")
-    expect(page.locator("#v")).to_have_value("1")
+    expect(page.locator("#step_ms")).to_have_value(f"{r.t_target_ms:g}")
     assert query(page)["models"] == "llama-70b-1b" and query(page)["batch"] == "8"
+
+
+def figure(page: Page, name: str):
+    return page.locator(f'[data-figure="{name}"]')
+
+
+def test_use_these_costs_at_batch_512_makes_both_parts_agree_until_v_moves(page):
+    page.goto("/?models=llama-8b-1b&hardware=h100-sxm&batch=512")
+    r = expected(batch=512)
+    page.locator("#use-costs").click()
+    notice = figure(page, "held-notice")
+    expect(notice).to_contain_text("Costs from the batch section at batch 512 on 1 × H100 SXM")
+    # the best-k answers and the tokens/s, per sequence and for the whole batch, are the same
+    best = ("none: do not speculate" if r.best_speedup <= 1
+            else f"{r.best_k} ({r.best_speedup:.2f}×)")
+    expect(figure(page, "best_k_b")).to_have_text(best)
+    expect(figure(page, "best_k")).to_have_text(best)
+    per_sequence = f"{r.tok_s_base:.1f} → {r.tok_s_spec:.1f}"
+    expect(figure(page, "tok_s_seq")).to_have_text(per_sequence)
+    expect(figure(page, "tok_s")).to_have_text(per_sequence)
+    whole = f"{r.tok_s_base_total:.0f} → {r.tok_s_spec_total:.0f}"
+    expect(figure(page, "tok_s_total")).to_have_text(whole)
+    expect(figure(page, "tok_s_batch")).to_have_text(whole)
+    expect(figure(page, "speedup")).to_have_text(f"{r.speedup:.3f}×")
+    assert "vk" in query(page)  # the held costs are in the link
+    # moving v returns the model to one v for every k: the notice goes, and the link with it
+    page.locator("#v").fill("1.5")
+    expect(notice).to_have_count(0)
+    expect(figure(page, "cycle_cost")).to_contain_text("+ 1.50 =")
+    expect(page).not_to_have_url(re.compile(r"[?&]vk="))
 
 
 def test_section_works_with_javascript_off(browser, slider_server):
