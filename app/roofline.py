@@ -125,6 +125,72 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class Label:
+    """A text on the chart: where it sits (x, baseline y, anchor) and its class."""
+
+    kind: str  # ridge, break-even, memory, current
+    text: str
+    x: float
+    y: float
+    anchor: str  # start, middle or end
+
+    def box(self) -> tuple[float, float, float, float]:
+        """Its extent in the viewBox, from a generous estimate of 13 px text."""
+        width = len(self.text) * LABEL_CHAR_PX
+        x0 = self.x - {"start": 0.0, "middle": width / 2, "end": width}[self.anchor]
+        return x0, self.y - 12, x0 + width, self.y + 4
+
+
+LABEL_CHAR_PX = 8.0  # wider than the 13 px sans-serif's average glyph, so estimates err wide
+LABEL_GAP = 8.0  # room for the halo each label draws round its glyphs
+
+
+def _overlaps(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return (a[0] < b[2] + LABEL_GAP and b[0] < a[2] + LABEL_GAP
+            and a[1] < b[3] + LABEL_GAP and b[1] < a[3] + LABEL_GAP)
+
+
+def place_labels(frame: Frame, lines: list[tuple[str, str, float]],
+                 current: tuple[str, float, float]) -> list[Label]:
+    """Labels that never overlap one another and, where there is room, cross no other
+    marker's vertical line (a label drawn over a line keeps a halo in the panel's colour).
+
+    ``lines``: (kind, text, x) for the ridge, the break-even batch and the memory limit, in
+    that order; ``current``: the current batch's text and its point. Each label takes the first
+    free place: rows from the top, right of its line then left of it, then rows from the bottom;
+    failing that, the same rows against the plot's edges. The current batch's label sits above
+    its point, below, or beside it."""
+    placed: list[Label] = []
+    xs = {kind: x for kind, _, x in lines}
+
+    def free(label: Label, may_cross: bool) -> bool:
+        x0, y0, x1, y1 = label.box()
+        inside = frame.left <= x0 and x1 <= frame.right and frame.top <= y0 and y1 <= frame.bottom
+        crosses = any(x0 - 1 < x < x1 + 1 for kind, x in xs.items() if kind != label.kind)
+        return (inside and (may_cross or not crosses)
+                and not any(_overlaps(label.box(), p.box()) for p in placed))
+
+    def first(tries: list[Label]) -> Label:
+        return next((c for may_cross in (False, True) for c in tries if free(c, may_cross)),
+                    tries[0])
+
+    text, cx, cy = current
+    placed.append(first([Label("current", text, cx, cy - 12, "middle"),
+                         Label("current", text, cx, cy + 22, "middle"),
+                         Label("current", text, cx + 10, cy + 4, "start"),
+                         Label("current", text, cx - 10, cy + 4, "end")]))
+    rows = ([frame.top + 14 + 16 * i for i in range(6)]
+            + [frame.bottom - 8 - 16 * i for i in range(4)])
+    for kind, text, x in lines:
+        beside = [Label(kind, text, x + dx, y, anchor) for y in rows
+                  for dx, anchor in ((4, "start"), (-4, "end"))]
+        edges = [Label(kind, text, edge, y, anchor) for y in rows
+                 for edge, anchor in ((frame.right - 2, "end"), (frame.left + 4, "start"))]
+        placed.append(first(beside + edges))
+    return placed
+
+
+@dataclass(frozen=True)
 class MeasuredSeries:
     label: str
     method: str
@@ -145,6 +211,7 @@ class BatchChart(Frame):
     measured: list[MeasuredSeries]
     no_fit_x: float | None  # batches right of this do not fit in memory (None: all fit)
     max_batch: int | None
+    labels: list[Label]
 
 
 def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width: int = 440,
@@ -178,15 +245,18 @@ def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width:
     be = fig.break_even_batch
     most = fig.max_batch_that_fits
     no_fit_x = left if most is None else x_of(most) if most < BATCH_MAX else None
+    current = Marker(x_of(fig.batch), y_of(fig.speedup), f"B = {fig.batch}: {fig.speedup:.2f}×")
+    be_x = x_of(be) if be is not None else None
+    ridge_x = x_of(fig.ridge_batch) if 1 <= fig.ridge_batch <= BATCH_MAX else None
+    frame = Frame(width, height, left, right, top, bottom)
+    lines = [(kind, text, x) for kind, text, x in (
+        ("ridge", "ridge", ridge_x), ("break-even", f"break-even {be}", be_x),
+        ("memory", "does not fit" if most is None else f"memory limit {most}", no_fit_x))
+        if x is not None]
+    labels = place_labels(frame, lines, (f"B = {fig.batch}", current.x, current.y))
     return BatchChart(
-        width, height, left, right, top, bottom, path, x_ticks, y_ticks, y_of(1.0),
-        Marker(x_of(fig.batch), y_of(fig.speedup), f"B = {fig.batch}: {fig.speedup:.2f}×"),
-        x_of(be) if be is not None else None,
-        x_of(fig.ridge_batch) if 1 <= fig.ridge_batch <= BATCH_MAX else None,
-        series,
-        no_fit_x,
-        most,
-    )
+        width, height, left, right, top, bottom, path, x_ticks, y_ticks, y_of(1.0), current,
+        be_x, ridge_x, series, no_fit_x, most, labels)
 
 
 # ---- the section -------------------------------------------------------------------------------

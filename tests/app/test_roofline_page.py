@@ -220,3 +220,26 @@ def test_the_table_says_the_rates_are_achieved_and_this_machine_is_measured(clie
         in figure(html, "achieved")
     mine = client.get("/?hardware=this-machine&models=shipped").text
     assert "fitted to measured passes, so already achieved (share 1)" in figure(mine, "achieved")
+
+
+def test_chart_labels_are_placed_apart_in_every_preset():
+    import itertools
+
+    from app.roofline import _overlaps, batch_chart
+
+    checked = 0
+    for models, hw, gpus, context, batch in itertools.product(
+            PAIRS, ("h100-sxm", "l4", "a100-80gb"), (1, 8), (0, 512, 8192), (1, 64, 512, 1024)):
+        pair = PAIRS[models]
+        s = Setting(HARDWARE[hw], pair.target, pair.draft, gpus=gpus, context=context,
+                    **ACHIEVED)
+        chart = batch_chart(s, roofline(s, batch), [])
+        boxes = [label.box() for label in chart.labels]
+        assert len(boxes) == 1 + sum(x is not None for x in (chart.ridge_x, chart.break_even_x,
+                                                             chart.no_fit_x))
+        for a, b in itertools.combinations(boxes, 2):
+            assert not _overlaps(a, b), (models, hw, gpus, context, batch)
+        for x0, y0, x1, y1 in boxes:
+            assert chart.left <= x0 and x1 <= chart.right and chart.top <= y0 <= y1 <= chart.bottom
+        checked += 1
+    assert checked == 4 * 3 * 2 * 3 * 4

@@ -139,3 +139,51 @@ def test_section_works_with_javascript_off(browser, slider_server):
     r = expected(models="qwen-7b-0.5b", batch=96, alpha=0.8)
     assert page.locator('[data-figure="s_b"]').inner_text() == f"{r.speedup:.2f}×"
     context.close()
+
+
+LABEL_STATES = [
+    "models=qwen-7b-0.5b&gpus=8&context=512&batch=64",  # break-even 72 beside the ridge at 69
+    "models=qwen-7b-0.5b&hardware=a100-80gb&gpus=8&context=8192&batch=512",  # limit by break-even
+    "models=llama-8b-1b&context=512&batch=512",  # ridge, break-even, memory limit, current
+    "models=llama-70b-1b&gpus=1&context=8192&batch=1",  # nothing fits
+]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [1280, 390])
+def test_chart_labels_never_overlap_one_another(browser, slider_server, width, scheme):
+    with checked_page(browser, slider_server.url) as page:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.emulate_media(color_scheme=scheme)
+        for state in LABEL_STATES:
+            page.goto(f"/?{state}")
+            labels = page.locator(".rl-chart .chart-label")
+            expect(labels.first).to_be_visible()
+            boxes = {labels.nth(i).get_attribute("data-marker"): labels.nth(i).bounding_box()
+                     for i in range(labels.count())}
+            assert "current" in boxes and "ridge" in boxes, state
+            lines = {}
+            for kind, selector in (("ridge", "line.ridge"), ("break-even", "line.break-even-batch"),
+                                   ("memory", "rect.no-fit-zone")):
+                marker = page.locator(f".rl-chart {selector}")
+                if marker.count():
+                    lines[kind] = marker.bounding_box()["x"]
+            assert set(boxes) == {"current"} | set(lines), state
+            names = sorted(boxes)
+            for i, a in enumerate(names):
+                box = boxes[a]
+                for b in names[i + 1:]:
+                    other = boxes[b]
+                    apart = (box["x"] + box["width"] <= other["x"]
+                             or other["x"] + other["width"] <= box["x"]
+                             or box["y"] + box["height"] <= other["y"]
+                             or other["y"] + other["height"] <= box["y"])
+                    assert apart, f"{a} and {b} overlap at {width} px ({scheme}): {state}"
+            chart = page.locator(".rl-chart").bounding_box()
+            for name, box in boxes.items():
+                assert chart["x"] <= box["x"] and box["x"] + box["width"] <= chart["x"] + \
+                    chart["width"], f"{name} leaves the chart at {width} px: {state}"
+            # the case the page once got wrong: break-even's label over the ridge's line
+            if "break-even" in boxes:
+                be = boxes["break-even"]
+                assert not be["x"] < lines["ridge"] < be["x"] + be["width"], state
