@@ -15,6 +15,13 @@
     if (output) output.value = Number(input.value).toFixed(decimals(input));
   });
 
+  // Moving v lets the batch section's costs go: the model returns to one v for every k. This
+  // runs in the capture phase, before htmx reads the form for the request the move triggers.
+  document.addEventListener("input", function (event) {
+    if (event.target.id !== "v") return;
+    document.querySelectorAll("#controls .held-cost").forEach(function (input) { input.remove(); });
+  }, true);
+
   // Resample: take the next seed and refresh the results (the link works without JS).
   document.addEventListener("click", function (event) {
     var link = event.target.closest("#resample");

@@ -8,13 +8,13 @@ from fastapi.responses import HTMLResponse
 from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
 from app.measurements import measurement_store
-from app.params import SLIDERS, parse_page_state
+from app.params import SLIDERS, page_figures, parse_page_state
 from app.preview import draw_soon
 from app.roofline import parse_roofline_state, section_context
 from app.saved import slider_headline, slider_preview_svg, slider_title
 from app.templating import templates
 from app.traffic import parse_traffic_state, traffic_context
-from engine.analytic.theory import figures, simulate_cycles
+from engine.analytic.theory import simulate_cycles
 from engine.settings import Settings
 
 router = APIRouter()
@@ -35,7 +35,7 @@ def slider_page(request: Request) -> HTMLResponse:
     live, live_notices = parse_live_state(query, settings)
     traffic, traffic_notices = parse_traffic_state(query, settings)
     rl_state, rl_notices = parse_roofline_state(query)
-    fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
+    fig = page_figures(state)
     context = {
         "state": state,
         "notices": notices,
