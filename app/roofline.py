@@ -57,7 +57,7 @@ CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "draft": ("sharded", ("sharded", "one-gpu")),
 }
 DRAFT_PLACES = {"sharded": "sharded like the target (vLLM 0.32)",
-                "one-gpu": "whole on one GPU (not what vLLM 0.32 deploys)"}
+                "one-gpu": "one GPU (not what vLLM 0.32 deploys)"}
 # The batch slider moves in quarter octaves: a log scale over whole batches.
 SLIDER_BATCHES = tuple(sorted({round(2 ** (i / 4)) for i in range(41)}))
 
@@ -141,7 +141,7 @@ class Label:
         return x0, self.y - 12, x0 + width, self.y + 4
 
 
-LABEL_CHAR_PX = 8.0  # wider than the 13 px sans-serif's average glyph, so estimates err wide
+LABEL_CHAR_PX = 7.6  # Chromium's 13 px sans-serif measures 7.2 a glyph here: estimates err wide
 LABEL_GAP = 8.0  # room for the halo each label draws round its glyphs
 
 
@@ -158,8 +158,9 @@ def place_labels(frame: Frame, lines: list[tuple[str, str, float]],
     ``lines``: (kind, text, x) for the ridge, the break-even batch and the memory limit, in
     that order; ``current``: the current batch's text and its point. Each label takes the first
     free place: rows from the top, right of its line then left of it, then rows from the bottom;
-    failing that, the same rows against the plot's edges. The current batch's label sits above
-    its point, below, or beside it."""
+    failing that, across its own line up to a neighbouring line, then against the plot's edge
+    nearer its line. The current batch's
+    label sits above its point or below it, off the curve where it can, else beside it."""
     placed: list[Label] = []
     xs = {kind: x for kind, _, x in lines}
 
@@ -170,23 +171,31 @@ def place_labels(frame: Frame, lines: list[tuple[str, str, float]],
         return (inside and (may_cross or not crosses)
                 and not any(_overlaps(label.box(), p.box()) for p in placed))
 
-    def first(tries: list[Label]) -> Label:
+    def first(*groups: list[Label]) -> Label:
+        """The first free place: every group without crossing a line, then with."""
+        tries = [c for group in groups for c in group]
         return next((c for may_cross in (False, True) for c in tries if free(c, may_cross)),
                     tries[0])
 
     text, cx, cy = current
-    placed.append(first([Label("current", text, cx, cy - 12, "middle"),
-                         Label("current", text, cx, cy + 22, "middle"),
-                         Label("current", text, cx + 10, cy + 4, "start"),
+    # off the curve first: above or below the point, centred, then to either side
+    placed.append(first([Label("current", text, cx + dx, cy + dy, anchor)
+                         for dy in (-12, 22)
+                         for dx, anchor in ((0, "middle"), (-6, "end"), (6, "start"))],
+                        [Label("current", text, cx + 10, cy + 4, "start"),
                          Label("current", text, cx - 10, cy + 4, "end")]))
     rows = ([frame.top + 14 + 16 * i for i in range(6)]
             + [frame.bottom - 8 - 16 * i for i in range(4)])
     for kind, text, x in lines:
         beside = [Label(kind, text, x + dx, y, anchor) for y in rows
                   for dx, anchor in ((4, "start"), (-4, "end"))]
-        edges = [Label(kind, text, edge, y, anchor) for y in rows
-                 for edge, anchor in ((frame.right - 2, "end"), (frame.left + 4, "start"))]
-        placed.append(first(beside + edges))
+        # failing that, over its own line between its neighbours, then against the nearer edge
+        others = sorted((o for k, o in xs.items() if k != kind), key=lambda o: abs(o - x))
+        between = [Label(kind, text, o + (4 if o < x else -4), y, "start" if o < x else "end")
+                   for y in rows for o in others]
+        edge = ((frame.right - 2, "end") if x > frame.middle_x else (frame.left + 4, "start"))
+        placed.append(first(beside, between,
+                            [Label(kind, text, edge[0], y, edge[1]) for y in rows]))
     return placed
 
 
@@ -309,10 +318,13 @@ def headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
 
 def _speed_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
     where = f"At batch {fig.batch} on {state.gpus} × {s.hardware.label}"
-    be = fig.break_even_batch
+    be, most = fig.break_even_batch, fig.max_batch_that_fits
+    memory_first = most is not None and most < BATCH_MAX and (be is None or be > most)
     if fig.speedup > 1:
         first = (f"{where}, speculating with {s.draft.label} makes {s.target.label} "
                  f"{fig.speedup:.2f}× faster per token")
+        if memory_first:
+            return f"{first}, and it pays at every batch that fits."
         if be is None:
             return f"{first}, and it pays at every batch up to {BATCH_MAX}."
         return f"{first}; from batch {be} on it costs throughput."
