@@ -26,6 +26,7 @@ real hardware, ``specscope roofline``). Pure Python, standard library only.
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -356,3 +357,41 @@ def dense_lookup(ranges: Sequence[Sequence[int]], max_batch: int, k_cap: int) ->
                 break
         table[batch] = min(k_cap, k if k is not None else 0)
     return table
+
+
+DO_NOT_SPECULATE = "do not speculate here"
+
+
+def python_snippet(target: str, config: dict | None, max_num_seqs: int) -> str | None:
+    """The few lines of Python that start vLLM with the plan (None when it never speculates)."""
+    if config is None:
+        return None
+    lines = [f'    "{key}": {json_text(value)}' for key, value in config.items()]
+    return ("from vllm import LLM\n"
+            f"llm = LLM(model={json_text(target)}, max_num_seqs={max_num_seqs}, "
+            "speculative_config={\n" + ",\n".join(lines) + "})")
+
+
+def json_text(value: object) -> str:
+    """A value as JSON, which Python reads back the same (strings, numbers, lists of numbers)."""
+    return json.dumps(value)
+
+
+def plan_json(p: Plan) -> dict:
+    """The plan as a JSON-ready object (the CLI's ``--json`` and ``GET /api/plan``)."""
+    return {
+        "ranges": [{"lo": r.lo, "hi": r.hi, "k": r.k, "speedup": list(r.speedup),
+                    "vs_fixed": list(r.vs_fixed)} for r in p.ranges],
+        "k_max": p.k_max,
+        "k_max_used": p.k_max_used,
+        "max_num_seqs": p.max_num_seqs,
+        "largest_batch": p.largest_batch,
+        "fixed_k": p.fixed_k,
+        "fixed_gain": p.fixed_gain,
+        "domains": [{"name": d.name, "weight": d.weight, "alpha": d.alpha,
+                     "first_speedup": d.first_speedup, "loses_from": d.loses_from}
+                    for d in p.domains],
+        "limiting": p.limiting,
+        "speculates": p.speculates,
+        "notices": p.notices,
+    }
