@@ -218,13 +218,15 @@
   }
 
   // Share a run or a probe: copy its permalink into the clipboard (the link itself still opens
-  // it); the link names the box that shows the URL and the line that says what happened.
+  // it); the link names the box that shows the URL and the line that says what happened. A link
+  // with data-copy-text copies that text instead (the plan's vLLM config).
   function shareLink(event, link) {
     event.preventDefault();
     var status = $(link.dataset.shareStatus);
-    var done = function () { status.textContent = "Link copied: paste it anywhere."; };
-    var fallback = function () { $(link.dataset.shareUrl).select(); status.textContent = "Copy the selected link."; };
-    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link.href).then(done, fallback);
+    var text = link.dataset.copyText || link.href;
+    var done = function () { status.textContent = link.dataset.copied || "Link copied: paste it anywhere."; };
+    var fallback = function () { $(link.dataset.shareUrl).select(); status.textContent = link.dataset.copyText ? "Copy the selected text." : "Copy the selected link."; };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, fallback);
     else fallback();
   }
 

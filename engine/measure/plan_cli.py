@@ -198,10 +198,15 @@ def preset_costs(hardware: str, models: str, dtype: str, gpus: int, context: int
         raise PlanError("--gpus must be from 1 to 64 and --context from 0 to 1048576")
     hw = measured_fit if hardware == "this-machine" and measured_fit else HARDWARE[hardware]
     pair = PAIRS[models]
-    s = Setting(hw, pair.target, pair.draft, dtype, gpus, context)
+    return setting_costs(Setting(hw, pair.target, pair.draft, dtype, gpus, context))
+
+
+def setting_costs(s: Setting) -> Costs:
+    """Costs from the roofline model of ``s`` (its alpha and k are not used)."""
     return Costs(schedule.roofline_cycle(s),
-                 f"{pair.label} on {gpus} × {hw.label}, {dtype}, context {context} (roofline "
-                 "model)", model_id(pair.target), model_id(pair.draft))
+                 f"{s.target.label} / {s.draft.label} on {s.gpus} × {s.hardware.label}, "
+                 f"{s.dtype}, context {s.context} (roofline model)",
+                 model_id(s.target), model_id(s.draft))
 
 
 def this_machine_fit() -> Hardware | None:
@@ -246,20 +251,29 @@ def make_plan(args) -> dict:
     else:
         fit = this_machine_fit() if args.hardware == "this-machine" else None
         costs = preset_costs(args.hardware, args.models, args.dtype, args.gpus, args.context, fit)
+    return report(domains, costs, args.k_max, args.max_num_seqs, args.target, args.draft,
+                  notices)
+
+
+def report(domains: list[Domain], costs: Costs, k_max: int, max_num_seqs: int,
+           target: str | None = None, draft: str | None = None,
+           notices: list[str] | None = None) -> dict:
+    """The plan, vLLM's config, the snippet and every notice, as one JSON-ready object (the
+    command's ``--json`` and ``GET /api/plan``)."""
+    notices = list(notices or [])
     timed = costs.timed_batches
-    if timed and args.max_num_seqs > timed[-1]:
+    if timed and max_num_seqs > timed[-1]:
         notices.append(
             f"Costs past batch {timed[-1]}, the largest timed, follow the line through batches "
             f"{timed[-2]} and {timed[-1]}." if len(timed) > 1 else
             f"Costs past batch {timed[0]}, the only one timed, are taken to be the same.")
-    k_max = args.k_max
     if costs.k_limit is not None and k_max > costs.k_limit:
         notices.append(f"k is limited to {costs.k_limit}: the costs file timed verification "
                        f"up to k + 1 = {costs.k_limit + 1} tokens.")
         k_max = costs.k_limit
     # Memory: once the roofline gains a capacity model, pass its fits(batch, k) here.
-    p = schedule.plan(domains, costs.cycle, k_max, args.max_num_seqs)
-    target, draft = args.target or costs.target, args.draft or costs.draft
+    p = schedule.plan(domains, costs.cycle, k_max, max_num_seqs)
+    target, draft = target or costs.target, draft or costs.draft
     config = schedule.speculative_config(p, draft)
     return {
         "costs": costs.describe,
