@@ -57,9 +57,10 @@
   // Copy link: the address bar is the state.
   document.addEventListener("DOMContentLoaded", function () {
     // The server names the state it shows, bad values clamped (htmx answers carry it in
-    // HX-Replace-Url): the address bar follows, so a shared link never carries refused values.
+    // HX-Replace-Url): the address bar follows, so a shared link never carries refused values
+    // (the #fragment stays: a link to a section still lands on it).
     var results = document.getElementById("results");
-    if (results && results.dataset.canonical) history.replaceState(null, "", results.dataset.canonical);
+    if (results && results.dataset.canonical) history.replaceState(null, "", results.dataset.canonical + window.location.hash);
     var button = document.getElementById("copy-link");
     var status = document.getElementById("copy-status");
     if (!button) return;
