@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from app.params import SLIDERS
+from app.plan import PLAN_NUMBERS
 from app.roofline import NUMBERS
 
 
@@ -51,6 +52,8 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 PATTERN_MESSAGES = {
     "prompt": "the prompt is blank: give some text to continue",
     "temperatures": "give up to 5 temperatures from 0 to 2, separated by commas",
+    "mix": "each domain is NAME:WEIGHT:ALPHA (a name without colons, a weight of at least 0, "
+           "an alpha from 0 to 1), e.g. code:3:0.85",
 }
 
 
@@ -59,7 +62,7 @@ def _message(error: dict) -> str:
     name = ".".join(p for p in path if not p.isdigit()) or where  # ("body", 0): the body
     given = str(error.get("input"))[:40]
     # The theory API's query parameters are the sliders: state their range in full.
-    ranged = SLIDERS | NUMBERS  # the roofline's gpus, context and batch too
+    ranged = SLIDERS | NUMBERS | PLAN_NUMBERS  # the roofline's gpus, context and batch too
     if where == "query" and name in ranged:
         return f"{ranged[name].describe_range()} (got {given!r})"
     if error.get("type") == "string_pattern_mismatch" and name in PATTERN_MESSAGES:

@@ -9,12 +9,13 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, StringConstraints
 
 from app.errors import error_responses
 from app.measurements import measurement_store
 from app.params import SLIDERS
-from app.plan import PLAN_NUMBERS
+from app.plan import PLAN_NUMBERS, mix_domains
 from app.roofline import NUMBERS, hardware_for
 from app.routes.roofline import (
     DEFAULT_DTYPE,
@@ -28,15 +29,17 @@ from app.routes.roofline import (
     Dtype,
     HardwareName,
     PairName,
-    Rate,
     _edited,
     _number,
 )
 from engine.analytic.roofline import DTYPES, PAIRS, Setting
-from engine.analytic.schedule import single
+from engine.analytic.schedule import MIX_MAX_DOMAINS, MIX_PATTERN, PlanError, single
 from engine.measure.plan_cli import report, setting_costs
 
 router = APIRouter(prefix="/api", tags=["plan"])
+# Narrower than /api/roofline's: with at least 1 MB/s and 1 MFLOP/s every pass time is finite.
+Rate = Annotated[float | None, Query(ge=1e-6, le=1_000_000)]
+MixEntry = Annotated[str, StringConstraints(pattern=MIX_PATTERN)]
 
 
 class PlanRange(BaseModel):
@@ -104,6 +107,11 @@ def plan_api(
     k_max: Annotated[int, _plan_number("k_max")] = int(PLAN_NUMBERS["k_max"].default),
     max_num_seqs: Annotated[int, _plan_number("max_num_seqs")] = int(
         PLAN_NUMBERS["max_num_seqs"].default),
+    mix: Annotated[list[MixEntry] | None, Query(
+        max_length=MIX_MAX_DOMAINS,
+        description="a traffic mix instead of alpha, one NAME:WEIGHT:ALPHA per domain "
+                    "(repeat the parameter): throughput is the weighted mean of the expected "
+                    "tokens per cycle, not that of the mean alpha")] = None,
     bandwidth_tb_s: Annotated[Rate, Query(description="memory bandwidth, TB/s per GPU, "
                                           "instead of the preset's")] = None,
     tflops: Annotated[Rate, Query(description="peak dense TFLOP/s per GPU, for every dtype, "
@@ -127,4 +135,9 @@ def plan_api(
     target = _edited(PAIRS[pair.value].target, "target", given)
     draft = _edited(PAIRS[pair.value].draft, "draft", given)
     s = Setting(hw, target, draft, dtype.value, gpus, context)
-    return report(single(alpha), setting_costs(s), k_max, max_num_seqs)
+    domains, notices = mix_domains(mix) if mix else (single(alpha), [])
+    try:
+        return report(domains, setting_costs(s), k_max, max_num_seqs, notices=notices)
+    except PlanError as error:  # costs that are not finite: say so, never a 500
+        return JSONResponse(status_code=422, content={
+            "message": str(error), "detail": [{"loc": ["query"], "msg": str(error)}]})

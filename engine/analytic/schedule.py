@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -63,6 +64,32 @@ class Domain:
 def single(alpha: float) -> list[Domain]:
     """One alpha as a traffic "mix" of one domain."""
     return [Domain("all traffic", 1.0, alpha)]
+
+
+# One domain of a mix in a link or a query: "NAME:WEIGHT:ALPHA" (the name may hold anything but
+# a colon). The pattern admits only entries that parse, so a schema built on it is exact.
+MIX_PATTERN = r"^[^:]{1,40}:[0-9]{1,6}(\.[0-9]{1,6})?:(0(\.[0-9]{1,6})?|1(\.0{1,6})?)$"
+MIX_MAX_DOMAINS = 12
+
+
+def parse_mix_entry(text: str) -> Domain:
+    """``"code:3:0.85"`` as ``Domain("code", 3.0, 0.85)``; PlanError when it does not fit."""
+    if re.fullmatch(MIX_PATTERN[1:-1], text) is None:
+        raise PlanError(f"{text[:48]!r} is not NAME:WEIGHT:ALPHA (a weight of at least 0, "
+                        "an alpha from 0 to 1)")
+    name, weight, alpha = text.rsplit(":", 2)
+    return Domain(name, float(weight), float(alpha))
+
+
+def mix_entry(d: Domain) -> str:
+    """``d`` as ``NAME:WEIGHT:ALPHA`` (a colon in the name becomes "-"; 40 characters at most)."""
+    name = d.name.replace(":", "-")[:40] or "-"
+    return f"{name}:{_decimal(min(d.weight, 999_999), 6)}:{_decimal(d.alpha, 4)}"
+
+
+def _decimal(x: float, places: int) -> str:
+    text = f"{x:.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def mixed_tokens(domains: Sequence[Domain], k: int) -> float:
@@ -272,7 +299,8 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
     for batch in range(1, max_num_seqs + 1):
         if fits is not None and not fits(batch, 0):
             continue
-        row = [1.0] + [tokens[k] / cycle(batch, k) for k in range(1, k_max + 1)]
+        row = [1.0] + [tokens[k] / _checked(cycle(batch, k), batch, k)
+                       for k in range(1, k_max + 1)]
         allowed = [k for k in range(k_max + 1) if k == 0 or fits is None or fits(batch, k)]
         best = max(allowed, key=lambda k: (row[k], -k))
         chosen[batch], speed[batch] = best, row
@@ -303,6 +331,14 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
     reports = [_domain_report(d, cycle, chosen, planned) for d in domains]
     limiting = _limiting(reports) if len(domains) > 1 and planned else None
     return Plan(ranges, k_max, max_num_seqs, fixed_k, fixed_gain, reports, limiting, notices)
+
+
+def _checked(cost: float, batch: int, k: int) -> float:
+    """A cycle cost the plan can compare: finite and above 0."""
+    if not (math.isfinite(cost) and cost > 0):
+        raise PlanError(f"the cycle cost at batch {batch}, k = {k} is {cost}: costs must be "
+                        "finite and above 0 (are the hardware's figures within reason?)")
+    return cost
 
 
 def _domain_report(d: Domain, cycle: CycleCost, chosen: dict[int, int],

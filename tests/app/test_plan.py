@@ -109,3 +109,41 @@ def test_a_calibration_offers_a_plan_at_its_alpha(client):
     page = client.post("/calibrate", data={"before": before, "after": after}).text
     alpha = re.search(r'<tr data-alpha="([0-9.]+)"', page).group(1)
     assert f'href="/?alpha={float(alpha):.2f}#plan">Plan a schedule from this</a>' in page
+
+
+# ---- a traffic mix ----
+
+MIX = [schedule.Domain("code", 3, 0.95), schedule.Domain("chat", 1, 0.3)]
+
+
+def test_a_mix_plans_with_every_domains_alpha_and_names_the_one_that_limits_it(client):
+    data = client.get("/api/plan?mix=code:3:0.95&mix=chat:1:0.3&context=128").json()
+    p = PAIRS["llama-8b-1b"]
+    s = Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 1, 128)
+    plan = schedule.plan(MIX, schedule.roofline_cycle(s), 8, 256)
+    assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
+    assert data["plan"]["limiting"] == "chat"
+    mean = client.get("/api/plan?alpha=0.7875&context=128").json()  # 0.75 x 0.95 + 0.25 x 0.3
+    assert mean["plan"]["ranges"] != data["plan"]["ranges"]
+
+
+def test_a_mix_entry_that_does_not_parse_is_a_422_that_shows_the_format(client):
+    response = client.get("/api/plan?mix=code:3:1.5")
+    assert response.status_code == 422
+    assert "NAME:WEIGHT:ALPHA" in response.json()["message"]
+    zero = client.get("/api/plan?mix=a:0:0.5&mix=b:0:0.9").json()
+    assert [d["weight"] for d in zero["plan"]["domains"]] == [1.0, 1.0]
+    assert any("weighted equally" in n for n in zero["notices"])
+
+
+def test_a_mix_in_the_link_shows_its_domains_and_rides_along_with_the_form(client):
+    response = client.get("/?mix=code:3:0.95&mix=chat:1:0.3&mix=oops&context=128",
+                          headers={"HX-Request": "true", "HX-Target": "roofline"})
+    assert "mix=code%3A3%3A0.95&mix=chat%3A1%3A0.3" in response.headers["HX-Replace-Url"]
+    text = response.text
+    assert '<tr data-domain="chat"><th scope="row">chat <span class="muted">(limits the plan)' \
+        in text
+    assert text.count('type="hidden" name="mix" form="controls"') == 2
+    assert "&#39;oops&#39; is not NAME:WEIGHT:ALPHA" in text
+    assert 'id="plan-drop-mix"' in text and "mix=" not in re.search(
+        r'href="([^"]*)" id="plan-drop-mix"', text).group(1)

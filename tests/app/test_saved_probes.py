@@ -3,7 +3,9 @@ panel did, a JSON export and an API entry; bad ids get 404, unreadable records a
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import httpx
 import pytest
@@ -127,6 +129,12 @@ def test_the_page_offers_a_plan_at_each_rows_alpha_and_its_json_plans_a_mix(live
     for row in record["result"]["rows"]:
         assert f'href="/?alpha={row["alpha_counted"]:.2f}#plan">{row["domain"]} at ' \
                f'temperature {row["temperature"]:g}' in page
+    # The whole mix at one temperature: the page plans for those domains, weighted by prompts.
+    mix_link = re.search(r'href="([^"]*)">the mix of its domains at temperature 1<', page)
+    planned = get(live_server, html.unescape(mix_link.group(1))).text
+    for row in (r for r in record["result"]["rows"] if r["temperature"] == 1):
+        assert f'<tr data-domain="{row["domain"]}">' in planned
+        assert f'value="{row["domain"]}:{row["prompts"]}:' in planned
     # The download is what `specscope plan --from-probe` reads: a mix over its domains.
     path = tmp_path / "probe.json"
     path.write_text(get(live_server, f"/probes/{probe_id}.json").text)

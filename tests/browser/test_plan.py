@@ -56,3 +56,12 @@ def test_where_nothing_pays_there_is_nothing_to_copy(page):
     page.goto("/?alpha=0.05&hardware=l4&context=0")
     expect(page.locator('[data-figure="plan-advice"]')).to_contain_text("do not speculate here")
     expect(page.locator("#copy-plan-config")).to_have_count(0)
+
+
+def test_a_mix_stays_in_the_link_when_the_settings_change(page):
+    page.goto("/?mix=code:3:0.95&mix=chat:1:0.3#plan")
+    expect(page.locator("table.plan-mix tbody tr")).to_have_count(2)
+    page.locator("#rl-hardware").select_option("l4")
+    expect(page.locator("table.plan-table caption")).to_contain_text("L4")
+    expect(page).to_have_url(re.compile(r"hardware=l4&.*mix=code%3A3%3A0\.95&mix=chat%3A1%3A0\.3"))
+    expect(page.locator("table.plan-mix tbody tr")).to_have_count(2)

@@ -20,7 +20,9 @@ from engine.analytic.schedule import (
     PlanError,
     TimedCosts,
     dense_lookup,
+    mix_entry,
     mixed_tokens,
+    parse_mix_entry,
     plan,
     roofline_cycle,
     single,
@@ -263,3 +265,30 @@ def test_one_range_needs_no_schedule_and_several_carry_it():
 def test_the_dense_lookup_fills_gaps_and_the_tail_with_the_previous_k_and_caps_it():
     table = dense_lookup([[1, 2, 5], [5, 6, 1], [3, 3, 2]], 9, 4)
     assert table[1:] == [4, 4, 2, 2, 1, 1, 1, 1, 1]
+
+
+# ---- a mix in a link ----
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.text(min_size=0, max_size=60), weight=st.floats(0, 2e6),
+       alpha=st.floats(0, 1))
+def test_every_mix_entry_written_parses_back_to_its_domain(name, weight, alpha):
+    entry = mix_entry(Domain(name, weight, alpha))
+    back = parse_mix_entry(entry)
+    assert ":" not in back.name and 1 <= len(back.name) <= 40
+    assert back.weight == pytest.approx(min(weight, 999_999), abs=1e-6)
+    assert back.alpha == pytest.approx(alpha, abs=5e-5)
+
+
+@pytest.mark.parametrize("entry", ["code", "code:1", ":1:0.5", "code:-1:0.5", "code:1:1.5",
+                                   "code:1:0.5x", "c:1e3:0.5", "x" * 41 + ":1:0.5"])
+def test_a_mix_entry_that_does_not_fit_is_refused_with_the_format(entry):
+    with pytest.raises(PlanError, match="NAME:WEIGHT:ALPHA"):
+        parse_mix_entry(entry)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0, -1.0])
+def test_costs_that_are_not_finite_and_positive_are_refused(bad):
+    with pytest.raises(PlanError, match="finite and above 0"):
+        plan(single(0.7), lambda b, k: bad if b == 3 else 1.0 + k, 4, 8)
