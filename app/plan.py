@@ -5,6 +5,7 @@ settings, at the slider model's alpha, and the vLLM config that carries it
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode
@@ -65,7 +66,9 @@ def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
     api = urlencode([("hardware", rl_state.hardware), ("pair", rl_state.models),
                      ("dtype", rl_state.dtype), ("gpus", rl_state.gpus),
                      ("context", rl_state.context), *given, *state.items()])
-    command = (f"specscope plan --alpha {fmt(alpha)} --hardware {rl_state.hardware} "
+    by_hand = ",".join(mix_entry(d).replace(":", "=", 1) for d in state.mix)
+    source = f"--mix {shlex.quote(by_hand)}" if state.mix else f"--alpha {fmt(alpha)}"
+    command = (f"specscope plan {source} --hardware {rl_state.hardware} "
                f"--models {rl_state.models} --dtype {rl_state.dtype} --gpus {rl_state.gpus} "
                f"--context {rl_state.context} --k-max {state.k_max} "
                f"--max-num-seqs {state.max_num_seqs}")

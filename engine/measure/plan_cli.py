@@ -46,7 +46,8 @@ def add_parser(sub, d: dict) -> None:
     source.add_argument("--from-metrics", type=Path, nargs="+", metavar=("BEFORE", "AFTER"),
                         help="a vLLM /metrics snapshot, or two: the window between them")
     plan.add_argument("--mix", help="with --from-probe: your traffic, domain=weight,... "
-                                    "(default: weighted by the probe's prompts)")
+                                    "(default: weighted by the probe's prompts); alone: "
+                                    "domain=weight:alpha,... (a mix given by hand)")
     plan.add_argument("--temperature", type=float,
                       help="with --from-probe: the probe's rows at this temperature "
                            "(needed when it probed several)")
@@ -153,13 +154,28 @@ def _read_text(path: Path) -> str:
         raise PlanError(f"{path} is not UTF-8 text") from None
 
 
+def hand_mix(text: str) -> list[Domain]:
+    """``"code=3:0.85,chat=1:0.4"``: each domain's weight and alpha, given by hand."""
+    domains = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, rest = part.partition("=")
+        domains.append(schedule.parse_mix_entry(f"{name.strip()}:{rest.strip()}"))
+    if not domains:
+        raise PlanError("--mix names no domain")
+    return domains
+
+
 def alpha_source(args) -> tuple[list[Domain], list[str]]:
     given = [name for name in ("alpha", "from_probe", "from_metrics")
              if getattr(args, name) is not None]
+    if not given and args.mix is not None and args.temperature is None:
+        return hand_mix(args.mix), []
     if len(given) != 1:
-        raise PlanError("give one of --alpha, --from-probe FILE or --from-metrics BEFORE [AFTER]")
+        raise PlanError("give one of --alpha, --from-probe FILE, --from-metrics BEFORE [AFTER] "
+                        "or --mix domain=weight:alpha,...")
     if (args.mix is not None or args.temperature is not None) and args.from_probe is None:
-        raise PlanError("--mix and --temperature go with --from-probe")
+        raise PlanError("--mix domain=weight and --temperature go with --from-probe (a mix "
+                        "alone is domain=weight:alpha,...)")
     if args.alpha is not None:
         return schedule.single(args.alpha), []
     if args.from_probe is not None:

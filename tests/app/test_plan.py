@@ -147,3 +147,19 @@ def test_a_mix_in_the_link_shows_its_domains_and_rides_along_with_the_form(clien
     assert "&#39;oops&#39; is not NAME:WEIGHT:ALPHA" in text
     assert 'id="plan-drop-mix"' in text and "mix=" not in re.search(
         r'href="([^"]*)" id="plan-drop-mix"', text).group(1)
+
+
+@pytest.mark.parametrize("query", ["alpha=0.62&hardware=l4&context=4096&k_max=5",
+                                   "mix=code:3:0.95&mix=chat:1:0.3&models=qwen-7b-0.5b"])
+def test_the_command_the_section_shows_prints_the_same_plan(client, capsys, query):
+    import shlex
+
+    from engine.cli import main
+
+    page = client.get(f"/?{query}").text
+    section = page[page.index('<div class="plan" id="plan"'):]
+    command = html.unescape(re.search(r"<code>(specscope plan [^<]*)</code>", section).group(1))
+    assert main([*shlex.split(command)[1:], "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)["plan"]["ranges"]
+    rows = re.findall(r'<tr data-lo="(\d+)" data-hi="(\d+)" data-k="(\d+)">', section)
+    assert [[r["lo"], r["hi"], r["k"]] for r in printed] == [[int(x) for x in r] for r in rows]

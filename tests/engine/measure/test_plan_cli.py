@@ -109,6 +109,12 @@ def test_a_probe_at_several_temperatures_asks_which(capsys, saved_probe):
     assert "prose, which the probe did not measure" in capsys.readouterr().err
 
 
+def test_a_mix_given_by_hand_is_planned_like_a_probes(capsys, saved_probe):
+    by_hand = plan_json(capsys, "--mix", "code=6:0.9,chat=2:0.35", *LLAMA)
+    probed = plan_json(capsys, "--from-probe", str(saved_probe), "--temperature", "0", *LLAMA)
+    assert by_hand["plan"] == probed["plan"]
+
+
 def test_vllm_counters_give_the_alpha(capsys):
     before, after = FIXTURES / "vllm_metrics_before.txt", FIXTURES / "vllm_metrics_after.txt"
     out = plan_json(capsys, "--from-metrics", str(before), str(after), *LLAMA)
@@ -132,7 +138,8 @@ def test_a_measured_costs_file_plans_on_its_timings_up_to_its_longest_draft(caps
     ([], "give one of --alpha"),
     (["--alpha", "0.5", "--from-metrics", "x"], "give one of --alpha"),
     (["--alpha", "1.5"], "from 0 to 1"),
-    (["--alpha", "0.5", "--mix", "a=1"], "--mix and --temperature go with --from-probe"),
+    (["--alpha", "0.5", "--mix", "a=1"], "go with --from-probe"),
+    (["--mix", "a=1"], "NAME:WEIGHT:ALPHA"),
     (["--alpha", "0.5", "--k-max", "0"], "k_max"),
     (["--alpha", "0.5", "--max-num-seqs", "0"], "max_num_seqs"),
     (["--alpha", "0.5", "--costs", str(REPO / "measurements" / "vllm-shipped-cpu.json")],
