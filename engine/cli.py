@@ -14,6 +14,8 @@ c(B), v(B), the speedup they predict and the fitted roofline of this machine
 (:mod:`engine.measure.roofline`); a table, ``--json``, ``--out`` a measured-curve file.
 ``specscope probe`` and ``specscope calibrate``: alpha by domain and temperature on prompts,
 and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands`).
+``specscope plan``: the draft length for each batch size and vLLM's config for it
+(:mod:`engine.measure.plan_cli`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.measure import commands as measure_commands
-from engine.measure import vllm_cli
+from engine.measure import plan_cli, vllm_cli
 from engine.measure.vllm_client import VllmError
 from engine.settings import Settings
 
@@ -164,6 +166,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
 
     measure_commands.add_parsers(sub, d, _float_list)
     vllm_cli.add_parser(sub, d)
+    plan_cli.add_parser(sub, d)
     return parser
 
 
@@ -187,6 +190,8 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
         return args.run(args)
     if args.command in ("vllm", "sweep"):
         return vllm_cli.run(args)
+    if args.command == "plan":
+        return plan_cli.run(args)
     if args.command in ("bench", "roofline"):
         try:
             return _bench(args, argv) if args.command == "bench" else _roofline(args)

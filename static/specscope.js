@@ -64,9 +64,10 @@
   // Copy link: the address bar is the state.
   document.addEventListener("DOMContentLoaded", function () {
     // The server names the state it shows, bad values clamped (htmx answers carry it in
-    // HX-Replace-Url): the address bar follows, so a shared link never carries refused values.
+    // HX-Replace-Url): the address bar follows, so a shared link never carries refused values
+    // (the #fragment stays: a link to a section still lands on it).
     var results = document.getElementById("results");
-    if (results && results.dataset.canonical) history.replaceState(null, "", results.dataset.canonical);
+    if (results && results.dataset.canonical) history.replaceState(null, "", results.dataset.canonical + window.location.hash);
     var button = document.getElementById("copy-link");
     var status = document.getElementById("copy-status");
     if (!button) return;
@@ -225,13 +226,15 @@
   }
 
   // Share a run or a probe: copy its permalink into the clipboard (the link itself still opens
-  // it); the link names the box that shows the URL and the line that says what happened.
+  // it); the link names the box that shows the URL and the line that says what happened. A link
+  // with data-copy-text copies that text instead (the plan's vLLM config).
   function shareLink(event, link) {
     event.preventDefault();
     var status = $(link.dataset.shareStatus);
-    var done = function () { status.textContent = "Link copied: paste it anywhere."; };
-    var fallback = function () { $(link.dataset.shareUrl).select(); status.textContent = "Copy the selected link."; };
-    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link.href).then(done, fallback);
+    var text = link.dataset.copyText || link.href;
+    var done = function () { status.textContent = link.dataset.copied || "Link copied: paste it anywhere."; };
+    var fallback = function () { $(link.dataset.shareUrl).select(); status.textContent = link.dataset.copyText ? "Copy the selected text." : "Copy the selected link."; };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, fallback);
     else fallback();
   }
 

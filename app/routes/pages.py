@@ -9,6 +9,7 @@ from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
 from app.measurements import measurement_store
 from app.params import SLIDERS, page_figures, parse_page_state
+from app.plan import parse_plan_state, plan_context
 from app.preview import draw_soon
 from app.roofline import parse_roofline_state, section_context
 from app.saved import slider_headline, slider_preview_svg, slider_title
@@ -35,6 +36,7 @@ def slider_page(request: Request) -> HTMLResponse:
     live, live_notices = parse_live_state(query, settings)
     traffic, traffic_notices = parse_traffic_state(query, settings)
     rl_state, rl_notices = parse_roofline_state(query)
+    plan_state, plan_notices = parse_plan_state(query)
     fig = page_figures(state)
     context = {
         "state": state,
@@ -47,12 +49,15 @@ def slider_page(request: Request) -> HTMLResponse:
         "rl_state": rl_state,
         # The address bar is rewritten to this, so a shared link carries the clamped values.
         "canonical_query": "&".join(
-            (state.query(), live.query(), rl_state.query(), traffic.query())),
+            (state.query(), live.query(), rl_state.query(), plan_state.query(),
+             traffic.query())),
     }
     # A slider drag asks for the results alone: the batch-size section is not computed for it.
     if fragment != "_results.html":
         context |= section_context(query, rl_state, rl_notices, state,
                                    *measurement_store(request.app).curves())
+        context |= plan_context(plan_state, plan_notices, context["rl_setting"], state.alpha,
+                                rl_state)
     if fragment:
         template = fragment
         headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}

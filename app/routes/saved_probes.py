@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from app.errors import Problem, error_responses
+from app.plan import mix_hrefs
 from app.routes.traffic import render_probe
 from app.store import RunStore, StoreUnavailable
 from app.templating import templates
@@ -146,4 +147,5 @@ def probe_page(request: Request, probe_id: str):
         "probed": probed(record["settings"]),
         "result_html": render_probe(probe_result(record)),
         "panel_link": f"/?{panel_query(record['settings'])}#traffic",
+        "plan_mixes": mix_hrefs(record["result"]["rows"]),
     })

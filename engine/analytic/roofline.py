@@ -50,12 +50,12 @@ ACTIVATION_BYTES = 2.0  # bf16 activations, whatever the weights' dtype
 # from these; the engine's Setting defaults to the datasheet (fraction 1).
 # Bandwidth: gpt-fast's README (pytorch-labs/gpt-fast) measures Llama-2-7B in bf16 on an A100
 # 80 GB at 104.9 tok/s, i.e. 1,397 GB/s of the sheet's 2,039 (it calls ~1,700 the empirical peak).
-ACHIEVED_BANDWIDTH = 1397 / 2039  # 0.685
+ACHIEVED_BANDWIDTH = round(1397 / 2039, 3)  # 0.685, at the page control's step
 # FLOP/s: the largest bf16 matmul throughput found by brute force over shapes, "Maximum
 # Achievable Matmul FLOPS" (stas00/ml-engineering, compute/accelerator/README.md): H100 SXM
 # 792.1 of 989 TFLOPS (80.1%); A100 SXM 85.9%, MI300X 60.1%. A decoder's matmuls are no larger,
 # so this is a ceiling; we take the H100's share for every preset.
-ACHIEVED_FLOPS = 792.1 / 989  # 0.801
+ACHIEVED_FLOPS = round(792.1 / 989, 3)  # 0.801
 GB = 1e9  # vendors' gigabytes
 
 # Bytes per stored value. int4 is weight-only quantisation: the arithmetic runs at the bf16 rate.

@@ -56,7 +56,7 @@ def test_speculation_that_pays_everywhere_has_a_null_break_even(client):
     ("context=lots", "context must be a whole number from 0 to 131072"),
     ("alpha=2", "alpha must be a number from 0 to 1"),
     ("hardware=custom", "hardware: Input should be 'h100-sxm'"),
-    ("bandwidth_tb_s=0", "bandwidth_tb_s: Input should be greater than 0"),
+    ("bandwidth_tb_s=0", "bandwidth_tb_s: Input should be greater than or equal to 0.000001"),
     ("target_params_b=1e300", "target_params_b: Input should be less than or equal to 100000"),
 ])
 def test_bad_parameters_get_422_naming_the_parameter_and_what_is_allowed(client, query, named):
