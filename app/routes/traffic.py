@@ -23,7 +23,8 @@ from app.params import MAX_SEED
 from app.routes.runs import RETRY_AFTER_S, STREAM_HEADERS, run_events
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.run_queue import QueueFull
-from app.saved import Archiver, describe_machine, pair_record
+from app.saved.archive import Archiver, pair_record
+from app.saved.machine import describe_machine
 from app.templating import templates
 from app.traffic import (
     TEMPERATURES,
