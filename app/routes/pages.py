@@ -14,7 +14,7 @@ from app.roofline import parse_roofline_state, section_context
 from app.saved.cards import slider_preview_svg
 from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
-from app.traffic import parse_traffic_state, traffic_context
+from app.traffic.state import parse_traffic_state, traffic_context
 from engine.analytic.theory import figures, simulate_cycles
 from engine.settings import Settings
 
