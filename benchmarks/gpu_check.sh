@@ -7,6 +7,7 @@
 #
 #   benchmarks/gpu_check.sh                  # PYTHON=... for another interpreter
 #   BUDGET_S=300 SKIP_8B=1 benchmarks/gpu_check.sh
+#   STEPS="0 4a 4b 5" benchmarks/gpu_check.sh   # only these steps (the others: "skipped")
 #
 # Needs: torch with CUDA, transformers, tokenizers, safetensors, pytest, scipy, and for the
 # test suite's shared fixtures fastapi, uvicorn, jinja2, pydantic-settings, httpx. The repo is
@@ -33,8 +34,10 @@ PY=${PYTHON:-.venv/bin/python}
 # DRY_RUN=1 walks the same steps on a CPU with toy sizes: a check of this script, not of a GPU.
 if [ -n "${DRY_RUN:-}" ]; then
     DEVICE=cpu SHAPE=tiny KS=1,2 SHIPPED_KS=1-2 TOKENS=8 PROMPTS=1
+    ROOFLINE=(--batches 1,2 --repeats 2 --warmup 1 --context 16)
 else
     DEVICE=cuda SHAPE=llama KS=2,4 SHIPPED_KS=1-6 TOKENS=64 PROMPTS=2
+    ROOFLINE=()
 fi
 [ -x "$PY" ] || PY=python3
 OUT=${OUT_DIR:-benchmarks/results}
@@ -51,6 +54,10 @@ SUMMARY=()
 step() {
     local name=$1 limit=$2 left start rc
     shift 2
+    if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" ${name%%.*} "* ]]; then
+        SUMMARY+=("skipped  $name (not in STEPS)")
+        return 1
+    fi
     left=$((BUDGET_S - SECONDS))
     if ((left < 10)); then
         SUMMARY+=("skipped  $name (the budget is spent)")
@@ -119,7 +126,8 @@ if [ -z "${SKIP_8B:-}" ] &&
 fi
 
 if "$PY" -m engine.cli roofline --help >/dev/null 2>&1; then
-    step "6. specscope roofline" 60 "$PY" -m engine.cli roofline --device "$DEVICE"
+    step "6. specscope roofline" 60 "$PY" -m engine.cli roofline --device "$DEVICE" \
+        ${ROOFLINE[@]+"${ROOFLINE[@]}"}
 else
     SUMMARY+=("skipped  6. specscope roofline (not in this version of the command line)")
 fi

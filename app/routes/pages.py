@@ -12,9 +12,10 @@ from app.params import SLIDERS, page_figures, parse_page_state
 from app.plan import parse_plan_state, plan_context
 from app.preview import draw_soon
 from app.roofline import parse_roofline_state, section_context
-from app.saved import slider_headline, slider_preview_svg, slider_title
+from app.saved.cards import slider_preview_svg
+from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
-from app.traffic import parse_traffic_state, traffic_context
+from app.traffic.state import parse_traffic_state, traffic_context
 from engine.analytic.theory import simulate_cycles
 from engine.settings import Settings
 

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse, Response
 from app.charts import speedup_chart
 from app.params import PageState, page_figures, parse_page_state
 from app.preview import chart_svg, export, png_response
-from app.saved import slider_preview_svg
+from app.saved.cards import slider_preview_svg
 from engine.analytic.theory import Figures
 
 router = APIRouter(include_in_schema=False)

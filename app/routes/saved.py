@@ -15,16 +15,10 @@ from app.errors import Problem, error_responses
 from app.params import Slider, parse_controls
 from app.preview import chart_svg, export, png_response
 from app.render import summary_context
-from app.saved import (
-    CHARTS,
-    cycle_events,
-    replay_frames,
-    run_preview_svg,
-    run_title,
-    short_prompt,
-    summary_event,
-    token_rows,
-)
+from app.saved.cards import run_preview_svg
+from app.saved.csv_export import token_rows
+from app.saved.replay import cycle_events, replay_frames, summary_event
+from app.saved.titles import CHARTS, run_title, short_prompt
 from app.store import RunStore, StoreUnavailable
 from app.templating import templates
 

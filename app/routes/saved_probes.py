@@ -15,7 +15,7 @@ from app.plan import mix_hrefs
 from app.routes.traffic import render_probe
 from app.store import RunStore, StoreUnavailable
 from app.templating import templates
-from app.traffic import TrafficState
+from app.traffic.state import TrafficState
 from engine.measure.probe import ProbeResult, ProbeRow
 
 router = APIRouter(tags=["saved probes"])

@@ -23,18 +23,13 @@ from app.params import MAX_SEED
 from app.routes.runs import RETRY_AFTER_S, STREAM_HEADERS, run_events
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.run_queue import QueueFull
-from app.saved import Archiver, describe_machine, pair_record
+from app.saved.archive import Archiver, pair_record
+from app.saved.machine import describe_machine
 from app.templating import templates
-from app.traffic import (
-    TEMPERATURES,
-    alpha_by_domain_chart,
-    alpha_vs_temperature_chart,
-    calibration_numbers,
-    engines,
-    href,
-    probe_job,
-    row_numbers,
-)
+from app.traffic.charts import alpha_by_domain_chart, alpha_vs_temperature_chart
+from app.traffic.job import probe_job
+from app.traffic.numbers import calibration_numbers, href, row_numbers
+from app.traffic.state import TEMPERATURES, engines
 from engine.decoder.loading import ModelPair
 from engine.measure.calibrate import MAX_METRICS_BYTES, MetricsError, calibrate
 from engine.measure.probe import ProbeConfig, ProbeResult, report_json

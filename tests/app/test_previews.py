@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from app.charts import measured_vs_model, speedup_chart
 from app.main import create_app
 from app.preview import PREVIEW_HEIGHT, PREVIEW_WIDTH, card_png, draw_soon, png, preview_svg
-from app.saved import slider_preview_svg
+from app.saved.cards import slider_preview_svg
 from engine.analytic.theory import figures
 from engine.settings import Settings
 

@@ -52,7 +52,7 @@ def test_a_summary_without_estimates_renders_dashes_and_draws_only_what_was_meas
     model to draw and no prediction; the figures read as a dash, the page still renders."""
     from dataclasses import replace
 
-    from app.saved import run_title
+    from app.saved.titles import run_title
     from engine.decoder.stats import summarize
 
     event = cycle([(" the", "accepted"), ("x", "rejected"), ("y", "target")])

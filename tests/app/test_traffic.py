@@ -13,7 +13,7 @@ from support.probes import FAST, probe, result_of
 
 from app.body_limits import CALIBRATE_BYTES
 from app.main import create_app
-from app.traffic import parse_traffic_state
+from app.traffic.state import parse_traffic_state
 from engine.measure.prompt_sets import BUILTIN_SETS
 from engine.settings import Settings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.traffic import alpha_by_domain_chart, alpha_vs_temperature_chart, spread_labels
+from app.traffic.charts import alpha_by_domain_chart, alpha_vs_temperature_chart, spread_labels
 from engine.measure.probe import ProbeResult, ProbeRow
 
 

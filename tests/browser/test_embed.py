@@ -4,6 +4,7 @@ origin is listed in the settings, and the browser refuses the frame otherwise.""
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -74,6 +75,10 @@ def test_framing_is_refused_unless_listed_and_embedded(browser, doc_origin, slid
                                                        embed_server, listed, path):
     server = embed_server if listed else slider_server
     context, page, refusals = open_design_doc(browser, doc_origin, server.url + path)
-    assert page.frame_locator("iframe").locator(".headline").count() == 0
+    # The browser's refusal is a console message that may come after the load event.
+    deadline = time.monotonic() + 10
+    while not refusals and time.monotonic() < deadline:
+        page.wait_for_timeout(50)  # lets Playwright deliver the page's events
     assert refusals and "frame-ancestors 'none'" in refusals[0]
+    assert page.frame_locator("iframe").locator(".headline").count() == 0
     context.close()

@@ -30,7 +30,8 @@ def start_run(page: Page, prompt: str, **fields: str) -> None:
 def test_run_live_streams_every_kind_and_fills_the_summary(page):
     page.goto("/?temperature=1&run_k=4&max_new_tokens=60&run_seed=3")
     start_run(page, "the quick brown fox")
-    expect(page.locator("#live-summary .live-summary")).to_be_visible(timeout=60_000)
+    expect(page.locator("#live-status")).to_have_text("Done.", timeout=60_000)
+    expect(page.locator("#live-summary .live-summary")).to_be_visible()
     chips = page.locator("#live-cycles .chip")
     kinds = set(chips.evaluate_all("els => els.map(e => e.classList[1])"))
     assert kinds == {"accepted", "rejected", "discarded", "target"}
@@ -39,7 +40,6 @@ def test_run_live_streams_every_kind_and_fills_the_summary(page):
     for figure in ("speedup_measured", "speedup_predicted", "alpha_counted", "c", "v"):
         assert page.locator(f'[data-summary="{figure}"]').inner_text().strip()
     assert page.locator(".live-summary svg.bar-chart").count() == 2
-    expect(page.locator("#live-status")).to_have_text("Done.")
 
 
 def test_use_these_numbers_moves_the_sliders_and_the_link(page):
@@ -50,7 +50,7 @@ def test_use_these_numbers_moves_the_sliders_and_the_link(page):
     alpha, c = button.get_attribute("data-alpha"), button.get_attribute("data-c")
     button.click()
     expect(page).to_have_url(re.compile(rf"alpha={float(alpha):g}&k=3&c={float(c):g}&"))
-    assert page.locator("#alpha").input_value() == f"{float(alpha):g}"
+    expect(page.locator("#alpha")).to_have_value(f"{float(alpha):g}")
     expect(page.locator("#alpha-value")).to_have_text(f"{float(alpha):.2f}")
     expect(page.locator('[data-figure="headline"]')).to_contain_text(f"α = {float(alpha):.2f}")
     # The live output stays on the page: nothing was reloaded.
@@ -98,8 +98,8 @@ def test_stop_ends_the_run(page, live_server, app_state):
 
 def test_live_settings_are_part_of_the_link(page):
     page.goto("/?alpha=0.6&prompt=hello%20there&run_k=7&temperature=0.3")
-    assert page.locator("#prompt").input_value() == "hello there"
-    assert page.locator("#run_k").input_value() == "7"
+    expect(page.locator("#prompt")).to_have_value("hello there")
+    expect(page.locator("#run_k")).to_have_value("7")
     page.locator("#temperature").fill("0.5")
     expect(page).to_have_url(re.compile(r"temperature=0\.5"))
     assert "alpha=0.6" in page.url and "prompt=hello+there" in page.url
@@ -110,6 +110,7 @@ def test_phone_width_never_scrolls_sideways_after_a_run(browser, live_server):
     page.goto(live_server.url + "/?temperature=1&run_k=6&max_new_tokens=120&run_seed=2")
     page.locator("#run-live").click()
     expect(page.locator("#live-summary .live-summary")).to_be_visible(timeout=60_000)
+    expect(page.locator("#share-run")).to_be_visible()  # the last thing the run adds
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.close()
 
@@ -120,7 +121,8 @@ def test_cycle_list_follows_the_newest_cycle(page):
     expect(page.locator("#live-status")).to_have_text("Done.", timeout=60_000)
     cycles = page.locator("#live-cycles")
     assert cycles.evaluate("l => l.scrollHeight > l.clientHeight")  # it did overflow
-    assert cycles.evaluate("l => l.scrollHeight - l.scrollTop - l.clientHeight < 2")
+    page.wait_for_function("""() => { const l = document.getElementById('live-cycles');
+        return l.scrollHeight - l.scrollTop - l.clientHeight < 2; }""")
     last = page.locator("#live-cycles .cycle").last.bounding_box()
     box = cycles.bounding_box()
     assert box["y"] <= last["y"] and last["y"] + last["height"] <= box["y"] + box["height"] + 1
@@ -138,13 +140,14 @@ def test_live_panel_labels_and_defines_its_figures(page):
     definition = term.locator(".definition")
     assert definition.bounding_box()["width"] <= 1  # hidden until asked for
     term.focus()
-    assert definition.bounding_box()["width"] > 100
+    page.wait_for_function("d => d.getBoundingClientRect().width > 100",  # shown on focus
+                           arg=definition.element_handle())
     expect(definition).to_contain_text("drafts tried")
 
 
 def test_slow_motion_paces_the_display_not_the_run(page):
     page.goto("/?temperature=1&run_k=2&max_new_tokens=40&run_seed=2&repeats=1&slow=1")
-    assert page.locator("#slow").is_checked()
+    expect(page.locator("#slow")).to_be_checked()
     start_run(page, "the quick brown fox")
     expect(page.locator("#live-status")).to_have_text("Done.", timeout=60_000)
     shown_at = page.evaluate("""() => new Promise(resolve => {

@@ -65,10 +65,11 @@ def test_probe_a_set_and_a_file_share_it_then_use_a_row(page, browser, live_serv
         assert stored.locator("#probe-result svg.chart").count() == 2
         expect(stored.locator("#probe-title")).to_contain_text("Saved probe: probe at k 3")
         expect(stored.locator(".run-facts")).to_contain_text("prompts from tickets.jsonl")
-        stored.locator("#probe-settings-link").click()
+        with stored.expect_navigation():
+            stored.locator("#probe-settings-link").click()
         expect(stored.locator('input[name="probe_set"][value="python"]')).to_be_checked()
         expect(stored.locator('input[name="probe_t"][value="1"]')).to_be_checked()
-        assert stored.locator("#probe_k").input_value() == "3"
+        expect(stored.locator("#probe_k")).to_have_value("3")
     finally:
         fresh.close()
 
@@ -76,7 +77,7 @@ def test_probe_a_set_and_a_file_share_it_then_use_a_row(page, browser, live_serv
     alpha, k = link.get_attribute("data-alpha"), link.get_attribute("data-k")
     link.click()
     expect(page).to_have_url(re.compile(rf"alpha={float(alpha):g}&k={k}&"))
-    assert page.locator("#alpha").input_value() == f"{float(alpha):g}"
+    expect(page.locator("#alpha")).to_have_value(f"{float(alpha):g}")
     assert "probe_t=1" in page.url  # the panel's state stays in the link
 
 
@@ -97,7 +98,7 @@ def test_paste_metrics_then_use_these_numbers(page):
     page.locator("#run-calibrate").click()
     row = page.locator("#calibrate-result .calibrate-table tbody tr")
     expect(row).to_have_count(1)
-    assert row.get_attribute("data-alpha") == "0.682"
+    expect(row).to_have_attribute("data-alpha", "0.682")
     row.locator("a.use-numbers").click()
     expect(page).to_have_url(re.compile(r"alpha=0.68&k=3&"))
     page.locator("#metrics-before").fill("<html>502 Bad Gateway</html>")

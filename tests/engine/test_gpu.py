@@ -4,16 +4,16 @@ steps replayed as CUDA graphs give the eager pass's logits, greedy speculation s
 transformers' greedy decoding, sampled speculation is distributed as the target (chi-square),
 and the benchmark runs. The CPU-side half of the graphs (the static pass they record) is
 checked on every machine in test_forward.py, the verification rule's chi-square in
-decoder/test_verify.py."""
+decoder/test_verify.py, and the whole loop's chi-square on a CPU in decoder/test_speculative.py."""
 
 import dataclasses
 
 import pytest
 import torch
-from scipy.stats import chisquare
+from support.lossless import chi_square_pvalue, target_marginals, token_counts
 from support.tiny_models import build_llama
 
-from engine.decoder.baseline import encode_prompt, run_target_only
+from engine.decoder.baseline import run_target_only
 from engine.decoder.events import GenerationConfig
 from engine.decoder.forward import FastDecoder, KVCache, forward, new_cache, rollback
 from engine.decoder.loading import load_pair
@@ -118,46 +118,6 @@ def test_bfloat16_fast_forward_equals_transformers_within_rounding():
     scale = theirs.abs().max()
     assert (ours - theirs).abs().max() <= 0.03 * scale
     assert (ours.argmax(-1) == theirs.argmax(-1)).float().mean() >= 0.95
-
-
-def token_counts(pair, prompt: str, runs: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """How often each id came first and second in ``runs`` sampled speculative runs
-    (k = 3, temperature 1, seeds 0..runs-1): two ``[V]`` count vectors."""
-    pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # an end token is a token
-    vocab = pair.shared_vocab_size
-    counts = torch.zeros(2, vocab)
-    for seed in range(runs):
-        config = GenerationConfig(prompt=prompt, k=3, temperature=1.0, max_new_tokens=2,
-                                  seed=seed)
-        first, second = list(speculate(pair, config))[-1].token_ids
-        counts[0, first] += 1
-        counts[1, second] += 1
-    return counts[0], counts[1]
-
-
-@torch.inference_mode()
-def target_marginals(pair, prompt: str, temperature: float = 1.0) -> tuple[torch.Tensor, ...]:
-    """The target's own ``p(x1)`` and ``p(x2) = sum_x1 p(x1) p(x2 | x1)`` after ``prompt``
-    at ``temperature``, in float64 (every possible x1 in one batch)."""
-    vocab = pair.shared_vocab_size
-    ids = encode_prompt(pair, GenerationConfig(prompt=prompt, max_new_tokens=2))
-    prompt_ids = torch.tensor([ids], device=pair.device)
-    p1 = (pair.target(input_ids=prompt_ids).logits[0, -1, :vocab].double() / temperature
-          ).softmax(-1)
-    batch = torch.cat([prompt_ids.expand(vocab, -1),
-                       torch.arange(vocab, device=pair.device)[:, None]], dim=1)
-    p2_given = (pair.target(input_ids=batch).logits[:, -1, :vocab].double() / temperature
-                ).softmax(-1)
-    return p1.cpu(), (p1 @ p2_given).cpu()
-
-
-def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
-    """Ids expected fewer than 5 times are pooled into one cell, as chi-square needs."""
-    expected = probs * counts.sum()
-    small = expected < 5
-    observed = torch.cat([counts[~small], counts[small].sum(0, keepdim=True)])
-    expected = torch.cat([expected[~small], expected[small].sum(0, keepdim=True)])
-    return chisquare(observed.numpy(), expected.numpy()).pvalue
 
 
 def test_sampled_speculation_on_cuda_is_distributed_as_the_target(cuda_pair):

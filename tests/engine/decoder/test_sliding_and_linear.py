@@ -25,6 +25,7 @@ from engine.decoder.baseline import run_target_only
 from engine.decoder.events import GenerationConfig
 from engine.decoder.forward import FastDecoder
 from engine.decoder.loading import PairError, load_pair
+from engine.decoder.sampling import warp
 from engine.decoder.speculative import speculate
 
 PROMPT = "the quick brown fox"
@@ -69,10 +70,35 @@ def test_greedy_speculation_past_the_window_equals_the_targets_greedy_decoding(s
     assert done.token_ids == theirs[0, ids.shape[1]:].tolist()
 
 
-def test_sampled_speculation_past_the_window_runs(sliding_pair):
+def fresh_rows(model, ids: list[int], n: int, config: GenerationConfig, vocab: int):
+    """The warped distributions at the last ``n`` positions of ``ids``, from one pass over
+    the whole sequence without a cache: what a correctly rolled-back cache must give."""
+    with torch.inference_mode():
+        logits = model(torch.tensor([ids])).logits[0, -n:, :vocab]
+    return warp(logits, config.temperature, config.top_k, config.top_p)
+
+
+def test_sampled_speculation_past_the_window_runs_on_correctly_rolled_back_caches(sliding_pair):
+    """Every cycle's p (target) and q (draft) are those of the models on the true prefix,
+    computed afresh: a cache that kept a rejected draft, or lost a position it needed,
+    would give other distributions."""
     config = GenerationConfig(prompt=PROMPT, k=4, temperature=1.0, max_new_tokens=40, seed=3)
-    done = list(speculate(sliding_pair, config))[-1]
+    vocab = sliding_pair.shared_vocab_size
+    checked = []
+
+    def check(before: list[int], outcome) -> None:
+        drafts = outcome.drafts
+        p = fresh_rows(sliding_pair.target, before + drafts, len(drafts) + 1, config, vocab)
+        q = fresh_rows(sliding_pair.draft, before + drafts[:-1], len(drafts), config, vocab)
+        torch.testing.assert_close(outcome.p, p, atol=1e-4, rtol=1e-3)
+        torch.testing.assert_close(outcome.q, q, atol=1e-4, rtol=1e-3)
+        checked.append((len(before), outcome.n_accepted < len(drafts)))
+
+    done = list(speculate(sliding_pair, config, on_verify=check))[-1]
     assert len(done.token_ids) == 40
+    prompt = len(sliding_pair.tokenizer(PROMPT).input_ids)
+    # Rejections (rollbacks) happened with more than a window of text behind them.
+    assert any(rejected and length > prompt + WINDOW for length, rejected in checked)
 
 
 def test_a_linear_attention_model_is_refused_at_load_with_a_reason(tmp_path):

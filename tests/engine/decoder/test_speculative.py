@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from support.lossless import chi_square_pvalue, target_marginals, token_counts
 
 from engine.decoder.baseline import run_target_only, target_only
 from engine.decoder.common import TextDecoder
@@ -265,3 +266,17 @@ def test_incremental_text_never_splits_a_utf8_character(good_pair):
     assert "".join(pieces) == text
     assert all("\ufffd" not in piece for piece in pieces)
     assert "" in pieces  # some token ended inside a character and waited for the next
+
+
+def test_sampled_speculation_is_distributed_as_the_target(bad_pair):
+    """Lossless, the whole loop on a CPU (the GPU's run is in test_gpu.py): the first and
+    second tokens of 2000 seeded speculative runs (each an accepted draft, a resampled token
+    or the bonus token) follow the target's own distribution, and the same counts tell a
+    nearby distribution (the target at temperature 0.7) apart. The draft is an unrelated
+    model: most drafts are rejected, so the residual resampling carries the result (with a
+    draft close to the target, accepting every draft would pass as well)."""
+    first, second = token_counts(bad_pair, PROMPT, runs=2000)
+    p1, p2 = target_marginals(bad_pair, PROMPT)
+    assert chi_square_pvalue(first, p1) > 1e-3
+    assert chi_square_pvalue(second, p2) > 1e-3
+    assert chi_square_pvalue(first, target_marginals(bad_pair, PROMPT, 0.7)[0]) < 1e-6

@@ -42,7 +42,11 @@ def test_after_each_cycle_the_target_alone_decodes_as_many_tokens(good_pair):
 def test_closing_the_run_closes_both_generations(good_pair):
     events = interleaved(good_pair, CONFIG)
     assert isinstance(next(events), CycleEvent)
-    events.close()  # must not raise, nor leave a generator running
+    assert isinstance(next(events), StepEvent)  # the target-only run has started too
+    runs = [events.gi_frame.f_locals[name] for name in ("speculative", "baseline")]
+    assert all(run.gi_frame is not None for run in runs)  # both suspended, mid-run
+    events.close()
+    assert [run.gi_frame for run in runs] == [None, None]  # both closed, caches released
 
 
 def test_bad_settings_are_refused_before_anything_runs(good_pair):

@@ -88,11 +88,16 @@ def test_summary_reports_losses_alpha_and_c(run) -> None:
     assert summary["timing"]["c"] > 0
 
 
+def heldout_ce(tmp_path: Path, steps: int, *extra: str) -> float:
+    args = [*TINY, "--target-steps", str(steps), "--measure-steps", "0", "--samples", "0"]
+    summary = train_pair.main([*args, *extra, "--out", str(tmp_path / str(steps))])
+    return summary["heldout"]["tiny_corpus"]["ce_target"]
+
+
 def test_training_reduces_the_loss(tmp_path) -> None:
-    args = [*TINY, "--target-steps", "40", "--measure-steps", "0", "--samples", "0"]
-    summary = train_pair.main([*args, "--out", str(tmp_path)])
-    first = summary["heldout"]["tiny_corpus"]["ce_target"]
-    assert first < 5.0  # log(300) = 5.7 is what an untrained model scores
+    """The same start (seed), trained 1 step and 40: the held-out loss falls by a margin
+    (about 5.7, log 300, to about 4.7 here)."""
+    assert heldout_ce(tmp_path, 40) < heldout_ce(tmp_path, 1) - 0.5
 
 
 def test_same_seed_same_weights(run, tmp_path) -> None:

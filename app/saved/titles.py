@@ -1,0 +1,48 @@
+"""A saved run, a slider state and a run's charts, each named in one line: the titles of
+pages, preview cards and chart files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.analytic.theory import Figures
+
+# A run's charts as files: their title and axis labels.
+CHARTS = {
+    "positions": {"title": "Acceptance at each draft position", "x_label": "draft position i",
+                  "y_label": "share of cycles"},
+    "lengths": {"title": "Acceptance lengths", "x_label": "drafts accepted in a cycle",
+                "y_label": "share of cycles"},
+}
+
+
+def short_prompt(prompt: str, limit: int = 48) -> str:
+    flat = " ".join(prompt.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def run_title(record: dict[str, Any]) -> str:
+    """What the run shows, in one line: "k 4: measured 1.31x, predicted 1.34x, alpha 0.70"."""
+    s = record["summary"]
+
+    def num(key: str, unit: str = "") -> str:  # None: nothing to estimate from
+        return "n/a" if s[key] is None else f"{s[key]:.2f}{unit}"
+
+    return (f"k {s['k']}: measured {num('speedup_measured', 'x')}, predicted "
+            f"{num('speedup_predicted', 'x')}, alpha {num('alpha_counted')}")
+
+
+def slider_title(fig: Figures) -> str:
+    """The slider state in one line: "alpha 0.70, k 4: 1.61x, best k 3"."""
+    best = f"best k {fig.best_k}" if fig.worth_speculating else "do not speculate"
+    return f"alpha {fig.alpha:.2f}, k {fig.k}: {fig.speedup:.2f}x, {best}"
+
+
+def slider_headline(fig: Figures) -> str:
+    """The page's headline as one sentence, for the preview card."""
+    verdict = (f"Best k = {fig.best_k}, worth {fig.best_speedup:.2f}×." if fig.worth_speculating
+               else f"Do not speculate: even the best k ({fig.best_k}) gives "
+                    f"{fig.best_speedup:.2f}×.")
+    return (f"At α = {fig.alpha:.2f} and k = {fig.k}, a cycle yields {fig.expected_tokens:.2f} "
+            f"tokens for {fig.cycle_cost:.2f} target steps: {fig.speedup:.2f}× plain decoding. "
+            + verdict)

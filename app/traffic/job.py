@@ -1,0 +1,84 @@
+"""A probe as a job on the engine queue.
+
+A probe runs through the same :class:`app.run_queue.RunManager` as "Run live": one at a time, a
+queued place shown, 429 past the bound, cancelled when its client goes away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.run_messages import MessageKind, RunMessage
+from app.run_queue import LiveRun, RunStopped
+from engine.decoder.loading import ModelPair
+from engine.measure.probe import (
+    ProbeConfig,
+    ProbeResult,
+    PromptMeasure,
+    fit_prompts,
+    plan,
+    probe,
+    summarize_probe,
+)
+from engine.measure.prompt_sets import Prompt
+from engine.measure.vllm_client import VllmClient, VllmError
+from engine.measure.vllm_probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
+
+
+def probe_job(
+    prompts: list[Prompt], config: ProbeConfig, notices: list[str],
+    keep: Callable[[ProbeResult, ModelPair], RunMessage] | None = None,
+    vllm_url: str | None = None,
+) -> Callable[[LiveRun, ModelPair, Callable], None]:
+    """What the engine thread runs for one probe: a ``progress`` message per prompt run, then
+    one ``probe`` message with the :class:`ProbeResult`, and then ``keep``'s message (where the
+    result was saved, or why not). A probe that reaches the time limit reports (and keeps) what
+    it measured; one whose client left reports nothing.
+
+    With ``vllm_url`` the prompts go through that vLLM server first (its counters give the
+    table), then through our engine, which warns where vLLM accepts far fewer drafts."""
+
+    def job(run: LiveRun, pair: ModelPair, guard: Callable) -> None:
+        fitted, cut = fit_prompts(pair, prompts, config)
+        runs = len(plan(fitted, config))
+        total = runs * (2 if vllm_url else 1)
+        done = 0
+
+        def measure(events, engine: str, notes: list[str]) -> ProbeResult:
+            nonlocal done
+            measures: list[PromptMeasure] = []
+            stopped: list[str] = []
+            try:
+                for m in guard(events):
+                    if not isinstance(m, PromptMeasure):
+                        continue  # a cycle or a step: the guard may stop the probe between them
+                    measures.append(m)
+                    done += 1
+                    run.post(RunMessage(MessageKind.PROGRESS, progress={
+                        "done": done, "total": total, "domain": m.domain,
+                        "temperature": m.temperature, "engine": engine}))
+            except RunStopped as stop:
+                if not str(stop) or not measures:
+                    raise
+                stopped.append(f"{stop}; the table pools the prompts measured by then.")
+            except VllmError as error:
+                raise RunStopped(f"the vLLM server: {error}") from None
+            return summarize_probe(
+                measures, config, engine=engine, target=pair.target_name,
+                draft=pair.draft_name or "", runs_planned=runs, notices=notes + stopped)
+
+        ours = probe(pair, fitted, config, steps=True)
+        if vllm_url is None:
+            result = measure(ours, "specscope", notices + cut)
+        else:
+            client = VllmClient(vllm_url, timeout_s=60.0)
+            ids = [list(pair.tokenizer(p.text).input_ids) for p in fitted]
+            result = measure(probe_vllm(client, fitted, ids, config), "vllm",
+                             notices + cut + [NOT_AVAILABLE])
+            if result.complete:
+                result.notices += acceptance_warnings(result, measure(ours, "specscope", []))
+        run.post(RunMessage(MessageKind.PROBE, probe=result))
+        if keep is not None:
+            run.post(keep(result, pair))
+
+    return job

@@ -1,0 +1,36 @@
+""""Use these numbers": a measured row (a probe's, a calibration's) as slider values and
+the link that sets them."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from app.params import SLIDERS
+from engine.measure.calibrate import Calibration
+from engine.measure.probe import ProbeRow
+
+
+def use_numbers_query(alpha: float, k: int, c: float | None = None, v: float | None = None,
+                      step_ms: float | None = None) -> dict[str, str]:
+    """Slider values for a measured row, clamped into the sliders' ranges."""
+    formats = {"alpha": "{:.2f}", "k": "{:d}", "c": "{:.2f}", "v": "{:.2f}", "step_ms": "{:.1f}"}
+    given = {"alpha": alpha, "k": k, "c": c, "v": v, "step_ms": step_ms}
+    values = {}
+    for name, value in given.items():
+        if value is not None:
+            s = SLIDERS[name]
+            clamped = min(max(value, s.minimum), s.maximum)
+            values[name] = formats[name].format(int(clamped) if s.integer else clamped)
+    return values
+
+
+def row_numbers(row: ProbeRow) -> dict[str, str]:
+    return use_numbers_query(row.alpha_counted, row.k, row.c, row.v, row.step_ms)
+
+
+def href(values: dict[str, str]) -> str:
+    return "/?" + urlencode(values)
+
+
+def calibration_numbers(calibration: Calibration) -> list[dict[str, str]]:
+    return [use_numbers_query(r.alpha_counted, r.k) for r in calibration.rows]
