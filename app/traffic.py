@@ -18,7 +18,6 @@ from app.run_messages import MessageKind, RunMessage
 from app.run_queue import LiveRun, RunStopped
 from engine.analytic.theory import CURVE_MAX_K
 from engine.decoder.loading import ModelPair
-from engine.measure.calibrate import Calibration
 from engine.measure.probe import (
     ProbeConfig,
     ProbeResult,
@@ -30,8 +29,9 @@ from engine.measure.probe import (
     summarize_probe,
 )
 from engine.measure.prompt_sets import BUILTIN_SETS, Prompt
-from engine.measure.vllm_client import VllmClient, VllmError
-from engine.measure.vllm_probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
+from engine.serving.calibrate import Calibration
+from engine.serving.client import VllmClient, VllmError
+from engine.serving.probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
 from engine.settings import Settings
 
 SET_LABELS = {

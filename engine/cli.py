@@ -13,7 +13,8 @@ on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
 c(B), v(B), the speedup they predict and the fitted roofline of this machine
 (:mod:`engine.measure.roofline`); a table, ``--json``, ``--out`` a measured-curve file.
 ``specscope probe`` and ``specscope calibrate``: alpha by domain and temperature on prompts,
-and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands`).
+and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
+:mod:`engine.serving.cli`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.measure import commands as measure_commands
-from engine.measure import vllm_cli
-from engine.measure.vllm_client import VllmError
+from engine.serving import cli as vllm_cli
+from engine.serving.client import VllmError
 from engine.settings import Settings
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
@@ -195,6 +196,10 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
             return 2
     if args.command in ("probe", "calibrate"):
         try:
+            if args.command == "calibrate":
+                return vllm_cli.calibrate_command(args)
+            if args.engine == "vllm":
+                return vllm_cli.probe_command(args, argv, d)
             return measure_commands.run(args, argv, d)
         except (ValueError, OSError, VllmError) as exc:
             print(f"specscope {args.command}: error: {exc}", file=sys.stderr)

@@ -36,7 +36,6 @@ from app.traffic import (
     row_numbers,
 )
 from engine.decoder.loading import ModelPair
-from engine.measure.calibrate import MAX_METRICS_BYTES, MetricsError, calibrate
 from engine.measure.probe import ProbeConfig, ProbeResult, report_json
 from engine.measure.prompt_sets import (
     BUILTIN_SETS,
@@ -45,6 +44,7 @@ from engine.measure.prompt_sets import (
     builtin,
     parse_prompts,
 )
+from engine.serving.calibrate import MAX_METRICS_BYTES, MetricsError, calibrate
 from engine.settings import Settings
 
 router = APIRouter(tags=["traffic"])

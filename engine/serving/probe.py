@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from engine.analytic import acceptance as estimators
 from engine.measure.probe import ProbeConfig, ProbeResult, PromptMeasure, plan
 from engine.measure.prompt_sets import Prompt
-from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError
+from engine.serving.client import SpecCounters, VllmClient, VllmError
 
 NOT_AVAILABLE = ("Through vLLM: the sum-min α (expected α) and top-1 agreement need both models' "
                  "distributions, which vLLM does not expose, and c and v need the draft's and "

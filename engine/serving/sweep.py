@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from engine.analytic import acceptance as estimators
-from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError
+from engine.serving.client import SpecCounters, VllmClient, VllmError
 
 MAX_BATCH = 256
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.measure.calibrate import MetricsError, calibrate, markdown
+from engine.serving.calibrate import MetricsError, calibrate, markdown
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

@@ -9,8 +9,8 @@ import pytest
 
 from engine import cli
 from engine.measure.probe import ProbeConfig, summarize_probe
-from engine.measure.vllm_client import SpecCounters, VllmError
-from engine.measure.vllm_probe import acceptance_warnings, beyond_noise, prompt_measure
+from engine.serving.client import SpecCounters, VllmError
+from engine.serving.probe import acceptance_warnings, beyond_noise, prompt_measure
 
 
 def test_counters_around_one_prompt_become_its_cycles_histogram_and_trials():

@@ -1,10 +1,11 @@
-"""``specscope vllm serve``, ``specscope vllm status`` and ``specscope sweep --engine vllm``.
+"""``specscope vllm serve``, ``specscope vllm status``, ``specscope sweep --engine vllm``,
+``specscope calibrate`` and ``specscope probe --engine vllm``.
 
 ``serve`` starts a vLLM server for a target and its draft (speculative config with ``--k``),
 waits for ``/health``, prints its address and keeps it up until Ctrl-C (or SIGTERM), then
 stops it. ``status`` reports a running server: the one at ``--url``, else the one in the
 ``SPECSCOPE_VLLM_URL`` setting. ``sweep`` times batches of concurrent requests with and
-without speculation (:mod:`engine.measure.vllm_sweep`): against two servers it starts one
+without speculation (:mod:`engine.serving.sweep`): against two servers it starts one
 after the other, or against running ones (``--url`` with speculation, ``--baseline-url``
 without).
 """
@@ -17,11 +18,16 @@ import platform
 import signal
 import sys
 import time
+from contextlib import ExitStack
+from dataclasses import asdict
 from pathlib import Path
 
-from engine.measure.vllm_client import VllmClient, VllmError
-from engine.measure.vllm_server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
-from engine.measure.vllm_sweep import (
+from engine.measure.commands import measure, prepare_probe, read_text, report
+from engine.serving.calibrate import calibrate, markdown
+from engine.serving.client import VllmClient, VllmError
+from engine.serving.probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
+from engine.serving.server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
+from engine.serving.sweep import (
     SweepPoint,
     break_even,
     check_batches,
@@ -259,3 +265,49 @@ def _markdown(points: list[SweepPoint], alpha, counts, args) -> str:
                      f"{counts.accepted / counts.draft_tokens:.3f}, mean acceptance length "
                      f"{1 + counts.accepted / counts.drafts:.2f} (k = {args.k})")
     return "\n".join(lines)
+
+
+def calibrate_command(args) -> int:
+    before = read_text(args.before)
+    after = read_text(args.after) if args.after else None
+    result = calibrate(before, after)
+    if args.json:
+        print(json.dumps(asdict(result), indent=1))
+    else:
+        print(markdown(result), end="")
+    return 0
+
+
+def probe_command(args, argv: list[str] | None, d: dict) -> int:
+    """The probe through a vLLM server (``--url``, or one started for the pair), then, unless
+    ``--no-compare``, the same prompts through our engine: a warning where vLLM accepts far
+    fewer drafts."""
+    from engine.measure.probe import probe, report_json
+
+    pair, prompts, notices, config, target, draft = prepare_probe(args, d)
+    command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
+    prompt_ids = [list(pair.tokenizer(p.text).input_ids) for p in prompts]
+    with ExitStack() as stack:
+        if args.url:
+            client = VllmClient(args.url)
+            if not client.healthy():
+                raise VllmError(f"the vLLM server at {client.url} does not answer /health")
+        else:
+            print(f"specscope probe: starting vLLM (k = {config.k}) ...", file=sys.stderr)
+            client = stack.enter_context(VllmServer(ServerSpec(target, draft, k=config.k))).client
+        result = measure(probe_vllm(client, prompts, prompt_ids, config), prompts, config, args,
+                         "vllm", target, draft, [*notices, NOT_AVAILABLE])
+    if result is None:
+        return 130
+    extra = {}
+    if args.compare and result.complete:
+        ours = measure(probe(pair, prompts, config), prompts, config, args, "specscope", target,
+                       draft, list(notices))
+        if ours is not None:
+            warnings = acceptance_warnings(result, ours)
+            result.notices += warnings or [
+                "specscope's engine, on the same pair, prompts and settings, accepts no more "
+                "than about as many drafts: nothing points at the deployment."]
+            extra["reference"] = report_json(ours)
+    report(result, args, command, extra)
+    return 0 if result.complete else 130
