@@ -44,7 +44,8 @@ from engine.measure.prompt_sets import (
     builtin,
     parse_prompts,
 )
-from engine.serving.calibrate import MAX_METRICS_BYTES, MetricsError, calibrate
+from engine.serving.calibrate import calibrate
+from engine.serving.metrics import MAX_METRICS_BYTES, MetricsError
 from engine.settings import Settings
 
 router = APIRouter(tags=["traffic"])

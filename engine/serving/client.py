@@ -2,7 +2,7 @@
 ids, and the speculative-decoding counters on ``/metrics``.
 
 The standard library speaks HTTP, and the counters are read as the calibration reads them
-(:func:`engine.serving.calibrate.read_counts`): the client runs in specscope's environment,
+(:func:`engine.serving.metrics.read_counts`): the client runs in specscope's environment,
 the server in its own.
 Every failure (nothing listening, an HTTP error, a body that is not what vLLM sends, a
 server that stops mid-request) is a :class:`VllmError` whose message names the server and
@@ -18,7 +18,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 
-from engine.serving.calibrate import MetricsError, read_counts
+from engine.serving.metrics import MetricsError, read_counts
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a completion or a /metrics page is far smaller
 
