@@ -24,7 +24,7 @@ from pathlib import Path
 
 from engine.measure.commands import measure, prepare_probe, read_text, report
 from engine.serving.calibrate import calibrate, markdown
-from engine.serving.client import VllmClient, VllmError
+from engine.serving.client import SpecCounters, VllmClient, VllmError
 from engine.serving.probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
 from engine.serving.server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
 from engine.serving.sweep import (
@@ -32,7 +32,6 @@ from engine.serving.sweep import (
     break_even,
     check_batches,
     combine,
-    counted_alpha,
     time_batches,
 )
 
@@ -170,12 +169,25 @@ def _status(args) -> int:
     print(f"{client.url}: healthy, serving {client.model()}")
     c = client.counters()
     print(f"  drafts {c.drafts}, draft tokens {c.draft_tokens}, accepted {c.accepted}")
-    if c.drafts and c.draft_tokens:
-        rates = " ".join(f"{n / c.drafts:.3f}" for n in c.per_position)
-        print(f"  draft acceptance rate {c.accepted / c.draft_tokens:.3f}, "
-              f"mean acceptance length {1 + c.accepted / c.drafts:.2f}")
-        print(f"  per-position acceptance {rates}")
+    print(f"  {acceptance_line(c)}")
+    if c.drafts:
+        print("  per-position acceptance "
+              + (" ".join(_num(x) for x in c.per_position_acceptance) or "n/a"))
     return 0
+
+
+def acceptance_line(counts: SpecCounters, k: int | None = None) -> str:
+    """The acceptance figures of a server's counters (engine.analytic.acceptance), "n/a"
+    where they have nothing to divide by; without drafts, a sentence saying so."""
+    if not counts.drafts:
+        return "no drafts counted: no acceptance figures (has the server run any requests?)"
+    return (f"counted alpha {_num(counts.alpha_counted)}, draft acceptance rate "
+            f"{_num(counts.draft_acceptance_rate)}, mean acceptance length "
+            f"{_num(counts.mean_acceptance_length, 2)}" + (f" (k = {k})" if k else ""))
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
 
 
 def _sweep(args) -> int:
@@ -210,9 +222,9 @@ def _sweep(args) -> int:
     log("without speculation")
     base_timings, _ = measure(args.baseline_url, None)
     points = combine(spec_timings, base_timings)
-    alpha = counted_alpha(counts) if counts else None
+    alpha = counts.alpha_counted if counts is not None else None
     result = _curve(args, points, alpha)
-    print(_markdown(points, alpha, counts, args))
+    print(_markdown(points, counts, args))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         log(f"wrote {args.out}")
@@ -249,7 +261,7 @@ def _curve(args, points: list[SweepPoint], alpha: float | None) -> dict:
     } | ({"pair": args.pair_preset} if args.pair_preset else {})
 
 
-def _markdown(points: list[SweepPoint], alpha, counts, args) -> str:
+def _markdown(points: list[SweepPoint], counts: SpecCounters | None, args) -> str:
     lines = [
         "| B | tok/s with speculation | tok/s without | speedup |",
         "| ---: | ---: | ---: | ---: |",
@@ -260,10 +272,8 @@ def _markdown(points: list[SweepPoint], alpha, counts, args) -> str:
     lines.append("")
     lines.append("measured break-even batch: " + (
         f"{crossing:.1f}" if crossing else "none in the batches swept"))
-    if counts and counts.draft_tokens:
-        lines.append(f"counted alpha {alpha:.3f}, draft acceptance rate "
-                     f"{counts.accepted / counts.draft_tokens:.3f}, mean acceptance length "
-                     f"{1 + counts.accepted / counts.drafts:.2f} (k = {args.k})")
+    if counts is not None:
+        lines.append(acceptance_line(counts, args.k))
     return "\n".join(lines)
 
 
