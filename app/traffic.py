@@ -31,7 +31,7 @@ from engine.measure.probe import (
 from engine.measure.prompt_sets import BUILTIN_SETS, Prompt
 from engine.serving.calibrate import Calibration
 from engine.serving.client import VllmClient, VllmError
-from engine.serving.probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
+from engine.serving.probe import probe_and_compare
 from engine.settings import Settings
 
 SET_LABELS = {
@@ -188,16 +188,12 @@ def probe_job(
                 measures, config, engine=engine, target=pair.target_name,
                 draft=pair.draft_name or "", runs_planned=runs, notices=notes + stopped)
 
-        ours = probe(pair, fitted, config, steps=True)
         if vllm_url is None:
-            result = measure(ours, "specscope", notices + cut)
+            result = measure(probe(pair, fitted, config, steps=True), "specscope", notices + cut)
         else:
             client = VllmClient(vllm_url, timeout_s=60.0)
-            ids = [list(pair.tokenizer(p.text).input_ids) for p in fitted]
-            result = measure(probe_vllm(client, fitted, ids, config), "vllm",
-                             notices + cut + [NOT_AVAILABLE])
-            if result.complete:
-                result.notices += acceptance_warnings(result, measure(ours, "specscope", []))
+            result = probe_and_compare(client, pair, fitted, config, measure,
+                                       notices=notices + cut, steps=True).vllm
         run.post(RunMessage(MessageKind.PROBE, probe=result))
         if keep is not None:
             run.post(keep(result, pair))

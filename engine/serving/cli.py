@@ -25,7 +25,7 @@ from pathlib import Path
 from engine.measure.commands import measure, prepare_probe, read_text, report
 from engine.serving.calibrate import calibrate, markdown
 from engine.serving.client import SpecCounters, VllmClient, VllmError
-from engine.serving.probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
+from engine.serving.probe import probe_and_compare
 from engine.serving.server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
 from engine.serving.sweep import (
     SweepPoint,
@@ -291,12 +291,15 @@ def calibrate_command(args) -> int:
 def probe_command(args, argv: list[str] | None, d: dict) -> int:
     """The probe through a vLLM server (``--url``, or one started for the pair), then, unless
     ``--no-compare``, the same prompts through our engine: a warning where vLLM accepts far
-    fewer drafts."""
-    from engine.measure.probe import probe, report_json
+    fewer drafts (:func:`engine.serving.probe.probe_and_compare`)."""
+    from engine.measure.probe import report_json
 
     pair, prompts, notices, config, target, draft = prepare_probe(args, d)
     command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
-    prompt_ids = [list(pair.tokenizer(p.text).input_ids) for p in prompts]
+
+    def pool(measures, engine: str, notes: list[str]):
+        return measure(measures, prompts, config, args, engine, target, draft, notes)
+
     with ExitStack() as stack:
         if args.url:
             client = VllmClient(args.url)
@@ -305,19 +308,11 @@ def probe_command(args, argv: list[str] | None, d: dict) -> int:
         else:
             print(f"specscope probe: starting vLLM (k = {config.k}) ...", file=sys.stderr)
             client = stack.enter_context(VllmServer(ServerSpec(target, draft, k=config.k))).client
-        result = measure(probe_vllm(client, prompts, prompt_ids, config), prompts, config, args,
-                         "vllm", target, draft, [*notices, NOT_AVAILABLE])
-    if result is None:
+        # The server (one started here) stays up while our engine probes for the comparison.
+        found = probe_and_compare(client, pair, prompts, config, pool, notices=notices,
+                                  compare=args.compare)
+    if found.vllm is None:
         return 130
-    extra = {}
-    if args.compare and result.complete:
-        ours = measure(probe(pair, prompts, config), prompts, config, args, "specscope", target,
-                       draft, list(notices))
-        if ours is not None:
-            warnings = acceptance_warnings(result, ours)
-            result.notices += warnings or [
-                "specscope's engine, on the same pair, prompts and settings, accepts no more "
-                "than about as many drafts: nothing points at the deployment."]
-            extra["reference"] = report_json(ours)
-    report(result, args, command, extra)
-    return 0 if result.complete else 130
+    extra = {"reference": report_json(found.ours)} if found.ours is not None else {}
+    report(found.vllm, args, command, extra)
+    return 0 if found.vllm.complete else 130
