@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from engine.cli_options import add_pair_options
 from engine.decoder.events import (
     ACCEPTED,
     DEFAULT_SEED,
@@ -86,11 +87,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
         add_commands(sub)
     gen = sub.add_parser("generate", help="generate text with speculative decoding")
     gen.add_argument("prompt")
-    gen.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    gen.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
-    gen.add_argument("--no-draft", action="store_true", help="run the target alone")
     g = GenerationConfig  # its field defaults are the generation defaults
-    gen.add_argument("--k", type=int, default=g.k, help="draft tokens per cycle")
+    add_pair_options(gen, d["target"], d["draft"], k=g.k)
+    gen.add_argument("--no-draft", action="store_true", help="run the target alone")
     gen.add_argument("--temperature", type=float, default=g.temperature, help="0 = greedy")
     gen.add_argument("--top-p", type=float, default=g.top_p)
     gen.add_argument("--top-k", type=int, default=g.top_k, help="0 = off")
@@ -108,8 +107,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     bench = sub.add_parser(
         "bench", help="our engine against transformers (generate, assisted generation)"
     )
-    bench.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    bench.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    add_pair_options(bench, d["target"], d["draft"], k=None)  # --ks instead
     bench.add_argument("--ks", type=_int_list, default=[1, 2, 3, 4, 5, 6, 7, 8],
                        help="draft lengths, e.g. 1-8 or 2,4 (default 1-8)")
     bench.add_argument("--temperatures", type=_float_list, default=[0.0, 1.0],
@@ -137,11 +135,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     roof = sub.add_parser(
         "roofline", help="time batched forward passes: where speculation stops paying here"
     )
-    roof.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    roof.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    add_pair_options(roof, d["target"], d["draft"], k_help="draft length: verification is k+1")
     roof.add_argument("--batches", type=_int_list, default=[1, 2, 4, 8, 16, 32, 64],
                       help="comma-separated batch sizes (default 1,2,4,...,64)")
-    roof.add_argument("--k", type=int, default=4, help="draft length: verification is k+1")
     roof.add_argument("--alpha", type=float, default=0.7, help="for the predicted speedup")
     roof.add_argument("--context", type=int, default=128, help="tokens in the KV cache")
     roof.add_argument("--repeats", type=int, default=15)

@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from engine.cli_options import add_pair_options
+
 
 def add_parsers(sub, d: dict, float_list) -> None:
     from engine.measure.prompt_sets import BUILTIN_SETS
@@ -23,9 +25,7 @@ def add_parsers(sub, d: dict, float_list) -> None:
     probe.add_argument("sources", nargs="*", default=list(BUILTIN_SETS),
                        help="built-in set names or prompt files (default: all built-in sets)")
     probe.add_argument("--pair", help=f"a pair from SPECSCOPE_PAIRS ({', '.join(d['pairs'])})")
-    probe.add_argument("--target", help="path or Hugging Face id (default: the default pair's)")
-    probe.add_argument("--draft", help="path or Hugging Face id (default: the default pair's)")
-    probe.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
+    add_pair_options(probe, None, None)
     probe.add_argument("--temperatures", type=float_list, default=[0.0, 0.7, 1.0],
                        help="comma-separated (default 0,0.7,1; 0 = greedy)")
     probe.add_argument("--top-p", type=float, default=1.0)

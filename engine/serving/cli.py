@@ -22,6 +22,7 @@ from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 
+from engine.cli_options import add_pair_options
 from engine.measure.commands import measure, prepare_probe, read_text, report
 from engine.serving.calibrate import calibrate, markdown
 from engine.serving.client import SpecCounters, VllmClient, VllmError
@@ -42,10 +43,8 @@ def add_parser(sub, d: dict) -> None:
     serve = actions.add_parser(
         "serve", help="start vLLM with a draft model, wait for /health, stop on Ctrl-C"
     )
-    serve.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    serve.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
-    serve.add_argument("--k", type=int, default=4,
-                       help="draft tokens per cycle (num_speculative_tokens); 0 = no draft")
+    add_pair_options(serve, d["target"], d["draft"],
+                     k_help="draft tokens per cycle (num_speculative_tokens); 0 = no draft")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8100)
     serve.add_argument("--python", type=Path, default=VLLM_PYTHON,
@@ -71,9 +70,7 @@ def add_parser(sub, d: dict) -> None:
                        help="the serving engine to measure (vLLM)")
     sweep.add_argument("--batch", type=_batches, default=[1, 2, 4, 8, 16, 32, 64],
                        help="batch sizes, e.g. 1,2,4,8,16,32,64 (the default)")
-    sweep.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    sweep.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
-    sweep.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
+    add_pair_options(sweep, d["target"], d["draft"])
     sweep.add_argument("--new-tokens", type=int, default=32,
                        help="tokens each request generates (end of sequence ignored)")
     sweep.add_argument("--repeats", type=int, default=3,
