@@ -23,7 +23,7 @@ from engine.analytic.schedule import (
     parse_mix_entry,
     single,
 )
-from engine.measure.plan_cli import report, setting_costs
+from engine.serving.plan_cli import report, setting_costs
 
 PLAN_NUMBERS: dict[str, Slider] = {
     s.name: s

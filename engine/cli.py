@@ -13,9 +13,10 @@ on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
 c(B), v(B), the speedup they predict and the fitted roofline of this machine
 (:mod:`engine.measure.roofline`); a table, ``--json``, ``--out`` a measured-curve file.
 ``specscope probe`` and ``specscope calibrate``: alpha by domain and temperature on prompts,
-and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands`).
+and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
+:mod:`engine.serving.cli`).
 ``specscope plan``: the draft length for each batch size and vLLM's config for it
-(:mod:`engine.measure.plan_cli`).
+(:mod:`engine.serving.plan_cli`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from engine.cli_options import add_pair_options
 from engine.decoder.events import (
     ACCEPTED,
     DEFAULT_SEED,
@@ -43,8 +45,9 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.measure import commands as measure_commands
-from engine.measure import plan_cli, vllm_cli
-from engine.measure.vllm_client import VllmError
+from engine.serving import cli as vllm_cli
+from engine.serving import plan_cli
+from engine.serving.client import VllmError
 from engine.settings import Settings
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
@@ -87,11 +90,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
         add_commands(sub)
     gen = sub.add_parser("generate", help="generate text with speculative decoding")
     gen.add_argument("prompt")
-    gen.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    gen.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
-    gen.add_argument("--no-draft", action="store_true", help="run the target alone")
     g = GenerationConfig  # its field defaults are the generation defaults
-    gen.add_argument("--k", type=int, default=g.k, help="draft tokens per cycle")
+    add_pair_options(gen, d["target"], d["draft"], k=g.k)
+    gen.add_argument("--no-draft", action="store_true", help="run the target alone")
     gen.add_argument("--temperature", type=float, default=g.temperature, help="0 = greedy")
     gen.add_argument("--top-p", type=float, default=g.top_p)
     gen.add_argument("--top-k", type=int, default=g.top_k, help="0 = off")
@@ -109,8 +110,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     bench = sub.add_parser(
         "bench", help="our engine against transformers (generate, assisted generation)"
     )
-    bench.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    bench.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    add_pair_options(bench, d["target"], d["draft"], k=None)  # --ks instead
     bench.add_argument("--ks", type=_int_list, default=[1, 2, 3, 4, 5, 6, 7, 8],
                        help="draft lengths, e.g. 1-8 or 2,4 (default 1-8)")
     bench.add_argument("--temperatures", type=_float_list, default=[0.0, 1.0],
@@ -138,11 +138,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     roof = sub.add_parser(
         "roofline", help="time batched forward passes: where speculation stops paying here"
     )
-    roof.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    roof.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    add_pair_options(roof, d["target"], d["draft"], k_help="draft length: verification is k+1")
     roof.add_argument("--batches", type=_int_list, default=[1, 2, 4, 8, 16, 32, 64],
                       help="comma-separated batch sizes (default 1,2,4,...,64)")
-    roof.add_argument("--k", type=int, default=4, help="draft length: verification is k+1")
     roof.add_argument("--alpha", type=float, default=0.7, help="for the predicted speedup")
     roof.add_argument("--context", type=int, default=128, help="tokens in the KV cache")
     roof.add_argument("--repeats", type=int, default=15)
@@ -200,6 +198,10 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
             return 2
     if args.command in ("probe", "calibrate"):
         try:
+            if args.command == "calibrate":
+                return vllm_cli.calibrate_command(args)
+            if args.engine == "vllm":
+                return vllm_cli.probe_command(args, argv, d)
             return measure_commands.run(args, argv, d)
         except (ValueError, OSError, VllmError) as exc:
             print(f"specscope {args.command}: error: {exc}", file=sys.stderr)

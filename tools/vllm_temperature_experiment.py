@@ -33,7 +33,7 @@ from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig  # noq
 from engine.decoder.loading import load_pair  # noqa: E402
 from engine.decoder.speculative import speculate  # noqa: E402
 from engine.measure.prompt_sets import heldout_prompts  # noqa: E402
-from engine.measure.vllm_server import ServerSpec, VllmServer  # noqa: E402
+from engine.serving.server import ServerSpec, VllmServer  # noqa: E402
 
 TARGET, DRAFT = "models/target", "models/draft"
 K, NEW_TOKENS, SAMPLES, TEMPERATURES = 4, 48, 1200, (0.5, 1.0)

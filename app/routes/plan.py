@@ -16,7 +16,7 @@ from app.params import SLIDERS
 from app.plan import PLAN_NUMBERS, mix_domains
 from app.setting_query import SettingQuery, number_query
 from engine.analytic.schedule import MIX_MAX_DOMAINS, MIX_PATTERN, PlanError, single
-from engine.measure.plan_cli import report, setting_costs
+from engine.serving.plan_cli import report, setting_costs
 
 router = APIRouter(prefix="/api", tags=["plan"])
 MixEntry = Annotated[str, StringConstraints(pattern=MIX_PATTERN)]

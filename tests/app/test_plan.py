@@ -18,7 +18,7 @@ from engine.analytic.roofline import (
     PAIRS,
     Setting,
 )
-from engine.measure.plan_cli import memory_fits
+from engine.serving.plan_cli import memory_fits
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

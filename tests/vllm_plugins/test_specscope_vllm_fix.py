@@ -15,7 +15,7 @@ import pytest
 import torch
 from specscope_vllm_fix import expand_in_caller_dtype, stand_in_is_wrong
 
-from engine.measure.vllm_server import FIX_ENV, VLLM_PYTHON
+from engine.serving.server import FIX_ENV, VLLM_PYTHON
 from engine.settings import REPO_ROOT
 
 

@@ -20,9 +20,9 @@ from engine.analytic.roofline import (
     max_batch_that_fits,
 )
 from engine.cli import main
-from engine.measure.calibrate import calibrate
 from engine.measure.probe import ProbeRow
-from engine.measure.vllm_server import VLLM_PYTHON
+from engine.serving.calibrate import calibrate
+from engine.serving.server import VLLM_PYTHON
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -163,7 +163,7 @@ def test_bad_input_is_a_message_and_exit_status_2(capsys, args, words):
 
 def test_mix_weights_must_be_numbers():
     with pytest.raises(schedule.PlanError, match="domain=weight"):
-        from engine.measure.plan_cli import parse_mix
+        from engine.serving.plan_cli import parse_mix
         parse_mix("code=lots")
 
 

@@ -25,8 +25,8 @@ from engine.decoder.loading import load_pair
 from engine.decoder.speculative import speculate
 from engine.measure.probe import ProbeConfig, PromptMeasure, probe, summarize_probe
 from engine.measure.prompt_sets import Prompt, heldout_prompts
-from engine.measure.vllm_probe import acceptance_warnings, probe_vllm
-from engine.measure.vllm_server import VLLM_PYTHON, ServerSpec, VllmServer
+from engine.serving.probe import acceptance_warnings, probe_vllm
+from engine.serving.server import VLLM_PYTHON, ServerSpec, VllmServer
 
 pytestmark = pytest.mark.slow
 

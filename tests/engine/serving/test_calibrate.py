@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.measure.calibrate import MetricsError, calibrate, markdown
+from engine.serving.calibrate import calibrate, markdown
+from engine.serving.metrics import MetricsError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

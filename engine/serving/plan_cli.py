@@ -139,7 +139,7 @@ def probe_domains(data: object, temperature: float | None, mix: dict[str, float]
 
 def metrics_domains(paths: list[Path]) -> tuple[list[Domain], list[str]]:
     """Alpha from vLLM's counters; several label sets are a mix weighted by their drafts."""
-    from engine.measure.calibrate import calibrate
+    from engine.serving.calibrate import calibrate
 
     if len(paths) > 2:
         raise PlanError("--from-metrics takes one snapshot or two (before, after)")

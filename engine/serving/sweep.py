@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from engine.analytic import acceptance as estimators
-from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError
+from engine.serving.client import SpecCounters, VllmClient, VllmError
 
 MAX_BATCH = 256
 
@@ -123,4 +122,4 @@ def break_even(points: Sequence[SweepPoint]) -> float | None:
 def counted_alpha(counts: SpecCounters) -> float | None:
     """The counted alpha of the sweep's speculative server (engine.analytic.acceptance, at
     vLLM's fixed k); None without drafts or per-position counts."""
-    return estimators.counted_alpha_vllm(counts.accepted, counts.drafts, counts.per_position)
+    return counts.alpha_counted

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.measure import vllm_server
-from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError, parse_counters
-from engine.measure.vllm_server import ServerSpec, VllmServer, free_port
+from engine.serving import server as vllm_server
+from engine.serving.client import SpecCounters, VllmClient, VllmError, parse_counters
+from engine.serving.server import ServerSpec, VllmServer, free_port
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"
 FAKE = SUPPORT / "fake_vllm.py"
@@ -251,7 +251,7 @@ def test_the_server_is_told_whether_specscopes_vllm_fix_is_on(fake_python):
 
 def test_vllm_serve_no_fix_turns_the_fix_off():
     from engine.cli import build_parser, defaults
-    from engine.measure.vllm_cli import serve_spec
+    from engine.serving.cli import serve_spec
 
     parser = build_parser(defaults())
     assert serve_spec(parser.parse_args(["vllm", "serve"])).fix

@@ -2,7 +2,7 @@
 
 vLLM lives in its own virtualenv (``make install-vllm`` builds ``.venv-vllm``): it pins its
 own transformers and FastAPI, so specscope never imports it and speaks to it over HTTP
-(:mod:`engine.measure.vllm_client`). A server started here runs in its own process group and
+(:mod:`engine.serving.client`). A server started here runs in its own process group and
 is always stopped: on leaving the ``with`` block, on an exception, on Ctrl-C, and when it
 fails to come up.
 """
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.measure.vllm_client import VllmClient, VllmError
+from engine.serving.client import VllmClient, VllmError
 from engine.settings import REPO_ROOT
 
 VLLM_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
