@@ -156,10 +156,10 @@ def sweep(pair: ModelPair, prompts: Sequence[str], batches: Sequence[int],
 
 
 def curves(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
-           batches: Sequence[int], meta: dict) -> list[dict]:
+           batches: Sequence[int], meta: dict, clock: str = "wall") -> list[dict]:
     """One measured-curve JSON (engine.measure.curves) per speculative policy, with its
-    ``policy``: speedup = its wall tokens/s over off's, per batch; the spreads and the CPU-time
-    figures ride along."""
+    ``policy``: speedup = its tokens/s over off's at each batch, by ``clock`` ("wall" or
+    "cpu"); each point also carries the interquartile ranges and both clocks' speedups."""
     out = []
     for policy in policies:
         if policy.fixed == 0:
@@ -169,19 +169,19 @@ def curves(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
         for batch in batches:
             cell, off = cells[policy.name, batch], cells["off", batch]
             accepted, trials = accepted + cell.accepted, trials + cell.trials
-            spec, base = Cell.spread(cell.wall), Cell.spread(off.wall)
-            spec_cpu, base_cpu = Cell.spread(cell.cpu), Cell.spread(off.cpu)
+            spec, base = Cell.spread(getattr(cell, clock)), Cell.spread(getattr(off, clock))
             points.append({
                 "batch": batch, "speedup": spec[1] / base[1], "tok_s_spec": spec[1],
                 "tok_s_base": base[1], "tok_s_spec_iqr": [spec[0], spec[2]],
                 "tok_s_base_iqr": [base[0], base[2]],
-                "speedup_cpu": spec_cpu[1] / base_cpu[1], "tok_s_spec_cpu": spec_cpu[1],
-                "tok_s_base_cpu": base_cpu[1],
-            })
+            } | {f"speedup_{c}": Cell.spread(getattr(cell, c))[1] / Cell.spread(getattr(off, c))[1]
+                 for c in ("wall", "cpu")})
         k = policy.fixed if policy.fixed is not None else max(r[2] for r in policy.ranges)
+        per = "CPU-second" if clock == "cpu" else "second"
         out.append(meta | {
-            "label": f"specscope engine, {policy.name}",
+            "label": f"specscope engine, {policy.name} (tokens per {per})",
             "policy": policy.name,
+            "clock": clock,
             "k": k,
             "alpha": round(accepted / trials, 4) if trials else 0.0,
             "method": "end-to-end",
@@ -247,7 +247,7 @@ def run_sweep(args) -> int:
     if args.pair_preset:
         meta["pair"] = args.pair_preset
     if args.out:
-        for curve in curves(cells, policies, args.batch, meta):
+        for curve in curves(cells, policies, args.batch, meta, args.clock):
             slug = curve["policy"].replace("k = ", "k").replace(" ", "-")
             path = args.out.with_name(f"{args.out.stem}-{slug}{args.out.suffix or '.json'}")
             path.write_text(json.dumps(curve, indent=1) + "\n", encoding="utf-8")

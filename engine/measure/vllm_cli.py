@@ -93,6 +93,9 @@ def add_parser(sub, d: dict) -> None:
     ours.add_argument("--threads", type=int, default=None,
                       help="CPU threads (default: 1 on a CPU)")
     ours.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    ours.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                      help="the curves' tokens/s: per second of wall time (the default) or of "
+                           "the decoding thread's CPU time (steadier on a shared CPU)")
 
 
 def _batches(text: str) -> list[int]:

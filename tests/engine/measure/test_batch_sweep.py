@@ -52,7 +52,7 @@ def test_the_sweep_writes_one_curve_per_speculative_policy(capsys, tmp_path, mod
         "sweep", "--engine", "specscope", "--target", model_dirs["target"], "--draft",
         model_dirs["good"], "--device", "cpu", "--batch", "1,2", "--policies", "off,2",
         "--schedule", str(plan), "--new-tokens", "6", "--repeats", "2", "--temperature", "0.8",
-        "--out", str(out),
+        "--clock", "cpu", "--out", str(out),
     ])
     printed = capsys.readouterr().out
     assert code == 0
@@ -64,7 +64,8 @@ def test_the_sweep_writes_one_curve_per_speculative_policy(capsys, tmp_path, mod
         curve = parse_curve(data, name)  # the page's own reader accepts it
         assert data["policy"] == policy and [p.batch for p in curve.points] == [1, 2]
         assert all(p.tok_s_spec > 0 and p.tok_s_base > 0 for p in curve.points)
-        assert 0 < data["alpha"] <= 1
+        assert 0 < data["alpha"] <= 1 and data["clock"] == "cpu"
+        assert all(p["speedup"] == p["speedup_cpu"] for p in data["points"])
     schedule = json.loads((tmp_path / "ours-schedule.json").read_text())
     assert schedule["schedule"] == [[1, 1, 3], [2, 4, 0]] and schedule["k"] == 3
 
