@@ -210,8 +210,10 @@ def run_sweep(args) -> int:
     """``specscope sweep --engine specscope``: print the tables, write one curve per
     speculative policy (``--out NAME.json`` becomes ``NAME-k2.json``, ``NAME-schedule.json``,
     ...)."""
-    import platform
+    import os
     import sys
+
+    import torch
 
     from engine.decoder.loading import load_pair, set_threads
     from engine.measure.bench import FALLBACK_PROMPTS, heldout_prompts
@@ -238,8 +240,11 @@ def run_sweep(args) -> int:
     for which, clock in (("wall", "wall time"), ("cpu", "CPU time of the decoding thread")):
         print(f"\ntokens/s per second of {clock}: median (interquartile range)\n")
         print(table(cells, policies, args.batch, which))
-    hardware = args.hardware or (f"{platform.processor() or platform.machine()} "
-                                 f"({pair.device.type}, {threads} thread(s), specscope engine)")
+    where = (f"{os.cpu_count()}-core CPU" if pair.device.type == "cpu"
+             else torch.cuda.get_device_name(pair.device))
+    dtype = str(pair.dtype).removeprefix("torch.")
+    hardware = args.hardware or (f"this machine ({where}, {dtype}, {threads} torch thread(s), "
+                                 "specscope engine)")
     meta = {"hardware": hardware, "target": args.target, "draft": args.draft,
             "temperature": args.temperature, "new_tokens": args.new_tokens,
             "repeats": args.repeats, "threads": threads,
