@@ -138,6 +138,66 @@ class KVCache:
             self.decoder.give_slot(self.slot)
 
 
+class RaggedCache:
+    """The keys and values of ``B`` sequences side by side, each with its own length: row
+    ``b``'s first ``lengths[b]`` positions are valid (``[layers, 2, B, kv_heads, capacity,
+    head_dim]``). What batched speculation needs: rows accept different numbers of drafts,
+    so each rolls back by its own amount, and finished rows leave the batch.
+
+    Positions past a row's length may hold anything finite (padding written by a ragged
+    pass); attention masks them. The memory starts at zero (a masked position must not hold
+    NaN: attention weighs values by 0, and 0 x NaN is NaN) and is not pooled: a batch's slot
+    is as large as the batch, and rare."""
+
+    def __init__(self, decoder: FastDecoder, capacity: int, batch: int):
+        self.decoder = decoder
+        self.lengths = [0] * batch
+        self.slot = decoder.new_slot(max(capacity, 1), batch)
+
+    @property
+    def kv(self) -> torch.Tensor:
+        return self.slot.kv
+
+    @property
+    def capacity(self) -> int:
+        return self.kv.shape[4]
+
+    @property
+    def batch(self) -> int:
+        return len(self.lengths)
+
+    def reserve(self, end: int) -> None:
+        """Make room for positions up to ``end`` in every row (doubling)."""
+        if end > self.capacity:
+            slot = self.decoder.new_slot(max(end, 2 * self.capacity), self.batch)
+            used = max(self.lengths, default=0)
+            slot.kv[..., :used, :] = self.kv[..., :used, :]
+            self.slot = slot
+
+    def rollback(self, counts: list[int]) -> None:
+        """Forget the last ``counts[b]`` positions of each row ``b``."""
+        self.lengths = [max(n - c, 0) for n, c in zip(self.lengths, counts, strict=True)]
+
+    def keep_rows(self, rows: list[int]) -> None:
+        """Keep only the rows ``rows`` (indices into the batch, in the new order)."""
+        if rows == list(range(self.batch)):
+            return
+        used = max((self.lengths[r] for r in rows), default=0)
+        slot = self.decoder.new_slot(self.capacity, len(rows))
+        index = torch.tensor(rows, dtype=torch.long, device=self.kv.device)
+        slot.kv[..., :used, :] = self.kv[:, :, index, :, :used]
+        self.slot = slot
+        self.lengths = [self.lengths[r] for r in rows]
+
+
+def forward_ragged(cache: RaggedCache, ids: torch.Tensor, valid: list[int], keep: int
+                   ) -> torch.Tensor:
+    """Run ``ids [B, n]`` after what each row of ``cache`` holds; row ``b``'s real tokens
+    are its first ``valid[b]`` (the rest is padding, which advances nothing). The logits
+    ``[B, keep, V]`` at each row's last ``keep`` real positions."""
+    return cache.decoder.ragged(cache, ids, valid, keep)
+
+
 class FastDecoder:
     """The forward pass of a Llama, Mistral or Qwen2 decoder, written out (see above)."""
 
@@ -221,6 +281,11 @@ class FastDecoder:
         shape = (len(self.layers), 2, batch, self.kv_heads, capacity, self.head_dim)
         return KVSlot(self.embed.new_zeros(shape))
 
+    def new_slot(self, capacity: int, batch: int) -> KVSlot:
+        """A fresh, zeroed slot outside the pool (for :class:`RaggedCache`)."""
+        shape = (len(self.layers), 2, batch, self.kv_heads, capacity, self.head_dim)
+        return KVSlot(self.embed.new_zeros(shape))
+
     def give_slot(self, slot: KVSlot) -> None:
         self.pool.append(slot)
         if len(self.pool) > self.POOL:
@@ -248,15 +313,49 @@ class FastDecoder:
         if self.graphs and single and start > 0 and n <= self.GRAPH_MAX_TOKENS and keep in (1, n):
             logits = self._replay(cache.slot, ids, start, keep)
         if logits is None:
-            cos, sin = self._rope_table(start + n)
-            # transformers' SDPA path: no mask (is_causal for a first chunk) or a boolean one
-            mask = None
-            if n > 1 and start > 0:
-                mask = torch.ones((n, start + n), dtype=torch.bool, device=ids.device)
-                mask = mask.tril(start)
-            where = slice(start, start + n)
-            logits = self._pass(cache.slot, ids, keep, cos[where], sin[where], where, mask)
+            logits = self._lockstep(cache.slot, ids, start, keep)
         cache.length = start + n
+        return logits
+
+    def _lockstep(self, slot: KVSlot, ids: torch.Tensor, start: int, keep: int) -> torch.Tensor:
+        """Every row of ``ids [B, n]`` starts at position ``start``."""
+        n = ids.shape[-1]
+        cos, sin = self._rope_table(start + n)
+        # transformers' SDPA path: no mask (is_causal for a first chunk) or a boolean one
+        mask = None
+        if n > 1 and start > 0:
+            mask = torch.ones((n, start + n), dtype=torch.bool, device=ids.device)
+            mask = mask.tril(start)
+        where = slice(start, start + n)
+        return self._pass(slot, ids, keep, cos[where], sin[where], where, mask)
+
+    @torch.inference_mode()
+    def ragged(self, cache: RaggedCache, ids: torch.Tensor, valid: list[int], keep: int
+               ) -> torch.Tensor:
+        """:func:`forward_ragged`. Rows of one length with no padding take the lockstep pass
+        (at B = 1 the single stream's pass, bit for bit); otherwise each row gets its own
+        rotary positions, its keys and values are scattered to its own positions, and a
+        mask ``[B, 1, n, upto]`` lets query ``j`` of row ``b`` see positions up to
+        ``lengths[b] + j``."""
+        batch, n = ids.shape
+        lengths = cache.lengths
+        upto = max(lengths) + n
+        cache.reserve(upto)
+        if min(lengths) == max(lengths) and all(v == n for v in valid):
+            logits = self._lockstep(cache.slot, ids, lengths[0], keep)
+        else:
+            device = ids.device
+            positions = torch.tensor(lengths, device=device)[:, None] + torch.arange(
+                n, device=device)  # [B, n]
+            mask = torch.arange(upto, device=device) <= positions[:, :, None]  # [B, n, upto]
+            cos, sin = self._rope_table(upto)
+            cos, sin = cos[positions][:, None], sin[positions][:, None]  # [B, 1, n, d]
+            rows_keep: int | torch.Tensor = keep
+            if any(v != n for v in valid):  # each row's last real positions
+                last = torch.tensor(valid, device=device)[:, None] - keep
+                rows_keep = (last + torch.arange(keep, device=device)).clamp_(min=0)
+            logits = self._pass(cache.slot, ids, rows_keep, cos, sin, positions, mask[:, None])
+        cache.lengths = [length + v for length, v in zip(lengths, valid, strict=True)]
         return logits
 
     def static_pass(self, slot: KVSlot, ids, start: torch.Tensor, keep: int, rope):
@@ -271,10 +370,15 @@ class FastDecoder:
 
     def _pass(self, slot: KVSlot, ids, keep, cos, sin, where, mask) -> torch.Tensor:
         """``ids [B, n]`` through every layer; new keys and values go to positions ``where``
-        (a slice or an index tensor) and each query attends to the cache up to the end of
-        ``where`` (or the whole of it, when ``mask`` spans it). Logits ``[B, keep, V]``."""
+        (a slice, an index tensor ``[n]``, or ``[B, n]`` for positions of each row's own) and
+        each query attends to the cache up to the end of ``where`` (or as far as ``mask``
+        spans). Logits ``[B, keep, V]`` of the last ``keep`` positions, or of the positions
+        ``keep [B, m]`` of each row."""
         batch, n = ids.shape
         upto = mask.shape[-1] if mask is not None else where.stop
+        rows = None
+        if isinstance(where, torch.Tensor) and where.dim() == 2:  # per-row positions [B, n]
+            rows = torch.arange(batch, device=ids.device)[:, None]
         x = F.embedding(ids, self.embed)  # [B, n, hidden]
         for (norm1, attn, norm2, mlp), (k_cache, v_cache) in zip(
             self.layers, slot.layers, strict=True
@@ -285,8 +389,12 @@ class FastDecoder:
             k = F.linear(h, wk, bk).view(batch, n, -1, self.head_dim).transpose(1, 2)
             v = F.linear(h, wv, bv).view(batch, n, -1, self.head_dim).transpose(1, 2)
             q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-            k_cache[:, :, where] = k  # the cache: [B, kv_heads, capacity, head_dim]
-            v_cache[:, :, where] = v
+            if rows is None:
+                k_cache[:, :, where] = k  # the cache: [B, kv_heads, capacity, head_dim]
+                v_cache[:, :, where] = v
+            else:  # scattered: row b's token j goes to position where[b, j]
+                k_cache[rows, :, where] = k.transpose(1, 2)  # indexed as [B, n, kv_heads, d]
+                v_cache[rows, :, where] = v.transpose(1, 2)
             keys, values = k_cache[:, :, :upto], v_cache[:, :, :upto]
             gqa = self.groups > 1 and mask is None  # else repeat the heads, as transformers does
             if self.groups > 1 and mask is not None:
@@ -299,7 +407,11 @@ class FastDecoder:
             h = _rms_norm(x, *norm2)
             gate, up, down = mlp
             x = x + F.linear(F.silu(F.linear(h, gate)) * F.linear(h, up), down)
-        return F.linear(_rms_norm(x[:, -keep:], *self.norm), self.head)
+        if isinstance(keep, torch.Tensor):  # [B, m]: positions to keep, per row
+            x = x[torch.arange(batch, device=ids.device)[:, None], keep]
+        else:
+            x = x[:, -keep:]
+        return F.linear(_rms_norm(x, *self.norm), self.head)
 
     def _repeat_kv(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, kv_heads, L, d]`` to ``[B, heads, L, d]``, as transformers' ``repeat_kv`` (by

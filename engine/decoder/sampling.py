@@ -89,3 +89,16 @@ def check_finite(*probs: torch.Tensor) -> None:
             "the model produced probabilities that are not finite numbers (NaN or infinity); "
             "try another temperature or a full-precision dtype"
         )
+
+
+def sample_rows(probs: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
+    """One token id per row of ``probs [B, V]``, row ``b`` drawn with ``generators[b]``:
+    the same token :func:`sample` gives for ``probs[b]`` and that generator, so a row's draws
+    never depend on the rows beside it. ``[B]`` int64."""
+    u = torch.cat([
+        torch.rand((1,), generator=g, device=probs.device, dtype=probs.dtype)
+        for g in generators
+    ])[:, None]  # [B, 1]: one uniform per row, as sample draws it
+    cdf = probs.cumsum(dim=-1)
+    threshold = (1.0 - u) * cdf[..., -1:]
+    return torch.searchsorted(cdf, threshold).squeeze(-1).clamp_(max=probs.shape[-1] - 1)

@@ -66,8 +66,8 @@ def add_parser(sub, d: dict) -> None:
     sweep = sub.add_parser(
         "sweep", help="throughput against batch size, with and without speculation"
     )
-    sweep.add_argument("--engine", choices=["vllm"], default="vllm",
-                       help="the serving engine to measure (vLLM)")
+    sweep.add_argument("--engine", choices=["vllm", "specscope"], default="vllm",
+                       help="the engine to measure: vLLM, or this project's batched engine")
     sweep.add_argument("--batch", type=_batches, default=[1, 2, 4, 8, 16, 32, 64],
                        help="batch sizes, e.g. 1,2,4,8,16,32,64 (the default)")
     add_pair_options(sweep, d["target"], d["draft"])
@@ -89,6 +89,18 @@ def add_parser(sub, d: dict) -> None:
                        help="the page's model-pair preset this curve belongs to (e.g. shipped)")
     sweep.add_argument("--hardware", default=None, help="default: this machine's CPU")
     sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here")
+    ours = sweep.add_argument_group("--engine specscope")
+    ours.add_argument("--policies", default="off,2,4",
+                      help="speculation policies: off and fixed k (default: off,2,4)")
+    ours.add_argument("--schedule", type=Path,
+                      help="a batch-size schedule to run as one more policy: a JSON file "
+                           "holding [[lo, hi, k], ...] (num_speculative_tokens_per_batch_size)")
+    ours.add_argument("--threads", type=int, default=None,
+                      help="CPU threads (default: 1 on a CPU)")
+    ours.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    ours.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                      help="the curves' tokens/s: per second of wall time (the default) or of "
+                           "the decoding thread's CPU time (steadier on a shared CPU)")
 
 
 def _batches(text: str) -> list[int]:
@@ -100,6 +112,10 @@ def _batches(text: str) -> list[int]:
 
 def run(args) -> int:
     try:
+        if args.command == "sweep" and args.engine == "specscope":
+            from engine.measure.batch_sweep import run_sweep
+
+            return run_sweep(args)
         if args.command == "sweep":
             return _sweep(args)
         if args.vllm_command == "serve":

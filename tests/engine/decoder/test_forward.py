@@ -17,8 +17,10 @@ from engine.decoder.forward import (
     FastDecoder,
     KVCache,
     KVSlot,
+    RaggedCache,
     forward,
     forward_batch,
+    forward_ragged,
     new_cache,
     rollback,
 )
@@ -181,3 +183,60 @@ def test_batches_through_transformers_when_the_fast_path_does_not_apply():
         single = forward(model, new_cache(model), ids[1:], 1)
     assert together.shape == (2, 1, 300)
     torch.testing.assert_close(together[1], single, atol=1e-5, rtol=1e-5)
+
+
+def padded(lists: list[list[int]]) -> torch.Tensor:
+    width = max(len(ids) for ids in lists)
+    return torch.tensor([ids + [0] * (width - len(ids)) for ids in lists])
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_ragged_rows_give_each_rows_own_logits(kind):
+    """Rows of different lengths in one cache: a ragged prefill (one row empty), verification
+    chunks, per-row rollbacks, inputs of 1 to 3 real tokens padded to one width, a retired
+    row, growth past the capacity. Each row's logits equal its own sequence's from a fresh
+    single-row pass, up to the rounding of a different batch shape."""
+    model = build(kind)
+    gen = torch.Generator().manual_seed(3)
+    seqs = [torch.randint(0, 300, (80,), generator=gen).tolist() for _ in range(3)]
+    cache = RaggedCache(FastDecoder.of(model), capacity=8, batch=3)
+    done = [0, 0, 0]
+
+    def run(rows: list[int], counts: list[int], keep: int) -> None:
+        ids = padded([seqs[r][done[r] : done[r] + n] for r, n in zip(rows, counts, strict=True)])
+        with torch.inference_mode():
+            logits = forward_ragged(cache, ids, counts, keep)
+        for i, (r, n) in enumerate(zip(rows, counts, strict=True)):
+            done[r] += n
+            if n >= keep:
+                alone = forward(model, new_cache(model), torch.tensor([seqs[r][: done[r]]]), keep)
+                torch.testing.assert_close(logits[i], alone, atol=2e-5, rtol=1e-5)
+
+    rows = [0, 1, 2]
+    run(rows, [7, 15, 0], 1)
+    for counts, keep, back in [([1, 1, 1], 1, [0, 0, 0]), ([5, 5, 5], 5, [3, 0, 4]),
+                               ([2, 1, 3], 1, [0, 0, 0]), ([4, 4, 4], 4, [0, 2, 1])]:
+        run(rows, counts, keep)
+        cache.rollback(back)
+        done = [d - b for d, b in zip(done, back, strict=True)]
+        assert cache.lengths == done
+    cache.keep_rows([2, 0])  # row 1 leaves; the order may change
+    rows = [2, 0]
+    for counts, keep in [([1, 1], 1), ([6, 6], 6), ([1, 2], 1)]:
+        run(rows, counts, keep)
+    assert cache.lengths == [done[2], done[0]] and cache.capacity >= max(done) > 8
+
+
+def test_a_batch_of_one_row_is_the_single_stream_pass_bit_for_bit():
+    model = build("llama")
+    ids = torch.randint(0, 300, (1, 30), generator=torch.Generator().manual_seed(4))
+    single, ragged = new_cache(model), RaggedCache(FastDecoder.of(model), 8, 1)
+    with torch.inference_mode():
+        pos = 0
+        for n, back in [(10, 0), (1, 0), (5, 3), (2, 0), (1, 0)]:
+            chunk = ids[:, pos : pos + n]
+            assert torch.equal(forward_ragged(ragged, chunk, [n], n)[0],
+                               forward(model, single, chunk, n))
+            rollback(single, back)
+            ragged.rollback([back])
+            pos += n - back

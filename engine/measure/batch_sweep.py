@@ -1,0 +1,260 @@
+"""Throughput against batch size through this project's own batched engine
+(:mod:`engine.decoder.batched`), for several speculation policies: off (k = 0), fixed k, and
+a batch-size schedule (``[[lo, hi, k], ...]``, vLLM's ``num_speculative_tokens_per_batch_size``).
+
+Each batch decodes B held-out prompts (cycled to B) for a fixed number of new tokens per row
+(end of sequence ignored), after one untimed warm-up batch per policy; every repeat visits
+every (policy, B) once, so a burst of load on a shared machine spreads over all of them.
+Throughput is all rows' tokens over the decode steps' time (the prefill and the first step,
+whose call runs the prefill, left out), per second of wall time and per second of CPU time
+of the decoding thread (with one torch thread the work runs there; the wall clock also counts
+the time other processes held the core). Figures are medians with the interquartile range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.decoder.batched import BatchConfig, BatchStepEvent, speculate_batch
+from engine.decoder.loading import ModelPair
+
+Ranges = list[tuple[int, int, int]]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How k is chosen at each step: ``fixed`` k, or ``ranges`` of the live batch size."""
+
+    name: str
+    fixed: int | None = None
+    ranges: tuple[tuple[int, int, int], ...] = ()
+
+    def k(self, live: int) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        k = 0
+        for lo, hi, range_k in self.ranges:  # vLLM: a gap keeps the previous range's k
+            if live >= lo:
+                k = range_k
+            if lo <= live <= hi:
+                break
+        return k
+
+
+def parse_policies(text: str, schedule: Ranges | None) -> list[Policy]:
+    """``off,2,4`` (k = 0 is "off"), plus "schedule" when ``schedule`` is given."""
+    policies = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        if item == "off":
+            policies.append(Policy("off", fixed=0))
+        elif item.isdigit():
+            k = int(item)
+            policies.append(Policy("off" if k == 0 else f"k = {k}", fixed=k))
+        else:
+            raise ValueError(f"policies are 'off' or a whole k, comma-separated; got {item!r}")
+    if schedule is not None:
+        policies.append(Policy("schedule", ranges=tuple(schedule)))
+    if not any(p.fixed == 0 for p in policies):
+        policies.insert(0, Policy("off", fixed=0))  # every speedup is against it
+    return list({p.name: p for p in policies}.values())
+
+
+def read_schedule(path: Path) -> Ranges:
+    """``[[lo, hi, k], ...]`` from a JSON file: the list itself, or any object holding it as
+    ``num_speculative_tokens_per_batch_size`` (a ``speculative_config``, or a plan that
+    carries one)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    found = _find_ranges(data)
+    if found is None:
+        raise ValueError(f"{path}: no [[lo, hi, k], ...] list (num_speculative_tokens_per_"
+                         "batch_size) in it")
+    ranges = []
+    for item in found:
+        if (not isinstance(item, list) or len(item) != 3
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in item)
+                or not 1 <= item[0] <= item[1] or item[2] < 0):
+            raise ValueError(f"{path}: each range must be [lo, hi, k] with 1 <= lo <= hi and "
+                             f"k >= 0, got {item!r}")
+        ranges.append((item[0], item[1], item[2]))
+    return sorted(ranges)
+
+
+def _find_ranges(data):
+    if isinstance(data, list) and data and all(isinstance(x, list) for x in data):
+        return data
+    if isinstance(data, dict):
+        if "num_speculative_tokens_per_batch_size" in data:
+            return data["num_speculative_tokens_per_batch_size"]
+        for value in data.values():
+            found = _find_ranges(value)
+            if found is not None:
+                return found
+    return None
+
+
+@dataclass
+class Cell:
+    """One (policy, batch): every repeat's figures."""
+
+    wall: list[float]
+    cpu: list[float]
+    accepted: int = 0
+    trials: int = 0
+
+    @staticmethod
+    def spread(values: Sequence[float]) -> tuple[float, float, float]:
+        if len(values) == 1:
+            return values[0], values[0], values[0]
+        q1, median, q3 = statistics.quantiles(values, n=4)
+        return q1, median, q3
+
+
+def time_batch(pair: ModelPair, prompts: Sequence[str], batch: int, policy: Policy,
+               new_tokens: int, temperature: float, seed: int) -> tuple[float, float, int, int]:
+    """Tokens/s of wall and of CPU time, accepted drafts and trials, for one batch."""
+    config = BatchConfig([prompts[i % len(prompts)] for i in range(batch)], k=policy.k,
+                         temperature=temperature, max_new_tokens=new_tokens,
+                         seeds=[seed * 1000 + i for i in range(batch)])
+    events = speculate_batch(pair, config)
+    next(events)  # the prefill and the first step
+    wall, cpu, tokens = time.perf_counter(), time.thread_time(), 0
+    done = None
+    for event in events:
+        if isinstance(event, BatchStepEvent):
+            tokens += sum(event.n_emitted)
+        else:
+            done = event
+    wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+    return tokens / wall, tokens / max(cpu, 1e-9), done.accepted, done.trials
+
+
+def sweep(pair: ModelPair, prompts: Sequence[str], batches: Sequence[int],
+          policies: Sequence[Policy], new_tokens: int, repeats: int, temperature: float,
+          log: Callable[[str], None] = lambda message: None) -> dict[tuple[str, int], Cell]:
+    pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # fixed tokens per row
+    cells = {(p.name, b): Cell([], []) for p in policies for b in batches}
+    for policy in policies:  # warm-up: caches, rope tables, the allocator
+        time_batch(pair, prompts, max(batches), policy, min(new_tokens, 8), temperature, 0)
+    for repeat in range(repeats):
+        for batch in batches:
+            for policy in policies:
+                wall, cpu, accepted, trials = time_batch(
+                    pair, prompts, batch, policy, new_tokens, temperature, repeat + 1)
+                cell = cells[policy.name, batch]
+                cell.wall.append(wall)
+                cell.cpu.append(cpu)
+                cell.accepted += accepted
+                cell.trials += trials
+        log(f"repeat {repeat + 1} of {repeats} done")
+    return cells
+
+
+def curves(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
+           batches: Sequence[int], meta: dict, clock: str = "wall") -> list[dict]:
+    """One measured-curve JSON (engine.measure.curves) per speculative policy, with its
+    ``policy``: speedup = its tokens/s over off's at each batch, by ``clock`` ("wall" or
+    "cpu"); each point also carries the interquartile ranges and both clocks' speedups."""
+    out = []
+    for policy in policies:
+        if policy.fixed == 0:
+            continue
+        points = []
+        accepted = trials = 0
+        for batch in batches:
+            cell, off = cells[policy.name, batch], cells["off", batch]
+            accepted, trials = accepted + cell.accepted, trials + cell.trials
+            spec, base = Cell.spread(getattr(cell, clock)), Cell.spread(getattr(off, clock))
+            points.append({
+                "batch": batch, "speedup": spec[1] / base[1], "tok_s_spec": spec[1],
+                "tok_s_base": base[1], "tok_s_spec_iqr": [spec[0], spec[2]],
+                "tok_s_base_iqr": [base[0], base[2]],
+            } | {f"speedup_{c}": Cell.spread(getattr(cell, c))[1] / Cell.spread(getattr(off, c))[1]
+                 for c in ("wall", "cpu")})
+        k = policy.fixed if policy.fixed is not None else max(r[2] for r in policy.ranges)
+        per = "CPU-second" if clock == "cpu" else "second"
+        out.append(meta | {
+            "label": f"specscope engine, {policy.name} (tokens per {per})",
+            "policy": policy.name,
+            "clock": clock,
+            "k": k,
+            "alpha": round(accepted / trials, 4) if trials else 0.0,
+            "method": "end-to-end",
+            "points": points,
+        } | ({"schedule": [list(r) for r in policy.ranges]} if policy.ranges else {}))
+    return out
+
+
+def table(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
+          batches: Sequence[int], which: str = "wall") -> str:
+    """Markdown: tokens/s (median, interquartile range) per batch and policy, and the best."""
+    names = [p.name for p in policies]
+    lines = ["| B | " + " | ".join(names) + " | best |", "| ---: |" + " ---: |" * (len(names) + 1)]
+    for batch in batches:
+        row, best = [], None
+        for name in names:
+            q1, median, q3 = Cell.spread(getattr(cells[name, batch], which))
+            row.append(f"{median:.0f} ({q1:.0f}-{q3:.0f})")
+            if best is None or median > best[1]:
+                best = (name, median)
+        lines.append(f"| {batch} | " + " | ".join(row) + f" | {best[0]} |")
+    return "\n".join(lines)
+
+
+def run_sweep(args) -> int:
+    """``specscope sweep --engine specscope``: print the tables, write one curve per
+    speculative policy (``--out NAME.json`` becomes ``NAME-k2.json``, ``NAME-schedule.json``,
+    ...)."""
+    import os
+    import sys
+
+    import torch
+
+    from engine.decoder.loading import load_pair, set_threads
+    from engine.measure.bench import FALLBACK_PROMPTS, heldout_prompts
+
+    def log(message: str) -> None:
+        print(f"specscope sweep: {message}", file=sys.stderr, flush=True)
+
+    try:
+        if args.new_tokens < 1 or args.repeats < 1 or args.temperature < 0:
+            raise ValueError("--new-tokens and --repeats must be at least 1, --temperature "
+                             "at least 0")
+        schedule = read_schedule(args.schedule) if args.schedule else None
+        policies = parse_policies(args.policies, schedule)
+    except (OSError, ValueError) as error:
+        print(f"specscope: error: {error}", file=sys.stderr)
+        return 2
+    threads = set_threads(args.threads, args.device)
+    pair = load_pair(args.target, args.draft, device=args.device)
+    prompts = heldout_prompts(args.target, per_domain=20) or FALLBACK_PROMPTS
+    log(f"{len(policies)} policies x {len(args.batch)} batch sizes x {args.repeats} repeats, "
+        f"{args.new_tokens} new tokens per row, {threads} thread(s)")
+    cells = sweep(pair, prompts, args.batch, policies, args.new_tokens, args.repeats,
+                  args.temperature, log)
+    for which, clock in (("wall", "wall time"), ("cpu", "CPU time of the decoding thread")):
+        print(f"\ntokens/s per second of {clock}: median (interquartile range)\n")
+        print(table(cells, policies, args.batch, which))
+    where = (f"{os.cpu_count()}-core CPU" if pair.device.type == "cpu"
+             else torch.cuda.get_device_name(pair.device))
+    dtype = str(pair.dtype).removeprefix("torch.")
+    hardware = args.hardware or (f"this machine ({where}, {dtype}, {threads} torch thread(s), "
+                                 "specscope engine)")
+    meta = {"hardware": hardware, "target": args.target, "draft": args.draft,
+            "temperature": args.temperature, "new_tokens": args.new_tokens,
+            "repeats": args.repeats, "threads": threads,
+            "command": "specscope " + " ".join(sys.argv[1:])}
+    if args.pair_preset:
+        meta["pair"] = args.pair_preset
+    if args.out:
+        for curve in curves(cells, policies, args.batch, meta, args.clock):
+            slug = curve["policy"].replace("k = ", "k").replace(" ", "-")
+            path = args.out.with_name(f"{args.out.stem}-{slug}{args.out.suffix or '.json'}")
+            path.write_text(json.dumps(curve, indent=1) + "\n", encoding="utf-8")
+            log(f"wrote {path}")
+    return 0

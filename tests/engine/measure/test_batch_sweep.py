@@ -1,0 +1,76 @@
+"""``specscope sweep --engine specscope``: this project's batched engine timed per batch size
+and policy, written as measured curves the page reads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine import cli
+from engine.measure.batch_sweep import Policy, parse_policies, read_schedule
+from engine.measure.curves import parse_curve
+
+
+def test_a_schedule_picks_k_by_the_live_batch_size_as_vllm_does():
+    policy = Policy("schedule", ranges=((1, 4, 4), (5, 8, 2), (17, 64, 0)))
+    assert [policy.k(b) for b in (1, 4, 5, 8)] == [4, 4, 2, 2]
+    assert policy.k(12) == 2  # a gap keeps the previous range's k
+    assert [policy.k(b) for b in (17, 64, 300)] == [0, 0, 0]
+    assert Policy("k = 3", fixed=3).k(50) == 3
+
+
+def test_policies_always_include_off():
+    assert [p.name for p in parse_policies("2,4", None)] == ["off", "k = 2", "k = 4"]
+    names = [p.name for p in parse_policies("off,0,3", [(1, 8, 3)])]
+    assert names == ["off", "k = 3", "schedule"]
+    with pytest.raises(ValueError, match="'off' or a whole k"):
+        parse_policies("off,fast", None)
+
+
+def test_a_schedule_file_is_the_list_or_any_object_holding_it(tmp_path):
+    ranges = [[9, 24, 2], [1, 8, 4]]
+    for data in (ranges, {"num_speculative_tokens_per_batch_size": ranges},
+                 {"speculative_config": {"method": "draft_model",
+                                         "num_speculative_tokens_per_batch_size": ranges}}):
+        path = tmp_path / "plan.json"
+        path.write_text(json.dumps(data))
+        assert read_schedule(path) == [(1, 8, 4), (9, 24, 2)]
+    path.write_text(json.dumps({"k": 4}))
+    with pytest.raises(ValueError, match="no \\[\\[lo, hi, k\\]"):
+        read_schedule(path)
+    path.write_text(json.dumps([[4, 2, 1]]))
+    with pytest.raises(ValueError, match="1 <= lo <= hi"):
+        read_schedule(path)
+
+
+def test_the_sweep_writes_one_curve_per_speculative_policy(capsys, tmp_path, model_dirs):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([[1, 1, 3], [2, 4, 0]]))
+    out = tmp_path / "ours.json"
+    code = cli.main([
+        "sweep", "--engine", "specscope", "--target", model_dirs["target"], "--draft",
+        model_dirs["good"], "--device", "cpu", "--batch", "1,2", "--policies", "off,2",
+        "--schedule", str(plan), "--new-tokens", "6", "--repeats", "2", "--temperature", "0.8",
+        "--clock", "cpu", "--out", str(out),
+    ])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "| B | off | k = 2 | schedule | best |" in printed
+    written = sorted(p.name for p in tmp_path.glob("ours-*.json"))
+    assert written == ["ours-k2.json", "ours-schedule.json"]
+    for name, policy in (("ours-k2.json", "k = 2"), ("ours-schedule.json", "schedule")):
+        data = json.loads((tmp_path / name).read_text())
+        curve = parse_curve(data, name)  # the page's own reader accepts it
+        assert data["policy"] == policy and [p.batch for p in curve.points] == [1, 2]
+        assert all(p.tok_s_spec > 0 and p.tok_s_base > 0 for p in curve.points)
+        assert 0 < data["alpha"] <= 1 and data["clock"] == "cpu"
+        assert all(p["speedup"] == p["speedup_cpu"] for p in data["points"])
+    schedule = json.loads((tmp_path / "ours-schedule.json").read_text())
+    assert schedule["schedule"] == [[1, 1, 3], [2, 4, 0]] and schedule["k"] == 3
+
+
+def test_bad_sweep_arguments_exit_with_a_clear_message(capsys, tmp_path, model_dirs):
+    code = cli.main(["sweep", "--engine", "specscope", "--target", model_dirs["target"],
+                     "--draft", model_dirs["good"], "--schedule", str(tmp_path / "none.json")])
+    assert code == 2 and "none.json" in capsys.readouterr().err
