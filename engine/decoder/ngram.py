@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 # Defaults for the shipped pair's 4096-token vocabulary, chosen from the match rates measured
 # on the built-in prompt sets (docs/design.md, "Prompt lookup"). vLLM's own default is
 # min = max = 5, which a short context of a small vocabulary rarely matches.
@@ -88,3 +90,12 @@ def propose(context: Sequence[int], k: int, min_n: int, max_n: int) -> Proposal:
             if tokens[j : j + n] == suffix:
                 return Proposal(tokens[j + n : min(j + n + k, total)], n, j)
     return NO_PROPOSAL
+
+
+def one_hot_q(tokens: torch.Tensor, vocab: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The lookup's ``q``: ``[m, V]`` rows one-hot at the proposed tokens ``[m]``. Through
+    :func:`engine.decoder.verify.verify` it accepts ``x`` with probability
+    ``min(1, p(x) / 1) = p(x)`` and corrects from ``norm(max(0, p - q))``: ``p`` with ``x``
+    removed, renormalised."""
+    q = torch.zeros(tokens.shape[0], vocab, dtype=dtype, device=tokens.device)
+    return q.scatter_(1, tokens.view(-1, 1), 1.0)
