@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from engine.analytic import theory
+from engine.analytic import lookup, theory
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 
 
@@ -15,11 +15,14 @@ def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
     if not cycles:
         raise ValueError("no cycles to summarise")
     accepted = sum(c.n_accepted for c in cycles)
-    drafted = sum(c.k for c in cycles)
-    # A cycle's trials: its accepted drafts, plus the rejected one if it had one.
+    drafted = sum(c.proposed for c in cycles)
+    # A cycle's trials: its accepted drafts, plus the rejected one if it had one (counted
+    # over proposed tokens: a prompt-lookup cycle without a proposal has none).
     trials = sum(c.n_accepted + c.rejected for c in cycles)
     overlaps = [o for c in cycles for o in c.overlap]
     tokens = sum(c.n_emitted for c in cycles)
+    # vLLM counts a draft only where something was proposed: the same here.
+    proposing = sum(c.proposed > 0 for c in cycles)
     return Acceptance(
         tokens=tokens,
         cycles=len(cycles),
@@ -27,9 +30,9 @@ def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
         drafted=drafted,
         trials=trials,
         alpha_counted=accepted / trials if trials else 0.0,
-        alpha_expected=statistics.fmean(overlaps),
-        draft_acceptance_rate=accepted / drafted,
-        mean_acceptance_length=1.0 + accepted / len(cycles),
+        alpha_expected=statistics.fmean(overlaps) if overlaps else 0.0,
+        draft_acceptance_rate=accepted / drafted if drafted else 0.0,
+        mean_acceptance_length=1.0 + accepted / proposing if proposing else 1.0,
         spec_tok_s=1000.0 * tokens / sum(c.cycle_ms for c in cycles),
     )
 
@@ -55,10 +58,23 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
     per_position = per_position_acceptance(histogram)
 
     step_ms = statistics.median(baseline_step_ms)
+    # A draft model's steps, or prompt lookup's one lookup per cycle.
     draft_step_ms = statistics.median(ms for c in cycles for ms in c.draft_step_ms)
-    verify_ms = statistics.median(c.verify_ms for c in cycles)
+    drafter = cycles[0].drafter
+    proposing = [c for c in cycles if c.proposed > 0]
+    # Prompt lookup: v prices the cycles that verify a proposal (the others are target steps).
+    verified = proposing if drafter == "ngram" and proposing else cycles
+    verify_ms = statistics.median(c.verify_ms for c in verified)
     c_cost, v_cost = draft_step_ms / step_ms, verify_ms / step_ms
     baseline_tok_s = 1000.0 * len(baseline_step_ms) / sum(baseline_step_ms)
+    pi = len(proposing) / len(cycles)
+    if drafter == "ngram":
+        lengths = [0] * (k + 1)
+        for c in proposing:
+            lengths[c.proposed] += 1
+        predicted = lookup.speedup(counts.alpha_counted, k, pi, c_cost, v_cost, lengths)
+    else:
+        predicted = theory.speedup(counts.alpha_counted, k, c_cost, v_cost)
     return SummaryEvent(
         k=k,
         **asdict(counts),
@@ -71,6 +87,9 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         v=v_cost,
         baseline_tok_s=baseline_tok_s,
         speedup_measured=counts.spec_tok_s / baseline_tok_s,
-        speedup_predicted=theory.speedup(counts.alpha_counted, k, c_cost, v_cost),
+        speedup_predicted=predicted,
         baseline_tokens=len(baseline_step_ms),
+        drafter=drafter,
+        proposal_share=pi,
+        proposed_per_cycle=counts.drafted / len(proposing) if proposing else 0.0,
     )
