@@ -25,6 +25,7 @@ from app.run_queue import QueueFull
 from app.saved import Archiver, describe_machine, pair_record
 from app.templating import templates
 from app.traffic import (
+    DEFAULT_SETS,
     TEMPERATURES,
     alpha_by_domain_chart,
     alpha_vs_temperature_chart,
@@ -99,8 +100,8 @@ async def _probe_request(request: Request, sets: list[str] | None, temperatures:
     if not 1 <= prompts_per_set <= 1000:
         raise BadProbe(422, "prompts per set must be at least 1", ("query", "prompts_per_set"))
     body = await _read_body(request, settings.probe_max_bytes, "the prompt file")
-    if sets is None:  # not chosen: the built-in sets unless a prompt file came
-        sets = [] if body else list(BUILTIN_SETS)
+    if sets is None:  # not chosen: the built-in sets (lookup's on request) unless a file came
+        sets = [] if body else list(DEFAULT_SETS)
     prompts = [p for name in dict.fromkeys(sets) for p in builtin(name)[:prompts_per_set]]
     notices = []
     name = None
