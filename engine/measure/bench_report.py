@@ -98,7 +98,7 @@ def _temperature_section(
     row = t["k"][best["k_ours"]]
     if row["time"]:
         lines += ["", f"Where the time goes (ours, k = {best['k_ours']}), ms:", ""]
-        lines += _budget_table(row["time"])
+        lines += _budget_table(row["time"], lookup)
         lines += [
             "",
             f"The prediction's two halves, measured (k = {best['k_ours']}): tokens per cycle "
@@ -110,12 +110,13 @@ def _temperature_section(
     return lines
 
 
-def _budget_table(b: dict) -> list[str]:
+def _budget_table(b: dict, lookup: bool = False) -> list[str]:
     def both(mean, median):
         return "-" if mean is None else f"{mean:.3f} ({median:.3f})"
 
     rows = [
-        ("first draft step of a cycle, mean (median)",
+        ("the lookup (one a cycle), mean (median)" if lookup
+         else "first draft step of a cycle, mean (median)",
          both(b["first_draft_step_ms"], b["first_draft_step_median_ms"])),
         ("later draft steps, mean (median)",
          both(b["later_draft_step_ms"], b["later_draft_step_median_ms"])),

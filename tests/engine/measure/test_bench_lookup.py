@@ -59,6 +59,7 @@ def test_the_report_names_transformers_prompt_lookup(result):
     assert "prompt lookup (n-gram), prompt_lookup_min 1, prompt_lookup_max 2" in text
     assert "hf-prompt-lookup tok/s" in text and "proposal share" in text
     assert "pi v + (1 - pi) + c" in text
+    assert "the lookup (one a cycle), mean (median)" in text
 
 
 def test_cli_generate_and_bench_with_the_ngram_drafter(capsys, model_dirs):
