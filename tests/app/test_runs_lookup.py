@@ -54,6 +54,19 @@ def test_a_lookup_run_streams_cycles_of_0_to_k_proposals(server, pair):
         sum(c["n_proposed"] > 0 for c in cycles) / len(cycles))
 
 
+def test_the_page_marks_where_each_match_came_from(server):
+    with httpx.stream("POST", server.url + "/runs", json=BODY, timeout=60) as response:
+        events = read_events(response)
+    cycles = [data for kind, data in events if kind == "cycle"]
+    for c in cycles:
+        if c["n_proposed"]:
+            assert f'{c["match_n"]}-gram @{c["match_start"]}</span>' in c["chips"]
+            assert "tokens that followed them there were proposed" in c["chips"]
+        else:
+            assert "no match</span>" in c["chips"]
+        assert "lookup " in c["chips"]  # the timing names the lookup, not draft steps
+
+
 def test_the_draft_model_on_a_pair_without_one_is_refused_with_a_reason(server):
     response = httpx.post(server.url + "/api/runs", json=BODY | {"pair": "alone",
                                                                  "drafter": "model"}, timeout=30)
