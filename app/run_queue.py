@@ -94,6 +94,7 @@ class FinishedRun:
     cycles: list[CycleEvent]
     baseline_step_ms: list[float]
     summary: SummaryEvent
+    lookup: PromptLookup | None = None  # the run drafted by prompt lookup
 
 
 class RunManager:
@@ -250,7 +251,7 @@ class RunManager:
         summary = measured_summary(*first, repeats, step_ms, run.config.seed)
         run.post(RunMessage.summary(summary))
         if self.on_finished is not None:
-            finished = FinishedRun(run.pair_name, pair, run.config, *first, summary)
+            finished = FinishedRun(run.pair_name, pair, run.config, *first, summary, run.lookup)
             run.post(self.on_finished(finished))
 
     def _guarded(self, run: LiveRun, events, deadline: float):

@@ -67,6 +67,23 @@ def test_the_page_marks_where_each_match_came_from(server):
         assert "lookup " in c["chips"]  # the timing names the lookup, not draft steps
 
 
+def test_a_saved_lookup_run_keeps_its_drafter(server):
+    events = run(server)
+    saved = next(data for kind, data in events if kind == "saved")
+    record = httpx.get(server.url + f"/api/runs/{saved['id']}", timeout=30).json()
+    settings = record["settings"]
+    assert (settings["drafter"], settings["prompt_lookup_min"],
+            settings["prompt_lookup_max"]) == ("ngram", 2, 4)
+    assert record["summary"]["drafter"] == "ngram"
+    page = httpx.get(server.url + saved["url"], timeout=30).text
+    assert "prompt lookup (n-gram 2..4)" in page
+    model_run = run(server, drafter="model")
+    saved = next(data for kind, data in model_run if kind == "saved")
+    record = httpx.get(server.url + f"/api/runs/{saved['id']}", timeout=30).json()
+    assert record["settings"]["drafter"] == "model"
+    assert "prompt lookup" not in httpx.get(server.url + saved["url"], timeout=30).text
+
+
 def test_the_draft_model_on_a_pair_without_one_is_refused_with_a_reason(server):
     response = httpx.post(server.url + "/api/runs", json=BODY | {"pair": "alone",
                                                                  "drafter": "model"}, timeout=30)
