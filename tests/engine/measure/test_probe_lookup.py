@@ -94,6 +94,18 @@ def test_cli_probe_with_both_drafters(capsys, model_dirs, tmp_path):
     assert out["comparison"][0]["domain"] == "animals"
 
 
+def test_cli_probe_with_prompt_lookup_alone_loads_no_draft(capsys, model_dirs, tmp_path):
+    prompts = tmp_path / "p.txt"
+    prompts.write_text(PROMPTS[0].text + "\n")
+    argv = ["probe", str(prompts), "--target", model_dirs["target"], "--draft", "/nowhere",
+            "--device", "cpu", "--k", "2", "--temperatures", "0", "--max-new-tokens", "8",
+            "--bootstrap", "20", "--drafter", "ngram", "--quiet"]
+    assert cli.main(argv) == 0  # the draft path is never read
+    out = capsys.readouterr().out
+    assert "prompt lookup (prompt_lookup_min 2, prompt_lookup_max 4)" in out
+    assert "share of cycles with a proposal: p T=0:" in out
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--drafter", "eagle"], "--drafter takes model, ngram or model,ngram"),
     (["--drafter", "ngram", "--prompt-lookup-min", "3", "--prompt-lookup-max", "2"],
