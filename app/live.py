@@ -12,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from app.params import MAX_SEED, Slider, fmt, parse_controls
 from engine.analytic.theory import CURVE_MAX_K
 from engine.decoder.events import GenerationConfig
+from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.settings import Settings
 
 # Prompts of different kinds: acceptance depends on how predictable the text is.
@@ -21,6 +22,7 @@ PRESETS: dict[str, str] = {
     "Plain modern English": "The meeting about the new budget was moved to Thursday because",
 }
 DEFAULT_PROMPT = next(iter(PRESETS.values()))
+DRAFTERS = {"model": "draft model", "ngram": "prompt lookup (n-gram)"}
 # Three measurements of a short run cost about a second on a CPU and show how much it moves.
 DEFAULT_REPEATS, MAX_REPEATS = 3, 5
 
@@ -69,6 +71,10 @@ def run_request_model(settings: Settings) -> type[BaseModel]:
                               pattern=r"\S", description="text for the models to continue")),
         "pair": (Literal[tuple(settings.pairs)], Field(  # type: ignore[valid-type]
             settings.default_pair, description="a pair name from the server's allowlist")),
+        "drafter": (Literal[tuple(DRAFTERS)], Field(  # type: ignore[valid-type]
+            "model", description="model: the pair's draft model; ngram: prompt lookup "
+                                 f"(vLLM's rule, prompt_lookup_min {PROMPT_LOOKUP_MIN}, "
+                                 f"prompt_lookup_max {PROMPT_LOOKUP_MAX}; no draft model)")),
     }
     for name, control in BODY_CONTROLS.items():
         s = controls[control]
@@ -105,11 +111,13 @@ class LiveState:
     run_seed: int
     repeats: int
     slow: bool  # show the cycles in slow motion (the page's pace; the run is not slowed)
+    drafter: str = "model"  # "model" or "ngram" (prompt lookup)
 
     def query(self) -> str:
         """This state as the link's query string, in the order the panel shows it."""
         values = asdict(self)
         values["slow"] = "1" if self.slow else None
+        values["drafter"] = None if self.drafter == "model" else self.drafter
         return urlencode({name: value if isinstance(value, str) else fmt(value)
                           for name, value in values.items() if value is not None})
 
@@ -127,4 +135,10 @@ def parse_live_state(
         notices.append(f"pair {pair[:40]!r} is not offered here; using {settings.default_pair!r}.")
         pair = settings.default_pair
     slow = any(key == "slow" and raw not in ("", "0") for key, raw in query)
-    return LiveState(prompt=prompt, pair=pair, slow=slow, **values), notices
+    drafter = next((raw for key, raw in query if key == "drafter"), "model")
+    if drafter not in DRAFTERS:
+        notices.append(f"drafter {drafter[:40]!r} is not offered; using the draft model.")
+        drafter = "model"
+    if settings.pairs[pair].draft is None and drafter == "model":
+        drafter = "ngram"  # a pair without a draft model can only look up
+    return LiveState(prompt=prompt, pair=pair, slow=slow, drafter=drafter, **values), notices

@@ -83,7 +83,9 @@ def message_json(message: RunMessage) -> dict[str, Any]:
         e = message.event
         return {"index": e.index, "tokens": [asdict(t) for t in e.tokens],
                 "draft_ms": e.draft_ms, "verify_ms": e.verify_ms,
-                "baseline_ms": message.baseline_ms, "running": asdict(message.running)}
+                "baseline_ms": message.baseline_ms, "running": asdict(message.running),
+                "drafter": e.drafter, "n_proposed": e.proposed, "match_n": e.match_n,
+                "match_start": e.match_start}
     if message.kind is MessageKind.SUMMARY:
         return asdict(message.event)
     if message.kind is MessageKind.SAVED:

@@ -29,6 +29,7 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.decoder.loading import ModelPair
+from engine.decoder.ngram import PromptLookup
 from engine.decoder.stats import acceptance
 from engine.measure.interleaved import PairedCycle, interleaved, measured_summary, pair_up
 
@@ -66,6 +67,7 @@ class LiveRun:
     job: Callable[[LiveRun, ModelPair, Callable], None] | None = None
     timeout_s: float | None = None  # None: the server's run timeout
     stop_message: str = ""  # why the run was stopped, for its client ("": it went away)
+    lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
 
     def post(self, message: RunMessage) -> None:
         try:
@@ -92,6 +94,7 @@ class FinishedRun:
     cycles: list[CycleEvent]
     baseline_step_ms: list[float]
     summary: SummaryEvent
+    lookup: PromptLookup | None = None  # the run drafted by prompt lookup
 
 
 class RunManager:
@@ -116,7 +119,7 @@ class RunManager:
 
     def submit(
         self, pair_name: str, config: GenerationConfig | None, repeats: int = 1, job=None,
-        timeout_s=None,
+        timeout_s=None, lookup: PromptLookup | None = None,
     ) -> LiveRun:
         """Queue a run (or a ``job``, see :class:`LiveRun`); raise ``QueueFull`` when the
         queue is at its bound, ``Stopping`` when the server is shutting down."""
@@ -128,7 +131,7 @@ class RunManager:
             if len(self.waiting) - (self.active is None) >= self.queue_size:
                 raise QueueFull
             run = LiveRun(next(self._ids), pair_name, config, asyncio.get_running_loop(),
-                          repeats=repeats, job=job, timeout_s=timeout_s)
+                          repeats=repeats, job=job, timeout_s=timeout_s, lookup=lookup)
             self.waiting.append(run)
             position = len(self.waiting) if self.active else 0
             self._wake.notify()
@@ -136,10 +139,16 @@ class RunManager:
             run.post(RunMessage.queued(position))
         return run
 
-    def check(self, pair_name: str, config: GenerationConfig) -> None:
+    def check(
+        self, pair_name: str, config: GenerationConfig, lookup: PromptLookup | None = None
+    ) -> None:
         """Raise ``ValueError`` (a message for a person) for a run the engine would refuse,
-        before it is queued: bad settings, a prompt that does not fit in the context."""
-        encode_prompt(self.pairs[pair_name], config.validate(), lookahead=config.k)
+        before it is queued: bad settings, a prompt that does not fit in the context, a
+        draft-model run on a pair without a draft."""
+        pair = self.pairs[pair_name]
+        if lookup is None and pair.draft is None:
+            raise ValueError(f"pair {pair_name!r} has no draft model: choose prompt lookup")
+        encode_prompt(pair, config.validate(), lookahead=config.k)
 
     def cancel(self, run: LiveRun) -> None:
         with self._wake:
@@ -221,7 +230,8 @@ class RunManager:
             events: list[CycleEvent | StepEvent] = []
             cycles: list[CycleEvent] = []
             pending, pending_ms = None, 0.0  # the newest cycle, until its steps are all in
-            for event in self._guarded(run, interleaved(pair, run.config), deadline):
+            speculative = interleaved(pair, run.config, run.lookup)
+            for event in self._guarded(run, speculative, deadline):
                 events.append(event)
                 if isinstance(event, CycleEvent):
                     pending, pending_ms, pending_steps = event, 0.0, 0
@@ -243,7 +253,7 @@ class RunManager:
         summary = measured_summary(*first, repeats, step_ms, run.config.seed)
         run.post(RunMessage.summary(summary))
         if self.on_finished is not None:
-            finished = FinishedRun(run.pair_name, pair, run.config, *first, summary)
+            finished = FinishedRun(run.pair_name, pair, run.config, *first, summary, run.lookup)
             run.post(self.on_finished(finished))
 
     def _guarded(self, run: LiveRun, events, deadline: float):

@@ -5,6 +5,8 @@ added by :mod:`app.cli`, the installed entry point: the engine never imports the
 first (the baseline for c, v and the measured speedup), then speculative decoding,
 printing the text with the four kinds of token coloured as it goes, and the summary.
 ``--json`` prints one JSON object per line instead; ``--no-draft`` runs the target alone.
+``--drafter ngram`` drafts by prompt lookup instead of the draft model
+(``--prompt-lookup-min``/``--prompt-lookup-max``, vLLM's names); it loads no draft.
 
 ``specscope bench``: the engine against transformers' ``generate`` and assisted generation
 on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
@@ -44,6 +46,7 @@ from engine.decoder.events import (
     StepEvent,
     SummaryEvent,
 )
+from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, PromptLookup
 from engine.measure import commands as measure_commands
 from engine.serving import cli as vllm_cli
 from engine.serving import plan_cli
@@ -93,6 +96,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     g = GenerationConfig  # its field defaults are the generation defaults
     add_pair_options(gen, d["target"], d["draft"], k=g.k)
     gen.add_argument("--no-draft", action="store_true", help="run the target alone")
+    add_drafter_arguments(gen)
     gen.add_argument("--temperature", type=float, default=g.temperature, help="0 = greedy")
     gen.add_argument("--top-p", type=float, default=g.top_p)
     gen.add_argument("--top-k", type=int, default=g.top_k, help="0 = off")
@@ -130,6 +134,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     bench.add_argument(
         "--dtype", choices=sorted(DTYPES), help="default: bfloat16 on CUDA, else float32"
     )
+    add_drafter_arguments(bench)
     bench.add_argument("--ours-only", action="store_true", help="skip transformers' runs")
     bench.add_argument("--json", action="store_true", help="print the JSON result instead")
     bench.add_argument("--out", type=Path, help="also write the JSON result to this file")
@@ -166,6 +171,22 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     vllm_cli.add_parser(sub, d)
     plan_cli.add_parser(sub, d)
     return parser
+
+
+def add_drafter_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--drafter", choices=["model", "ngram"], default="model",
+                        help="model: the draft model; ngram: prompt lookup (no draft model)")
+    parser.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
+                        help=f"smallest n-gram to match (ngram; default {PROMPT_LOOKUP_MIN})")
+    parser.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
+                        help=f"largest n-gram to match (ngram; default {PROMPT_LOOKUP_MAX})")
+
+
+def lookup_of(args) -> PromptLookup | None:
+    """The prompt-lookup drafter the arguments ask for (None: the draft model), checked."""
+    if args.drafter != "ngram":
+        return None
+    return PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
 
 
 def _int_list(text: str) -> list[int]:
@@ -235,7 +256,8 @@ def _generate(args, config: GenerationConfig) -> int:
 
     hf_logging.disable_progress_bar()
     set_threads(None, args.device)
-    draft = None if args.no_draft else args.draft
+    lookup = lookup_of(args)
+    draft = None if args.no_draft or lookup is not None else args.draft
     pair = load_pair(args.target, draft, device=args.device, dtype=DTYPES.get(args.dtype),
                      cuda_graphs=args.cuda_graphs)
     color = args.color == "always" or (
@@ -246,7 +268,8 @@ def _generate(args, config: GenerationConfig) -> int:
         events = target_only(pair, config)
     else:
         steps, _ = run_target_only(pair, config)
-        events = speculate(pair, config, baseline_step_ms=[s.step_ms for s in steps])
+        events = speculate(pair, config, baseline_step_ms=[s.step_ms for s in steps],
+                           lookup=lookup)
     if not args.json:
         out.write(config.prompt)
     for event in events:
@@ -308,10 +331,12 @@ def _bench(args, argv: list[str] | None) -> int:
 
         prompts = pair_prompts(args.target, per_domain=args.prompts)
     prompts = prompts[: args.prompts]
+    lookup = lookup_of(args)
     set_threads(args.threads, args.device)
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()  # assisted generation warns about its own internals
-    pair = load_pair(args.target, args.draft, device=args.device, dtype=DTYPES.get(args.dtype),
+    draft = None if lookup is not None else args.draft
+    pair = load_pair(args.target, draft, device=args.device, dtype=DTYPES.get(args.dtype),
                      cuda_graphs=args.cuda_graphs)
     config = BenchConfig(
         ks=args.ks,
@@ -321,6 +346,7 @@ def _bench(args, argv: list[str] | None) -> int:
         repeats=args.repeats,
         seed=args.seed,
         transformers=not args.ours_only,
+        lookup=lookup,
     )
 
     def log(message: str) -> None:
@@ -377,9 +403,14 @@ def _num(x: float | None, digits: int, unit: str = "") -> str:
 def format_summary(s: SummaryEvent) -> str:
     positions = " ".join(_num(x, 2) for x in s.per_position_acceptance)
     histogram = " ".join(f"{a}:{n}" for a, n in enumerate(s.acceptance_length_histogram))
+    lookup = []
+    if s.drafter == "ngram":
+        lookup = [f"  prompt lookup          {s.proposal_share:.0%} of cycles proposed, "
+                  f"{s.proposed_per_cycle:.2f} tokens each; c is the lookup's time per cycle"]
     return "\n".join(
         [
             f"summary (k = {s.k}): {s.tokens} tokens in {s.cycles} cycles",
+            *lookup,
             f"  alpha                  counted {_num(s.alpha_counted, 3)} "
             f"({s.accepted}/{s.trials}), expected {_num(s.alpha_expected, 3)}",
             f"  draft acceptance rate  {_num(s.draft_acceptance_rate, 3)} "

@@ -21,10 +21,11 @@ ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 
 
 class PairSpec(BaseModel):
-    """A draft/target pair the server may load: local paths or Hugging Face ids."""
+    """A draft/target pair the server may load: local paths or Hugging Face ids. ``draft``
+    may be left out: such a pair speculates with prompt lookup only (it needs no draft)."""
 
     target: str
-    draft: str
+    draft: str | None = None
     label: str = ""
 
 
@@ -117,5 +118,5 @@ class Settings(BaseSettings):
         return self.pairs[self.default_pair].target
 
     @property
-    def draft(self) -> str:
+    def draft(self) -> str | None:
         return self.pairs[self.default_pair].draft

@@ -109,7 +109,7 @@
   function body() {
     var form = new FormData($("live-form"));
     return JSON.stringify({
-      prompt: form.get("prompt"), pair: form.get("pair"),
+      prompt: form.get("prompt"), pair: form.get("pair"), drafter: form.get("drafter") || "model",
       k: Number(form.get("run_k")), temperature: Number(form.get("temperature")),
       top_p: Number(form.get("top_p")), max_new_tokens: Number(form.get("max_new_tokens")),
       seed: Number(form.get("run_seed")), repeats: Number(form.get("repeats"))

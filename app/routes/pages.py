@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from app.charts import speedup_chart
-from app.live import PRESETS, parse_live_state, run_controls
+from app.live import DRAFTERS, PRESETS, parse_live_state, run_controls
 from app.measurements import measurement_store
 from app.params import SLIDERS, page_figures, parse_page_state
 from app.plan import parse_plan_state, plan_context
@@ -77,6 +77,7 @@ def slider_page(request: Request) -> HTMLResponse:
         load_error = getattr(request.app.state, "load_error", None)
         context |= {
             "live": live,
+            "live_drafters": DRAFTERS,
             "run_controls": run_controls(settings),
             "presets": PRESETS,
             "pairs": settings.pairs,

@@ -18,6 +18,7 @@ from app.render import render_page_message
 from app.run_messages import MessageKind, RunMessage, message_json, sse
 from app.run_queue import LiveRun, QueueFull, RunManager, Stopping
 from engine.decoder.events import GenerationConfig
+from engine.decoder.ngram import PromptLookup
 from engine.settings import Settings
 
 KEEPALIVE_S = 15.0
@@ -43,17 +44,21 @@ async def _stream(
     request: Request, body: BaseModel, render: Callable[[RunMessage], Any]
 ) -> StreamingResponse | JSONResponse:
     config = _config(body)
+    lookup = PromptLookup() if body.drafter == "ngram" else None
     manager = _manager(request)
     if manager is None or body.pair not in manager.pairs:
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
         return JSONResponse(status_code=503, content={
             "message": f"live runs are unavailable on this server: {reason}"})
+    if lookup is None and manager.pairs[body.pair].draft is None:
+        raise _reject("drafter", f"pair {body.pair!r} has no draft model: choose prompt lookup "
+                                 "(\"ngram\")", body.drafter)
     try:
-        manager.check(body.pair, config)  # tokenizes: a prompt too long is refused here
+        manager.check(body.pair, config, lookup)  # tokenizes: a prompt too long is refused here
     except ValueError as error:
         raise _reject("prompt", str(error), f"{len(body.prompt)} characters") from None
     try:
-        run = manager.submit(body.pair, config, body.repeats)
+        run = manager.submit(body.pair, config, body.repeats, lookup=lookup)
     except Stopping:
         return JSONResponse(status_code=503, content={
             "message": "the server is shutting down; please try again in a moment"})
@@ -91,7 +96,10 @@ async def run_events(
 STREAM_DESCRIPTION = (
     "Server-Sent Events, each named by its kind: `queued` (`position`), `cycle` (`index`, "
     "`tokens` as `{id, text, kind}`, `draft_ms`, `verify_ms`, `baseline_ms`: the target-only "
-    "time for the same tokens, `running` figures; the first repeat's cycles), `repeat` "
+    "time for the same tokens, `running` figures, `drafter`, `n_proposed`: the draft tokens of "
+    "the cycle, 0..k for prompt lookup, and for it `match_n` and `match_start`: the n-gram that "
+    "matched and where it starts in the prompt and output's token ids; the first repeat's "
+    "cycles), `repeat` "
     "(`repeat`, `repeats`: a further measurement started), `summary` (the run against the "
     "target-only run, interleaved with it, over all repeats), `saved` "
     "(`id` and `url` of the saved run, see `GET /api/runs/{run_id}`, or `error`: why it was "

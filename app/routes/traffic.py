@@ -29,7 +29,7 @@ from app.templating import templates
 from app.traffic.charts import alpha_by_domain_chart, alpha_vs_temperature_chart
 from app.traffic.job import probe_job
 from app.traffic.numbers import calibration_numbers, href, row_numbers
-from app.traffic.state import TEMPERATURES, engines
+from app.traffic.state import DEFAULT_SETS, TEMPERATURES, engines
 from engine.decoder.loading import ModelPair
 from engine.measure.probe import ProbeConfig, ProbeResult, report_json
 from engine.measure.prompt_sets import (
@@ -88,8 +88,8 @@ async def _probe_request(request: Request, sets: list[str] | None, temperatures:
     if not 1 <= prompts_per_set <= 1000:
         raise BadProbe(422, "prompts per set must be at least 1", ("query", "prompts_per_set"))
     body = await request.body()  # bounded at the edge (app.body_limits)
-    if sets is None:  # not chosen: the built-in sets unless a prompt file came
-        sets = [] if body else list(BUILTIN_SETS)
+    if sets is None:  # not chosen: the built-in sets (lookup's on request) unless a file came
+        sets = [] if body else list(DEFAULT_SETS)
     prompts = [p for name in dict.fromkeys(sets) for p in builtin(name)[:prompts_per_set]]
     notices = []
     name = None

@@ -14,6 +14,7 @@ from app.saved.cards import run_preview_svg
 from app.saved.machine import describe_machine
 from app.store import RunStore, RunTooLarge, StoreUnavailable
 from engine.decoder.loading import ModelPair
+from engine.decoder.ngram import PromptLookup
 from engine.settings import Settings
 
 log = logging.getLogger("specscope.saved")
@@ -23,7 +24,7 @@ def run_record(finished: FinishedRun, settings: Settings) -> dict[str, Any]:
     return {
         "kind": "live",
         "pair": pair_record(finished.pair_name, finished.pair, settings),
-        "settings": asdict(finished.config),
+        "settings": asdict(finished.config) | drafter_record(finished.lookup),
         "machine": describe_machine(finished.pair),
         "cycles": [asdict(c) for c in finished.cycles],
         "summary": asdict(finished.summary),
@@ -68,6 +69,14 @@ class Archiver:
             log.warning("probe not saved: %s", error)
             return RunMessage.not_saved(f"the probe was not saved: {error}")
         return RunMessage.saved(probe_id, f"/probes/{probe_id}")
+
+
+def drafter_record(lookup: PromptLookup | None) -> dict[str, Any]:
+    """The drafter of a run, as its saved settings keep it (older records have none: the
+    draft model)."""
+    if lookup is None:
+        return {"drafter": "model"}
+    return {"drafter": "ngram", **asdict(lookup)}
 
 
 def pair_record(pair_name: str, pair: ModelPair, settings: Settings) -> dict[str, str]:

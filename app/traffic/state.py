@@ -18,9 +18,10 @@ SET_LABELS = {
     "jargon": "Jargon File (held out)",
     "modern-english": "plain modern English",
     "python": "Python code",
+    "lookup": "restating and editing (prompt lookup's traffic)",
 }
 TEMPERATURES = (0.0, 0.3, 0.7, 1.0, 1.5)
-DEFAULT_SETS = tuple(BUILTIN_SETS)
+DEFAULT_SETS = tuple(s for s in BUILTIN_SETS if s != "lookup")  # that one on request
 DEFAULT_TEMPERATURES = (0.0, 0.7, 1.0)
 
 

@@ -125,7 +125,18 @@ class CycleEvent:
     draft_step_ms: list[float]
     overlap: list[float]  # sum_x min(p(x), q(x)) at each verified position
     n_emitted: int  # tokens this cycle added to the output
+    drafter: str = "model"  # "model" (a draft model) or "ngram" (prompt lookup)
+    # Tokens proposed: a draft model always proposes k (None says so); prompt lookup 0..k,
+    # and 0 makes the cycle a plain target step. Its draft_step_ms is the one lookup.
+    n_proposed: int | None = None
+    match_n: int = 0  # prompt lookup: the length of the n-gram that matched (0: none)
+    match_start: int = -1  # and where it starts in the context's ids (prompt + output)
     event: str = "cycle"
+
+    @property
+    def proposed(self) -> int:
+        """Draft tokens proposed in this cycle."""
+        return self.k if self.n_proposed is None else self.n_proposed
 
     @property
     def text(self) -> str:
@@ -183,6 +194,12 @@ class SummaryEvent(Acceptance):
     speedup_high: float = 0.0
     speedup_median_costs: float = 0.0  # tokens per cycle x median step / median cycle
     speedup_per_repeat: list[float] = field(default_factory=list)
+    # Prompt lookup (drafter "ngram"): the share of cycles with a proposal and the tokens
+    # proposed per such cycle; c is then the lookup's time per cycle, v the verification's
+    # over the cycles with a proposal (engine.analytic.lookup).
+    drafter: str = "model"
+    proposal_share: float = 1.0
+    proposed_per_cycle: float = 0.0
     event: str = "summary"
 
 

@@ -12,6 +12,10 @@ Cache invariant (both models): the cache holds every token of the sequence excep
 newest, which is the next input. After a cycle that accepted n < k drafts the draft cache
 holds prefix, x_1..x_{n}; after a full acceptance it lacks x_k, so the next draft step feeds
 [x_k, t] together and the draft stays in step without an extra pass.
+
+With prompt lookup as the drafter (``lookup``, :mod:`engine.decoder.ngram`) there is no draft
+model: a cycle looks up ``m`` in ``0..k`` tokens in the context, ``q`` is one-hot at them, and
+the same target pass and rule judge them; ``m = 0`` is a plain target step.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from engine.decoder.events import (
 )
 from engine.decoder.forward import forward, new_cache, rollback
 from engine.decoder.loading import ModelPair
+from engine.decoder.ngram import NO_PROPOSAL, PromptLookup, Proposal, one_hot_q
 from engine.decoder.sampling import check_finite, sample, warp
 from engine.decoder.sampling import greedy as greedy_probs
 from engine.decoder.stats import summarize
@@ -55,6 +60,7 @@ def speculate(
     *,
     baseline_step_ms: Sequence[float] | None = None,
     on_verify: Callable[[list[int], Outcome], None] | None = None,
+    lookup: PromptLookup | None = None,
 ) -> Iterator[CycleEvent | SummaryEvent | DoneEvent]:
     """Speculative decoding: a :class:`CycleEvent` per cycle, then a :class:`SummaryEvent`
     when ``baseline_step_ms`` (the target-only run's step times) is given, then a
@@ -63,12 +69,16 @@ def speculate(
     Bad settings raise ``ValueError`` here, before anything runs. The iterator may be closed
     between cycles; it holds nothing but its own caches. ``on_verify`` sees each
     cycle's :class:`Outcome` with the token ids before it (for tests and debugging).
+    ``lookup``: draft by prompt lookup instead of the pair's draft model (which may be None).
     """
-    if pair.draft is None:
-        raise ValueError("speculative decoding needs a draft model; this pair has none")
+    if lookup is None and pair.draft is None:
+        raise ValueError("speculative decoding needs a draft model; this pair has none "
+                         "(prompt lookup needs none)")
+    if lookup is not None:
+        lookup.validate()
     config.validate()
     prompt_ids = encode_prompt(pair, config, lookahead=config.k)
-    return _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify)
+    return _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup)
 
 
 @dataclass
@@ -93,15 +103,18 @@ class Outcome:
     verify_ms: float
     overlap: list[float]  # sum_x min(p(x), q(x)) at the verified positions
     cycle_ms: float  # draft, verification and the bookkeeping after them
+    match: Proposal = NO_PROPOSAL  # prompt lookup: the n-gram that matched, and where
 
 
-def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify):
+def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup):
     clock = Clock(pair.device)
     generator = new_generator(pair, config.seed)
     capacity = len(prompt_ids) + config.max_new_tokens + config.k + 1
-    state = _State(new_cache(pair.target, capacity), new_cache(pair.draft, capacity), None, None)
+    draft_cache = None if lookup is not None else new_cache(pair.draft, capacity)
+    state = _State(new_cache(pair.target, capacity), draft_cache, None, None)
     prefill_ms = prefill(pair.target, state.target_cache, prompt_ids, clock)
-    prefill_ms += prefill(pair.draft, state.draft_cache, prompt_ids, clock)
+    if lookup is None:
+        prefill_ms += prefill(pair.draft, state.draft_cache, prompt_ids, clock)
     state.last = torch.tensor([prompt_ids[-1]], device=pair.device)
     state.draft_input = state.last.view(1, 1)
 
@@ -111,7 +124,11 @@ def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify):
     decode_ms, stop_reason = 0.0, "length"
     while len(out_ids) < config.max_new_tokens and stop_reason != "eos":
         usable = min(config.k, config.max_new_tokens - len(out_ids))
-        outcome = _cycle(pair, state, config, generator, clock)
+        if lookup is None:
+            outcome = _cycle(pair, state, config, generator, clock)
+        else:
+            context = prompt_ids + out_ids
+            outcome = _lookup_cycle(pair, state, config, lookup, context, generator, clock)
         real_ms = outcome.cycle_ms
         if on_verify is not None:
             on_verify(prompt_ids + out_ids, outcome)
@@ -124,7 +141,8 @@ def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify):
             keep, stop_reason = stops[0] + 1, "eos"
         out_ids += emitted[:keep]
         decode_ms += real_ms
-        event = _cycle_event(len(cycles), outcome, keep, decoder, cycle_ms, config.k)
+        event = _cycle_event(len(cycles), outcome, keep, decoder, cycle_ms, config.k,
+                             "model" if lookup is None else "ngram")
         cycles.append(event)
         yield event
 
@@ -166,6 +184,25 @@ def _cycle(pair: ModelPair, state: _State, config: GenerationConfig, generator, 
     return Outcome(drafts, q, p, n, next_token, step_ms, draft_ms, verify_ms, overlap, sum(spans))
 
 
+@torch.inference_mode()
+def _lookup_cycle(pair, state, config, lookup: PromptLookup, context, generator, clock) -> Outcome:
+    """One prompt-lookup cycle: the lookup (its time is the drafter's cost, once a cycle),
+    then the target pass over ``[last, x_1..x_m]`` and the rule with a one-hot ``q``."""
+    start = clock.mark()
+    proposal = lookup.propose(context, config.k)
+    mid = clock.mark()
+    drafts = torch.tensor(proposal.tokens, dtype=torch.long, device=pair.device)
+    q = one_hot_q(drafts, pair.shared_vocab_size)
+    n, next_token, p = _judge(pair, state, drafts, q, config, generator)
+    end = clock.mark()
+    rejected = n < len(proposal.tokens)
+    # q one-hot at x: sum_x min(p, q) = p(x), the chance that x is accepted
+    overlap = torch.minimum(p[: n + rejected], q[: n + rejected]).sum(dim=-1).tolist()
+    lookup_ms, verify_ms, after_ms = clock.spans([start, mid, end, clock.mark()])
+    return Outcome(proposal.tokens, q, p, n, next_token, [lookup_ms], lookup_ms, verify_ms,
+                   overlap, lookup_ms + verify_ms + after_ms, proposal)
+
+
 def _draft(pair, state, config, generator, clock):
     """k draft steps: tokens ``[k]``, their distributions ``q [k, V]``, and a clock mark at
     the end of each step (the steps' times are read once the cycle is over).
@@ -194,6 +231,23 @@ def _draft(pair, state, config, generator, clock):
 def _verify(pair, state, drafts, q, config, generator):
     """One target pass over ``[last, x_1..x_k]``, the rule, and both caches rolled back."""
     k = drafts.shape[0]
+    n, next_token, p = _judge(pair, state, drafts, q, config, generator)
+    nxt = state.last
+    if n < k:
+        # The draft cache holds ..., last, x_1..x_{k-1}; keep ..., last, x_1..x_n.
+        rollback(state.draft_cache, k - 1 - n)
+        state.draft_input = nxt.view(1, 1)
+    else:
+        # All accepted: the draft never ran on x_k; feed it with t in the next step.
+        rollback(state.draft_cache, 0)
+        state.draft_input = torch.cat([drafts[-1:], nxt]).view(1, 2)
+    return n, next_token, p
+
+
+def _judge(pair, state, drafts, q, config, generator):
+    """One target pass over ``[last, x_1..x_k]`` (``k`` may be 0), the rule, the target's
+    cache rolled back to the accepted prefix and ``state.last`` set to the next token."""
+    k = drafts.shape[0]
     ids = torch.cat([state.last, drafts]).view(1, k + 1)
     logits = forward(pair.target, state.target_cache, ids, keep=k + 1)[:, : pair.shared_vocab_size]
     p = greedy_probs(logits) if config.greedy else warp(
@@ -207,24 +261,17 @@ def _verify(pair, state, drafts, q, config, generator):
 
     # The target cache now holds ..., last, x_1..x_k; keep ..., last, x_1..x_n.
     rollback(state.target_cache, k - n)
-    nxt = torch.tensor([next_token], device=pair.device)
-    if n < k:
-        # The draft cache holds ..., last, x_1..x_{k-1}; keep ..., last, x_1..x_n.
-        rollback(state.draft_cache, k - 1 - n)
-        state.draft_input = nxt.view(1, 1)
-    else:
-        # All accepted: the draft never ran on x_k; feed it with t in the next step.
-        rollback(state.draft_cache, 0)
-        state.draft_input = torch.cat([drafts[-1:], nxt]).view(1, 2)
-    state.last = nxt
+    state.last = torch.tensor([next_token], device=pair.device)
     return n, next_token, p
 
 
-def _cycle_event(index, outcome: Outcome, keep, decoder: TextDecoder, cycle_ms, k) -> CycleEvent:
+def _cycle_event(
+    index, outcome: Outcome, keep, decoder: TextDecoder, cycle_ms, k, drafter
+) -> CycleEvent:
     """The cycle as shown; ``keep`` of its ``n + 1`` output tokens made it into the output."""
-    n = outcome.n_accepted
+    n, m = outcome.n_accepted, len(outcome.drafts)  # m = k but for prompt lookup
     shown = min(n, keep)  # accepted drafts inside the output
-    kinds = [ACCEPTED] * shown + [REJECTED if i == n else DISCARDED for i in range(shown, k)]
+    kinds = [ACCEPTED] * shown + [REJECTED if i == n else DISCARDED for i in range(shown, m)]
     texts = [decoder.push(t) for t in outcome.drafts[:shown]]
     texts += decoder.peek(outcome.drafts[shown:])
     tokens = [Token(t, s, kind) for t, s, kind in zip(outcome.drafts, texts, kinds, strict=True)]
@@ -238,8 +285,12 @@ def _cycle_event(index, outcome: Outcome, keep, decoder: TextDecoder, cycle_ms, 
         cycle_ms=cycle_ms,
         k=k,
         n_accepted=n,
-        rejected=n < k,
+        rejected=n < m,
         draft_step_ms=outcome.draft_step_ms,
         overlap=outcome.overlap,
         n_emitted=keep,
+        drafter=drafter,
+        n_proposed=m,
+        match_n=outcome.match.n,
+        match_start=outcome.match.start,
     )

@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from engine.analytic import acceptance as estimators
-from engine.analytic import theory
+from engine.analytic import lookup, theory
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 
 
 def proposals(cycles: Sequence[CycleEvent]) -> list[tuple[int, int]]:
-    """Each cycle as the estimators take it: (draft tokens proposed, accepted)."""
-    return [(c.k, c.n_accepted) for c in cycles]
+    """Each cycle as the estimators take it: (draft tokens proposed, accepted); a prompt-lookup
+    cycle proposes 0..k."""
+    return [(c.proposed, c.n_accepted) for c in cycles]
 
 
 def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
@@ -50,10 +51,26 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
     per_position = estimators.tally(proposals(cycles)).per_position(k)
 
     step_ms = statistics.median(baseline_step_ms)
+    # A draft model's steps, or prompt lookup's one lookup per cycle.
     draft_step_ms = statistics.median(ms for c in cycles for ms in c.draft_step_ms)
-    verify_ms = statistics.median(c.verify_ms for c in cycles)
+    drafter = cycles[0].drafter
+    proposing = [c for c in cycles if c.proposed > 0]
+    # Prompt lookup: v prices the cycles that verify a proposal (the others are target steps).
+    verified = proposing if drafter == "ngram" and proposing else cycles
+    verify_ms = statistics.median(c.verify_ms for c in verified)
     c_cost, v_cost = draft_step_ms / step_ms, verify_ms / step_ms
     baseline_tok_s = 1000.0 * len(baseline_step_ms) / sum(baseline_step_ms)
+    pi = len(proposing) / len(cycles)
+    if drafter == "ngram":
+        lengths = [0] * (k + 1)
+        for c in proposing:
+            lengths[c.proposed] += 1
+        # alpha is None only when nothing was proposed (pi = 0), where it does not enter
+        predicted = lookup.speedup(counts.alpha_counted or 0.0, k, pi, c_cost, v_cost, lengths)
+    elif counts.alpha_counted is None:
+        predicted = None
+    else:
+        predicted = theory.speedup(counts.alpha_counted, k, c_cost, v_cost)
     return SummaryEvent(
         k=k,
         **asdict(counts),
@@ -67,7 +84,9 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         baseline_tok_s=baseline_tok_s,
         speedup_measured=(None if counts.spec_tok_s is None
                           else counts.spec_tok_s / baseline_tok_s),
-        speedup_predicted=(None if counts.alpha_counted is None
-                           else theory.speedup(counts.alpha_counted, k, c_cost, v_cost)),
+        speedup_predicted=predicted,
         baseline_tokens=len(baseline_step_ms),
+        drafter=drafter,
+        proposal_share=pi,
+        proposed_per_cycle=counts.drafted / len(proposing) if proposing else 0.0,
     )

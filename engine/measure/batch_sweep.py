@@ -216,7 +216,7 @@ def run_sweep(args) -> int:
     import torch
 
     from engine.decoder.loading import load_pair, set_threads
-    from engine.measure.bench import FALLBACK_PROMPTS, heldout_prompts
+    from engine.measure.prompt_sets import pair_prompts
 
     def log(message: str) -> None:
         print(f"specscope sweep: {message}", file=sys.stderr, flush=True)
@@ -232,7 +232,7 @@ def run_sweep(args) -> int:
         return 2
     threads = set_threads(args.threads, args.device)
     pair = load_pair(args.target, args.draft, device=args.device)
-    prompts = heldout_prompts(args.target, per_domain=20) or FALLBACK_PROMPTS
+    prompts = pair_prompts(args.target, per_domain=20)
     log(f"{len(policies)} policies x {len(args.batch)} batch sizes x {args.repeats} repeats, "
         f"{args.new_tokens} new tokens per row, {threads} thread(s)")
     cells = sweep(pair, prompts, args.batch, policies, args.new_tokens, args.repeats,

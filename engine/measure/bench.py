@@ -10,6 +10,13 @@ exactly ``max_new_tokens`` tokens):
     hf-assisted k     ``model.generate(..., assistant_model=draft)``, k assistant tokens
                       per cycle (constant schedule, confidence threshold off)
 
+With prompt lookup as the drafter (``BenchConfig.lookup``) the draft model is not used:
+``ours-spec`` drafts by lookup (:mod:`engine.decoder.ngram`) and ``hf-assisted`` is
+transformers' prompt lookup, ``model.generate(..., prompt_lookup_num_tokens=k,
+max_matching_ngram_size=prompt_lookup_max)``: the same maximum n. transformers' smallest n is
+always 1 (docs/design.md, "Prompt lookup"), so at ``prompt_lookup_min = 1`` the two propose the
+same tokens.
+
 Every run is timed end to end (prompt ids in, token ids out, prefill included) and the
 contenders are interleaved: each repeat runs every (prompt, contender) once, in an order
 rotated from one prompt to the next, so drift in the machine's speed touches them all alike.
@@ -65,8 +72,9 @@ class Bench(BenchRecord):
     """Runs the contenders and keeps every run, every cycle and every target-only step."""
 
     def __init__(self, pair: ModelPair, config: BenchConfig, log: Callable[[str], None]):
-        if pair.draft is None:
-            raise ValueError("the benchmark needs a draft model; this pair has none")
+        if pair.draft is None and config.lookup is None:
+            raise ValueError("the benchmark needs a draft model or --drafter ngram; this pair "
+                             "has no draft")
         super().__init__(config)
         self.pair = pair
         self.log = log
@@ -139,7 +147,8 @@ class Bench(BenchRecord):
 
     def _ours_spec(self, k: int):
         def run(prompt, ids, temperature, seed):
-            *events, done = speculate(self.ours, self._config(prompt, temperature, seed, k))
+            config = self._config(prompt, temperature, seed, k)
+            *events, done = speculate(self.ours, config, lookup=self.config.lookup)
             assert isinstance(done, DoneEvent)
             return done.token_ids, done.prefill_ms, events
 
@@ -162,7 +171,10 @@ class Bench(BenchRecord):
                 kwargs.update(do_sample=False)
             else:
                 kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
-            if k is not None:
+            if k is not None and self.config.lookup is not None:
+                kwargs.update(prompt_lookup_num_tokens=k,
+                              max_matching_ngram_size=self.config.lookup.prompt_lookup_max)
+            elif k is not None:
                 assistant = pair.draft.generation_config
                 assistant.num_assistant_tokens = k
                 assistant.num_assistant_tokens_schedule = "constant"
@@ -213,7 +225,8 @@ def setting(pair: ModelPair, config: BenchConfig) -> dict:
         "target": pair.target_name,
         "draft": pair.draft_name,
         "target_model": describe(pair.target),
-        "draft_model": describe(pair.draft),
+        "draft_model": describe(pair.draft) if pair.draft is not None else None,
+        "drafter": config.drafter,
         "device": str(pair.device),
         "device_name": (
             torch.cuda.get_device_name(pair.device) if pair.device.type == "cuda" else "cpu"
@@ -222,7 +235,8 @@ def setting(pair: ModelPair, config: BenchConfig) -> dict:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": _transformers_version(),
-        "config": dataclasses.asdict(config) | {"prompts": list(config.prompts)},
+        "config": dataclasses.asdict(config) | {"prompts": list(config.prompts)}
+        | {"lookup": dataclasses.asdict(config.lookup) if config.lookup else None},
     }
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.decoder.events import CycleEvent, StepEvent
+from engine.decoder.ngram import PromptLookup
 from engine.measure.prompt_sets import FALLBACK_PROMPTS
 
 OURS_BASE, HF_GENERATE, OURS_SPEC, HF_ASSISTED = (
@@ -26,6 +27,11 @@ class BenchConfig:
     seed: int = 0
     warmup: bool = True
     transformers: bool = True  # False: our engine only
+    lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
+
+    @property
+    def drafter(self) -> str:
+        return "model" if self.lookup is None else "ngram"
 
 
 @dataclass

@@ -12,11 +12,18 @@ TARGETS = {
 def markdown(result: dict, command: str | None = None) -> str:
     s, f = result["setting"], result["results"]
     cfg = s["config"]
+    lookup = cfg.get("lookup")
+    if lookup:
+        drafter = (f"prompt lookup (n-gram), prompt_lookup_min {lookup['prompt_lookup_min']}, "
+                   f"prompt_lookup_max {lookup['prompt_lookup_max']}; transformers: "
+                   "prompt_lookup_num_tokens = k, max_matching_ngram_size "
+                   f"{lookup['prompt_lookup_max']}")
+    else:
+        drafter = f"draft `{s['draft']}` ({_model(s['draft_model'])})"
     lines = [
         "## specscope bench",
         "",
-        f"- pair: target `{s['target']}` ({_model(s['target_model'])}), "
-        f"draft `{s['draft']}` ({_model(s['draft_model'])})",
+        f"- pair: target `{s['target']}` ({_model(s['target_model'])}), {drafter}",
         f"- device: {s['device']} ({s['device_name']}), {s['dtype']}, "
         f"{s['threads']} torch thread(s); torch {s['torch']}, transformers {s['transformers']}",
         f"- {len(cfg['prompts'])} prompts x {cfg['repeats']} repeats, "
@@ -30,12 +37,15 @@ def markdown(result: dict, command: str | None = None) -> str:
     if command:
         lines.append(f"- command: `{command}`")
     for key, t in f["temperatures"].items():
-        lines += _temperature_section(float(key), t, f.get("greedy_check"))
+        lines += _temperature_section(float(key), t, f.get("greedy_check"), bool(lookup))
     lines.append("")
     return "\n".join(lines)
 
 
-def _temperature_section(temperature: float, t: dict, check: dict | None) -> list[str]:
+def _temperature_section(
+    temperature: float, t: dict, check: dict | None, lookup: bool = False
+) -> list[str]:
+    hf_name = "hf-prompt-lookup" if lookup else "hf-assisted"
     title = f"### temperature {temperature:g}" + (" (greedy)" if temperature == 0 else "")
     lines = ["", title, ""]
     if temperature == 0 and check is not None:
@@ -53,18 +63,22 @@ def _temperature_section(temperature: float, t: dict, check: dict | None) -> lis
     lines += [
         line + f"; target step {t['step_ms']:.2f} ms (median).",
         "",
-        "| k | ours spec tok/s | hf-assisted tok/s | ours / hf | alpha | c | v "
-        "| predicted | measured | measured / predicted |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"| k | ours spec tok/s | {hf_name} tok/s | ours / hf | alpha | c | v "
+        + ("| proposal share | proposed per proposal " if lookup else "")
+        + "| predicted | measured | measured / predicted |",
+        "|---:|---|---|---:|---:|---:|---:|" + ("---:|---:|" if lookup else "")
+        + "---:|---:|---:|",
     ]
     for k, row in t["k"].items():
         hf = row["hf_assisted"]
         ratio = f"{row['ours_over_hf']:.2f}" if row["ours_over_hf"] else "-"
         lines.append(
             f"| {k} | {_rate(row['ours'])} | {_rate(hf)} | {ratio} "
-            f"| {row['alpha']:.3f} | {row['c']:.3f} | {row['v']:.3f} "
-            f"| {row['predicted_speedup']:.2f}x | {row['measured_speedup']:.2f}x "
-            f"| {row['measured_over_predicted']:.2f} |"
+            f"| {_num(row['alpha'], '.3f')} | {row['c']:.3f} | {row['v']:.3f} "
+            + (f"| {row['proposal_share']:.2f} | {row['proposed_per_cycle']:.2f} "
+               if lookup else "")
+            + f"| {_num(row['predicted_speedup'], '.2f')}x | {row['measured_speedup']:.2f}x "
+            f"| {_num(row['measured_over_predicted'], '.2f')} |"
         )
     best = t["best"]
     found = f"Best k: ours {best['k_ours']}"
@@ -72,32 +86,37 @@ def _temperature_section(temperature: float, t: dict, check: dict | None) -> lis
         found += f", transformers {best['k_hf']}"
     lines += ["", found + ".", "", "| ratio | value | target | met |", "|---|---:|---:|---|"]
     for name, goal in TARGETS.items():
-        if name in best:
+        if name in best and not (lookup and "hf-assisted" in name):
             met = "yes" if best[name] >= goal else "no"
             lines.append(f"| {name} | {best[name]:.2f} | >= {goal:g} | {met} |")
+    if lookup and "ours / hf-assisted (best k each)" in best:
+        lines.append(f"| ours / {hf_name} (best k each) "
+                     f"| {best['ours / hf-assisted (best k each)']:.2f} | | |")
     if "ours / hf-assisted (same k)" in best:
         same = best["ours / hf-assisted (same k)"]
-        lines.append(f"| ours / hf-assisted (same k = {best['k_ours']}) | {same:.2f} | | |")
+        lines.append(f"| ours / {hf_name} (same k = {best['k_ours']}) | {same:.2f} | | |")
     row = t["k"][best["k_ours"]]
     if row["time"]:
         lines += ["", f"Where the time goes (ours, k = {best['k_ours']}), ms:", ""]
-        lines += _budget_table(row["time"])
+        lines += _budget_table(row["time"], lookup)
         lines += [
             "",
             f"The prediction's two halves, measured (k = {best['k_ours']}): tokens per cycle "
             f"{row['tokens_per_cycle']:.2f} (model {row['tokens_per_cycle_predicted']:.2f}); "
-            f"cycle cost {row['cycle_cost']:.2f} target steps, mean (model k c + v = "
-            f"{row['cycle_cost_predicted']:.2f}).",
+            f"cycle cost {row['cycle_cost']:.2f} target steps, mean (model "
+            + ("pi v + (1 - pi) + c" if lookup else "k c + v")
+            + f" = {row['cycle_cost_predicted']:.2f}).",
         ]
     return lines
 
 
-def _budget_table(b: dict) -> list[str]:
+def _budget_table(b: dict, lookup: bool = False) -> list[str]:
     def both(mean, median):
         return "-" if mean is None else f"{mean:.3f} ({median:.3f})"
 
     rows = [
-        ("first draft step of a cycle, mean (median)",
+        ("the lookup (one a cycle), mean (median)" if lookup
+         else "first draft step of a cycle, mean (median)",
          both(b["first_draft_step_ms"], b["first_draft_step_median_ms"])),
         ("later draft steps, mean (median)",
          both(b["later_draft_step_ms"], b["later_draft_step_median_ms"])),
@@ -121,3 +140,8 @@ def _rate(r: dict | None) -> str:
     if r is None:
         return "-"
     return f"{r['median']:.1f} ({r['q1']:.1f}-{r['q3']:.1f})"
+
+
+def _num(value: float | None, spec: str) -> str:
+    """A figure, or n/a where there was nothing to estimate it from (no proposal)."""
+    return "n/a" if value is None else format(value, spec)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from engine.analytic import theory
+from engine.analytic import lookup, theory
 from engine.decoder.events import CycleEvent
 from engine.decoder.stats import summarize
 from engine.measure.bench_record import (
@@ -95,6 +95,15 @@ def results(bench: BenchRecord) -> dict:
             # the two halves of the prediction, measured: tokens per cycle and cycle cost
             tokens_per_cycle = statistics.fmean(c.n_accepted + 1 for c in cycles)
             cycle_cost = statistics.fmean(c.cycle_ms for c in cycles) / step_ms
+            pi = summary.proposal_share
+            if cfg.lookup is not None:  # cycles with no proposal are plain target steps
+                lengths = [sum(c.proposed == m for c in cycles) for m in range(k + 1)]
+                # alpha is None only when nothing was proposed (pi = 0): it does not enter
+                tokens_predicted = lookup.tokens_per_cycle(alpha or 0.0, k, pi, lengths)
+                cost_predicted = lookup.cycle_cost(pi, c_cost, v_cost)
+            else:
+                tokens_predicted = theory.expected_tokens(alpha, k)
+                cost_predicted = theory.cycle_cost(k, c_cost, v_cost)
             per_k[k] = {
                 "ours": spec,
                 "ours_decode": spec_decode,
@@ -104,15 +113,17 @@ def results(bench: BenchRecord) -> dict:
                 "alpha_expected": summary.alpha_expected,
                 "trials": summary.trials,
                 "mean_acceptance_length": summary.mean_acceptance_length,
+                "proposal_share": pi,
+                "proposed_per_cycle": summary.proposed_per_cycle,
                 "c": c_cost,
                 "v": v_cost,
                 "predicted_speedup": predicted,
                 "measured_speedup": measured,
                 "tokens_per_cycle": tokens_per_cycle,
-                "tokens_per_cycle_predicted": theory.expected_tokens(alpha, k),
+                "tokens_per_cycle_predicted": tokens_predicted,
                 "cycle_cost": cycle_cost,
-                "cycle_cost_predicted": theory.cycle_cost(k, c_cost, v_cost),
-                "measured_over_predicted": measured / predicted,
+                "cycle_cost_predicted": cost_predicted,
+                "measured_over_predicted": measured / predicted if predicted else None,
                 "time": time_budget(cycles, [r for r in runs if r.contender == OURS_SPEC
                                              and r.k == k], bench, temperature, k),
             }

@@ -2,6 +2,7 @@
 runs through vLLM (``calibrate``, ``probe --engine vllm``) is in :mod:`engine.serving.cli`.
 
     specscope probe scripture jargon prompts.jsonl --temperatures 0,0.7,1 --k 4
+    specscope probe lookup scripture --drafter model,ngram   (both drafters side by side)
     specscope calibrate before.txt [after.txt]
 """
 
@@ -13,8 +14,19 @@ from pathlib import Path
 
 from engine.cli_options import add_pair_options
 
+DRAFTERS = ("model", "ngram")
+
+
+def drafter_list(text: str) -> list[str]:
+    """"model", "ngram" or "model,ngram"."""
+    names = list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+    if not names or any(n not in DRAFTERS for n in names):
+        raise ValueError(f"--drafter takes model, ngram or model,ngram; got {text!r}")
+    return names
+
 
 def add_parsers(sub, d: dict, float_list) -> None:
+    from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
     from engine.measure.prompt_sets import BUILTIN_SETS
 
     probe = sub.add_parser(
@@ -26,6 +38,13 @@ def add_parsers(sub, d: dict, float_list) -> None:
                        help="built-in set names or prompt files (default: all built-in sets)")
     probe.add_argument("--pair", help=f"a pair from SPECSCOPE_PAIRS ({', '.join(d['pairs'])})")
     add_pair_options(probe, None, None)
+    probe.add_argument("--drafter", default="model",
+                       help="model (the draft model), ngram (prompt lookup) or model,ngram: "
+                            "both side by side, with the winner of each domain")
+    probe.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
+                       help=f"smallest n-gram prompt lookup matches (default {PROMPT_LOOKUP_MIN})")
+    probe.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
+                       help=f"largest n-gram prompt lookup matches (default {PROMPT_LOOKUP_MAX})")
     probe.add_argument("--temperatures", type=float_list, default=[0.0, 0.7, 1.0],
                        help="comma-separated (default 0,0.7,1; 0 = greedy)")
     probe.add_argument("--top-p", type=float, default=1.0)
@@ -84,26 +103,43 @@ def _pair_names(args, d: dict) -> tuple[str, str]:
 
 
 def _probe(args, argv: list[str] | None, d: dict) -> int:
+    from dataclasses import replace
+
+    from engine.decoder.ngram import PromptLookup
     from engine.measure.probe import probe
 
+    drafters = drafter_list(args.drafter)
+    lookup = PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
     pair, prompts, notices, config, target, draft = prepare_probe(args, d)
     command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
-    result = measure(probe(pair, prompts, config), prompts, config, args, "specscope", target,
-                     draft, notices)
-    if result is None:
-        return 130
-    report(result, args, command)
-    return 0 if result.complete else 130
+    results = []
+    for name in drafters:
+        cfg = replace(config, lookup=lookup if name == "ngram" else None)
+        result = measure(probe(pair, prompts, cfg), prompts, cfg, args, "specscope", target,
+                         draft or "", notices)
+        if result is None:
+            return 130
+        results.append(result)
+    if len(results) == 2:
+        _report_both(*results, args, command)
+    else:
+        report(results[0], args, command)
+    return 0 if all(r.complete for r in results) else 130
 
 
 def prepare_probe(args, d: dict):
-    """The probe's pair, fitted prompts, notices, config and model names, from its arguments."""
+    """The probe's pair, fitted prompts, notices, config and model names, from its arguments
+    (no draft model when prompt lookup is the only drafter)."""
     from transformers.utils import logging as hf_logging
 
     from engine.decoder.loading import load_pair, set_threads
     from engine.measure.probe import ProbeConfig, fit_prompts
     from engine.measure.prompt_sets import load_source
 
+    drafters = drafter_list(getattr(args, "drafter", "model"))
+    if args.engine == "vllm" and "ngram" in drafters:
+        raise ValueError("--engine vllm probes the draft model only; prompt lookup through "
+                         "vLLM is not built yet")
     config = ProbeConfig(k=args.k, temperatures=args.temperatures, top_p=args.top_p,
                          max_new_tokens=args.max_new_tokens, seed=args.seed,
                          bootstrap=args.bootstrap).validate()
@@ -112,6 +148,8 @@ def prepare_probe(args, d: dict):
     prompts = [p for source in args.sources
                for p in load_source(source)[: args.max_prompts]]
     target, draft = _pair_names(args, d)
+    if drafters == ["ngram"]:
+        draft = None  # prompt lookup needs no draft model
     set_threads(None, args.device)
     hf_logging.disable_progress_bar()
     pair = load_pair(target, draft, device=args.device, cuda_graphs=args.cuda_graphs)
@@ -155,3 +193,13 @@ def report(result, args, command: str, extra: dict | None = None) -> None:
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=1) if args.json else markdown(result, command), end="\n")
+
+
+def _report_both(model, ngram, args, command: str) -> None:
+    from engine.measure import probe_compare
+
+    result = probe_compare.comparison_json(model, ngram) | {"command": command}
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=1) if args.json
+          else probe_compare.markdown(model, ngram, command), end="\n")

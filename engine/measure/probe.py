@@ -17,6 +17,11 @@ The runs are pooled by (domain, temperature) into one :class:`ProbeRow` each:
 - a 95% interval for every alpha: a percentile bootstrap that resamples prompts (a prompt's
   tokens are not independent of each other; prompts are), seeded
 
+With prompt lookup as the drafter (``ProbeConfig.lookup``) alpha is counted over the proposed
+tokens, the row adds the share ``pi`` of cycles with a proposal and the tokens per proposal,
+``c`` is the lookup's time per cycle, ``v`` prices the cycles that verify a proposal, and the
+prediction and best k come from :mod:`engine.analytic.lookup`.
+
 The result is plain dataclasses (``dataclasses.asdict`` gives JSON). The format does not
 depend on the engine that measured it: an engine that cannot see the distributions (a
 serving engine's counters) leaves ``alpha_expected`` and ``top1_agreement`` as ``None``.
@@ -31,10 +36,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from engine.analytic import acceptance as estimators
+from engine.analytic import lookup as lookup_model
 from engine.analytic import theory
 from engine.decoder.baseline import target_only
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent
 from engine.decoder.loading import ModelPair
+from engine.decoder.ngram import PromptLookup
 from engine.decoder.speculative import Outcome, speculate
 from engine.decoder.stats import proposals
 from engine.measure.prompt_sets import Prompt
@@ -51,6 +58,11 @@ class ProbeConfig:
     max_new_tokens: int = 32
     seed: int = 0
     bootstrap: int = BOOTSTRAP_SAMPLES
+    lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
+
+    @property
+    def drafter(self) -> str:
+        return "model" if self.lookup is None else "ngram"
 
     def validate(self) -> ProbeConfig:
         if not self.temperatures:
@@ -60,6 +72,8 @@ class ProbeConfig:
                              max_new_tokens=self.max_new_tokens, seed=self.seed).validate()
         if not isinstance(self.bootstrap, int) or self.bootstrap < 1:
             raise ValueError(f"bootstrap samples must be an integer >= 1, got {self.bootstrap!r}")
+        if self.lookup is not None:
+            self.lookup.validate()
         return self
 
 
@@ -80,9 +94,10 @@ class PromptMeasure:
     overlap_sum: float  # sum over them of sum_x min(p(x), q(x))
     top1_agreements: int  # of them, where argmax q == argmax p
     histogram: list[int]  # cycles that accepted a = 0..k drafts
-    draft_step_ms: list[float]
-    verify_ms: list[float]
+    draft_step_ms: list[float]  # prompt lookup: one lookup per cycle
+    verify_ms: list[float]  # prompt lookup: the cycles with a proposal only
     baseline_step_ms: list[float]
+    proposal_lengths: list[int] | None = None  # proposals of m = 0..k tokens (prompt lookup)
 
 
 @dataclass
@@ -115,6 +130,9 @@ class ProbeRow:
     speedup_predicted: float | None  # at k, from the counted alpha, c and v
     best_k: int | None
     best_speedup: float | None
+    drafter: str = "model"  # "model" or "ngram" (prompt lookup)
+    proposal_share: float = 1.0  # pi: cycles with a proposal / cycles
+    proposed_per_cycle: float | None = None  # tokens per proposal (prompt lookup)
 
 
 @dataclass
@@ -136,6 +154,8 @@ class ProbeResult:
     runs_planned: int
     complete: bool
     notices: list[str] = field(default_factory=list)
+    drafter: str = "model"
+    lookup: dict | None = None  # prompt_lookup_min and prompt_lookup_max, for "ngram"
 
 
 # ---- measuring ----------------------------------------------------------------------------
@@ -188,13 +208,13 @@ def measure_events(
 
     def count_top1(_prefix: list[int], outcome: Outcome) -> None:
         nonlocal agreements
-        verified = estimators.cycle_trials(config.k, outcome.n_accepted)
+        verified = estimators.cycle_trials(len(outcome.drafts), outcome.n_accepted)
         q_top = outcome.q[:verified].argmax(dim=-1)
         p_top = outcome.p[:verified].argmax(dim=-1)
         agreements += int((q_top == p_top).sum())
 
     cycles: list[CycleEvent] = []
-    for event in speculate(pair, gen, on_verify=count_top1):
+    for event in speculate(pair, gen, on_verify=count_top1, lookup=config.lookup):
         if isinstance(event, CycleEvent):
             cycles.append(event)
             yield event
@@ -207,7 +227,12 @@ def measure_events(
             steps.append(event)
             yield event
     counts = estimators.tally(proposals(cycles))
+    lengths = [0] * (config.k + 1)
+    for c in cycles:
+        lengths[c.proposed] += 1
     overlaps = [o for c in cycles for o in c.overlap]
+    lookup = config.lookup is not None
+    verified_cycles = [c for c in cycles if c.proposed > 0] if lookup else cycles
     yield PromptMeasure(
         domain=prompt.domain,
         temperature=temperature,
@@ -223,8 +248,9 @@ def measure_events(
         top1_agreements=agreements,
         histogram=estimators.acceptance_histogram(proposals(cycles), config.k),
         draft_step_ms=[ms for c in cycles for ms in c.draft_step_ms],
-        verify_ms=[c.verify_ms for c in cycles],
+        verify_ms=[c.verify_ms for c in verified_cycles],
         baseline_step_ms=[s.step_ms for s in steps],
+        proposal_lengths=lengths if lookup else None,
     )
 
 
@@ -241,8 +267,8 @@ def probe(
     events come too, so that a caller can stop inside a prompt's runs. Prompts too long for
     the models' context must be cut first (:func:`fit_prompts`)."""
     config.validate()
-    if pair.draft is None:
-        raise ValueError("probing needs a draft model; this pair has none")
+    if pair.draft is None and config.lookup is None:
+        raise ValueError("probing needs a draft model (or prompt lookup); this pair has none")
     for temperature, index, prompt in plan(prompts, config):
         for event in measure_events(pair, prompt, index, temperature, config):
             if steps or isinstance(event, PromptMeasure):
@@ -290,6 +316,7 @@ def summarize_probe(
         max_new_tokens=config.max_new_tokens, seed=config.seed, bootstrap=config.bootstrap,
         rows=rows, runs_measured=len(measures), runs_planned=runs_planned,
         complete=len(measures) == runs_planned, notices=list(notices),
+        drafter=config.drafter, lookup=asdict(config.lookup) if config.lookup else None,
     )
 
 
@@ -317,11 +344,19 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
     c = v = step_ms = predicted = best = best_speedup = None
     baseline = [ms for m in group for ms in m.baseline_step_ms]
     draft_steps = [ms for m in group for ms in m.draft_step_ms]
+    verify_ms = [ms for m in group for ms in m.verify_ms]
+    lookup = group[0].proposal_lengths is not None
+    pi = proposing / cycles if cycles else 0.0
     if baseline and draft_steps:
         step_ms = statistics.median(baseline)
         c = statistics.median(draft_steps) / step_ms
-        v = statistics.median(ms for m in group for ms in m.verify_ms) / step_ms
-        if alpha is not None:
+        # no proposal at all: v is never paid; price it as one target step
+        v = statistics.median(verify_ms) / step_ms if verify_ms else 1.0
+        if alpha is not None and lookup:
+            lengths = [sum(m.proposal_lengths[i] for m in group) for i in range(k + 1)]
+            predicted = lookup_model.speedup(alpha, k, pi, c, v, lengths)
+            best, best_speedup = lookup_model.best_k(alpha, pi, c, v, k)
+        elif alpha is not None:
             predicted = theory.speedup(alpha, k, c, v)
             best, best_speedup = theory.best_k(alpha, c, v)
     return ProbeRow(
@@ -351,6 +386,9 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
         speedup_predicted=predicted,
         best_k=best,
         best_speedup=best_speedup,
+        drafter="ngram" if lookup else "model",
+        proposal_share=pi,
+        proposed_per_cycle=drafted / proposing if lookup and proposing else None,
     )
 
 
@@ -434,10 +472,19 @@ def _with_ci(x: float | None, ci: list[float] | None) -> str:
 
 def markdown(result: ProbeResult, command: str | None = None) -> str:
     """The result as a Markdown report: the main table, then per-position acceptance."""
-    head = [f"Probe: {result.engine}, target `{result.target}`, draft `{result.draft}`, "
+    drafter = f"draft `{result.draft}`"
+    if result.drafter == "ngram" and result.lookup:
+        drafter = (f"prompt lookup (prompt_lookup_min {result.lookup['prompt_lookup_min']}, "
+                   f"prompt_lookup_max {result.lookup['prompt_lookup_max']})")
+    head = [f"Probe: {result.engine}, target `{result.target}`, {drafter}, "
             f"k = {result.k}, top-p {result.top_p:g}, {result.max_new_tokens} new tokens per "
             f"prompt, seed {result.seed}; 95% intervals from {result.bootstrap} bootstrap "
             "resamples of the prompts."]
+    if result.drafter == "ngram":
+        shares = ", ".join(f"{r.domain} T={r.temperature:g}: {r.proposal_share:.2f}"
+                           for r in result.rows)
+        head.append("alpha is counted over proposed tokens; c is one lookup per cycle; share of "
+                    f"cycles with a proposal: {shares}.")
     if command:
         head.append(f"Command: `{command}`")
     if not result.complete:

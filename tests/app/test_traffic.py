@@ -13,7 +13,7 @@ from support.probes import FAST, probe, result_of
 
 from app.body_limits import CALIBRATE_BYTES
 from app.main import create_app
-from app.traffic.state import parse_traffic_state
+from app.traffic.state import DEFAULT_SETS, parse_traffic_state
 from engine.measure.prompt_sets import BUILTIN_SETS
 from engine.settings import Settings
 
@@ -88,11 +88,12 @@ def test_bad_probes_get_a_clear_4xx(live_server, params, body, status, message):
     assert message in response.json()["message"]
 
 
-def test_without_sets_or_a_file_every_built_in_set_is_probed(live_server):
+def test_without_sets_or_a_file_the_default_sets_are_probed(live_server):
     params = {k: v for k, v in FAST.items() if k != "sets"} | {"temperatures": "0",
                                                                 "prompts_per_set": 1}
     result = result_of(probe(live_server, params))
-    assert [r["domain"] for r in result["rows"]] == list(BUILTIN_SETS)
+    assert [r["domain"] for r in result["rows"]] == list(DEFAULT_SETS)
+    assert set(BUILTIN_SETS) - set(DEFAULT_SETS) == {"lookup"}  # prompt lookup's, on request
 
 
 def test_the_page_still_asks_for_a_set_or_a_file(live_server):

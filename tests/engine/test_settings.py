@@ -28,6 +28,13 @@ def test_environment_overrides(monkeypatch):
     assert settings.target == "Qwen/Qwen2.5-7B" and settings.pairs["qwen"].label == "Qwen 7B"
 
 
+def test_a_pair_may_name_a_target_alone_for_prompt_lookup(monkeypatch):
+    monkeypatch.setenv("SPECSCOPE_PAIRS", '{"lookup": {"target": "models/target"}}')
+    monkeypatch.setenv("SPECSCOPE_DEFAULT_PAIR", "lookup")
+    settings = Settings()
+    assert settings.target == "models/target" and settings.draft is None
+
+
 def test_default_pair_must_be_offered(monkeypatch):
     monkeypatch.setenv("SPECSCOPE_DEFAULT_PAIR", "missing")
     with pytest.raises(ValidationError, match="not one of the pairs"):

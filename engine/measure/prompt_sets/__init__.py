@@ -12,6 +12,10 @@ Built-in sets (``*.jsonl`` next to this file):
   (both rebuilt by ``python -m engine.training.build_heldout``)
 - ``modern-english``: plain modern English, written for specscope
 - ``python``: Python snippets, written for specscope
+- ``lookup``: traffic where prompt lookup should shine, in three domains (``lookup-scripture``,
+  ``lookup-jargon``, ``lookup-python``): a held-out passage and its start again, and Python
+  whose prompt holds the code being edited (rebuilt by
+  ``python -m engine.training.build_lookup``)
 
 A pair's own held-out prompts: the benchmark and the vLLM sweep take the prompts that the
 pair's training left next to its models (``heldout_prompts.json``), else
@@ -30,6 +34,7 @@ BUILTIN_SETS = {
     "jargon": "jargon.jsonl",
     "modern-english": "modern_english.jsonl",
     "python": "python.jsonl",
+    "lookup": "lookup.jsonl",
 }
 MAX_DOMAIN_CHARS = 40
 # Used when the pair ships no held-out prompts (heldout_prompts.json next to its models).

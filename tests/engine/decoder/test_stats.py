@@ -71,3 +71,38 @@ def test_position_i_counts_every_cycle_that_accepted_at_least_i_drafts():
     s = summarize(cycles, baseline_step_ms=[4.0])
     assert s.acceptance_length_histogram == [4, 3, 2, 1]
     assert s.per_position_acceptance == [0.6, 0.3, 0.1]
+
+
+def lookup_cycle(n: int, proposed: int, lookup_ms: float = 0.1, verify_ms: float = 6.0):
+    """A prompt-lookup cycle: ``proposed`` tokens (0 = a plain target step), one lookup."""
+    rejected = n < proposed
+    return CycleEvent(
+        index=0, tokens=[], draft_ms=lookup_ms,
+        verify_ms=verify_ms if proposed else 4.0, cycle_ms=lookup_ms + verify_ms,
+        k=4, n_accepted=n, rejected=rejected, draft_step_ms=[lookup_ms],
+        overlap=[0.9] * (n + rejected), n_emitted=n + 1, drafter="ngram", n_proposed=proposed,
+    )
+
+
+def test_lookup_cycles_count_alpha_over_proposed_tokens_and_price_pi():
+    # a full proposal all accepted, a short one rejected at its 2nd token, two empty cycles
+    cycles = [lookup_cycle(4, 4), lookup_cycle(1, 2), lookup_cycle(0, 0), lookup_cycle(0, 0)]
+    s = summarize(cycles, baseline_step_ms=[4.0, 4.0, 4.0])
+    assert (s.accepted, s.trials, s.drafted) == (5, 6, 6)  # the empty cycles add no trials
+    assert s.alpha_counted == 5 / 6
+    assert s.draft_acceptance_rate == 5 / 6
+    assert s.mean_acceptance_length == 1 + 5 / 2  # over cycles that proposed, as vLLM counts
+    assert (s.drafter, s.proposal_share, s.proposed_per_cycle) == ("ngram", 0.5, 3.0)
+    assert s.c == pytest.approx(0.1 / 4)  # the lookup, once a cycle
+    assert s.v == pytest.approx(6.0 / 4)  # cycles with a proposal only
+    e_given = (theory.expected_tokens(5 / 6, 4) + theory.expected_tokens(5 / 6, 2)) / 2
+    predicted = (0.5 * e_given + 0.5) / (0.5 * 1.5 + 0.5 + 0.1 / 4)
+    assert s.speedup_predicted == pytest.approx(predicted)
+
+
+def test_a_run_without_any_proposal_is_summarised_without_dividing_by_zero():
+    s = summarize([lookup_cycle(0, 0), lookup_cycle(0, 0)], baseline_step_ms=[4.0])
+    # no data: None (engine.analytic.acceptance), never 0 or 1
+    assert (s.alpha_counted, s.alpha_expected, s.draft_acceptance_rate) == (None, None, None)
+    assert (s.proposal_share, s.mean_acceptance_length) == (0.0, None)
+    assert s.speedup_predicted == pytest.approx(1 / (1 + 0.1 / 4))

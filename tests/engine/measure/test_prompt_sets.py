@@ -18,13 +18,59 @@ from engine.measure.prompt_sets import (
 from engine.training import corpus
 
 
-@pytest.mark.parametrize("name", list(BUILTIN_SETS))
+@pytest.mark.parametrize("name", [n for n in BUILTIN_SETS if n != "lookup"])
 def test_builtin_sets_hold_24_distinct_prompts_of_one_domain(name):
     prompts = builtin(name)
     assert len(prompts) >= 24
     assert len({p.text for p in prompts}) == len(prompts)
     assert {p.domain for p in prompts} == {name}
     assert all(p.text.strip() for p in prompts)
+
+
+def split_restart(text: str) -> tuple[str, str]:
+    """A restating prompt's passage, and the start of it that follows it again."""
+    heading = text.split("\n", 1)[0]
+    cut = text.rindex("\n\n" + heading + "\n")
+    return text[:cut], text[cut + 2 :]
+
+
+def test_the_lookup_set_restates_what_its_prompts_hold():
+    prompts = builtin("lookup")
+    domains = {"lookup-scripture", "lookup-jargon", "lookup-python"}
+    assert {p.domain for p in prompts} == domains
+    assert all(sum(p.domain == d for p in prompts) == 16 for d in domains)
+    assert len({p.text for p in prompts}) == len(prompts)
+    for p in prompts:
+        if p.domain == "lookup-python":
+            before, after = p.text.split("\n\n# after: ")
+            assert before.startswith("# before\n")
+        else:  # the passage, then its heading and first words again
+            passage, restart = split_restart(p.text)
+            assert passage.startswith(restart) and len(passage) > 2 * len(restart)
+
+
+def test_the_lookup_set_takes_passages_from_heldout_documents_only(monkeypatch, tmp_path):
+    from engine.training import build_lookup
+
+    fake = [corpus.Corpus("kjv", ["Train 1\n\n1 never " * 40],
+                          [f"Held {i}\n\n1 kept words " + "more words " * 80 for i in range(40)]),
+            corpus.Corpus("jargon", [":train: " * 40], [f":held{i}:\n\nsome text " * 20
+                                                         for i in range(20)])]
+    monkeypatch.setattr(build_lookup, "load_domains", lambda: fake)
+    monkeypatch.setattr(build_lookup, "HERE", tmp_path)
+    (tmp_path / "python.jsonl").write_text(
+        json.dumps({"text": "def area(r):\n    return 3.14 * r * r\n"}) + "\n"
+        + json.dumps({"text": "for x in xs:\n    print(x)\n"}) + "\n")
+    build_lookup.main()
+    items = [json.loads(line) for line in (tmp_path / "lookup.jsonl").read_text().splitlines()]
+    scripture = [i["text"] for i in items if i["domain"] == "lookup-scripture"]
+    assert len(scripture) == build_lookup.PER_DOMAIN
+    assert all(t.startswith("Held ") and "never" not in t for t in scripture)
+    assert all(t.count("1 kept words") == 2 for t in scripture)
+    assert all(len(t) <= 2 * build_lookup.PASSAGE_CHARS for t in scripture)
+    python = [i["text"] for i in items if i["domain"] == "lookup-python"]
+    assert python[0].endswith("renamed to area_v2\ndef area_v2(r):\n")
+    assert python[1].endswith("# after: the same code, tidied\nfor x in xs:\n")
 
 
 def test_heldout_sets_come_from_heldout_documents_only(monkeypatch, tmp_path):
@@ -57,6 +103,10 @@ def test_shipped_heldout_sets_match_the_training_split():
         for p in builtin(name):
             assert any(d.startswith(p.text) for d in heldout), p.text[:60]
             assert p.text[:160] not in train_starts
+        for p in builtin("lookup"):
+            if p.domain == f"lookup-{name}":
+                passage = split_restart(p.text)[0]
+                assert any(d.startswith(passage) for d in heldout), passage[:60]
 
 
 def test_jsonl_with_and_without_domain():

@@ -1,0 +1,118 @@
+"""``specscope probe --drafter model,ngram``: the draft model and prompt lookup side by side.
+
+Both probes run on the same prompts, temperatures, k and seeds; each (domain, temperature)
+row of one is set beside the other's. The winner of a row is the drafter with the higher
+predicted speedup at its own best k (each from its own alpha, c and v, and for prompt lookup
+its share of cycles with a proposal: :mod:`engine.analytic.lookup`); by how much is the
+ratio of the two. When neither beats plain decoding, neither wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from engine.measure.probe import ProbeResult, ProbeRow, report_json
+
+
+@dataclass
+class DrafterRow:
+    domain: str
+    temperature: float
+    model: ProbeRow
+    ngram: ProbeRow
+    winner: str | None  # "model", "ngram", or None: neither beats plain decoding
+    ratio: float | None  # the winner's best speedup over the other's
+
+
+def compare(model: ProbeResult, ngram: ProbeResult) -> list[DrafterRow]:
+    """Rows present in both results, in the model probe's order."""
+    by_key = {(r.domain, r.temperature): r for r in ngram.rows}
+    out = []
+    for m in model.rows:
+        n = by_key.get((m.domain, m.temperature))
+        if n is None:
+            continue
+        winner = ratio = None
+        both = m.best_speedup is not None and n.best_speedup is not None
+        if both and max(m.best_speedup, n.best_speedup) > 1.0:
+            winner = "ngram" if n.best_speedup > m.best_speedup else "model"
+            high, low = sorted((m.best_speedup, n.best_speedup), reverse=True)
+            ratio = high / low
+        out.append(DrafterRow(m.domain, m.temperature, m, n, winner, ratio))
+    return out
+
+
+def comparison_json(model: ProbeResult, ngram: ProbeResult) -> dict:
+    return {
+        "drafters": {"model": report_json(model), "ngram": report_json(ngram)},
+        "comparison": [
+            {"domain": r.domain, "temperature": r.temperature, "winner": r.winner,
+             "ratio": r.ratio,
+             "model": _brief(r.model), "ngram": _brief(r.ngram)}
+            for r in compare(model, ngram)
+        ],
+    }
+
+
+def _brief(row: ProbeRow) -> dict:
+    keys = ("alpha_counted", "alpha_counted_ci", "proposal_share", "proposed_per_cycle", "c",
+            "v", "speedup_predicted", "best_k", "best_speedup")
+    d = asdict(row)
+    return {k: d[k] for k in keys}
+
+
+def _ci(r: ProbeRow) -> str:
+    return f"{r.alpha_counted:.2f} [{r.alpha_counted_ci[0]:.2f}, {r.alpha_counted_ci[1]:.2f}]"
+
+
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def _best(r: ProbeRow) -> str:
+    return "n/a" if r.best_k is None else f"{r.best_k} ({r.best_speedup:.2f}x)"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def markdown(model: ProbeResult, ngram: ProbeResult, command: str | None = None) -> str:
+    lookup = ngram.lookup or {}
+    head = [
+        f"Probe: draft model `{model.draft}` against prompt lookup (prompt_lookup_min "
+        f"{lookup.get('prompt_lookup_min')}, prompt_lookup_max "
+        f"{lookup.get('prompt_lookup_max')}) on target `{model.target}`, k = {model.k}, "
+        f"top-p {model.top_p:g}, {model.max_new_tokens} new tokens per prompt, seed "
+        f"{model.seed}; 95% intervals from {model.bootstrap} bootstrap resamples of the prompts.",
+        "alpha is counted over proposed tokens; prompt lookup's proposals: the share of cycles "
+        "with one (pi) and tokens per proposal; c is a draft step (model) or one lookup per "
+        "cycle (n-gram), in target steps; the winner has the higher predicted speedup at its "
+        "own best k.",
+    ]
+    if command:
+        head.append(f"Command: `{command}`")
+    for result in (model, ngram):
+        if not result.complete:
+            head.append(f"**Stopped early** ({result.drafter}): {result.runs_measured} of "
+                        f"{result.runs_planned} prompt runs measured.")
+        head += [f"{result.drafter}: {n}" for n in result.notices]
+    table = [
+        "| domain | T | α model [95% CI] | α n-gram [95% CI] | n-gram proposals: pi, tokens "
+        "| c model | c n-gram | v model | v n-gram | predicted at k: model | n-gram "
+        "| best k: model | n-gram | wins |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | --- |",
+    ]
+    for r in compare(model, ngram):
+        m, n = r.model, r.ngram
+        tokens = "n/a" if n.proposed_per_cycle is None else f"{n.proposed_per_cycle:.1f}"
+        wins = ("neither (do not speculate)" if r.winner is None
+                else f"{'n-gram' if r.winner == 'ngram' else 'model'} by {r.ratio:.2f}x")
+        table.append(
+            f"| {r.domain} | {r.temperature:g} | {_ci(m)} | {_ci(n)} "
+            f"| {n.proposal_share:.2f}, {tokens} | {_num(m.c)} | {_num(n.c)} | {_num(m.v)} "
+            f"| {_num(n.v)} | {_x(m.speedup_predicted)} | {_x(n.speedup_predicted)} "
+            f"| {_best(m)} | {_best(n)} | {wins} |"
+        )
+    return "\n\n".join(["\n".join(head), "\n".join(table)]) + "\n"
