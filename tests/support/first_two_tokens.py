@@ -29,19 +29,20 @@ class ChiSquare:
                 f"p = {self.p_value:.3g} ({self.samples} samples)")
 
 
-def exact_expected(target, prompt_ids: list[int], n: int) -> dict:
+def exact_expected(target, prompt_ids: list[int], n: int, temperature: float = 1.0) -> dict:
     """Expected counts among ``n`` samples of the cells (t1, t2), (t1, REST) and "other", at
-    temperature 1; every cell at least :data:`MIN_EXPECTED`.
+    ``temperature`` (> 0; no top-k or top-p); every cell at least :data:`MIN_EXPECTED`.
 
     (t1, t2) for each pair with ``n p(t1) p(t2 | t1) >= 5``; (t1, REST) for the rest of t1's
     second tokens when they are expected that often together; "other" for everything else.
     Only first tokens expected 5 times or more need their second-token distribution: one
     forward pass of ``target`` over [m, len(prompt_ids) + 1]."""
     with torch.inference_mode():
-        p1 = torch.softmax(target(torch.tensor([prompt_ids])).logits[0, -1].double(), -1)
+        logits = target(torch.tensor([prompt_ids])).logits[0, -1].double()
+        p1 = torch.softmax(logits / temperature, -1)
         firsts = (p1 * n >= MIN_EXPECTED).nonzero().view(-1)
         batch = torch.tensor([prompt_ids + [int(t)] for t in firsts])
-        p2 = torch.softmax(target(batch).logits[:, -1].double(), -1)  # [m, vocab]
+        p2 = torch.softmax(target(batch).logits[:, -1].double() / temperature, -1)  # [m, vocab]
     expected: dict = {}
     for row, t1 in enumerate(firsts.tolist()):
         joint = p1[t1] * p2[row] * n
