@@ -11,9 +11,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from app.errors import Problem, error_responses
-from app.routes.traffic import render_probe
 from app.store import RunStore, StoreUnavailable
 from app.templating import templates
+from app.traffic.render import render_probe
 from app.traffic.state import TrafficState
 from engine.measure.probe import ProbeResult, ProbeRow
 
