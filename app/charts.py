@@ -123,13 +123,15 @@ def speedup_chart(fig: Figures, width: int = 440, height: int = 280) -> SpeedupC
 
 @dataclass(frozen=True)
 class Bar:
+    """One category; a share that is None (no data) has no bar, or no dot, and no height."""
+
     label: str
-    measured: float
-    model: float
+    measured: float | None
+    model: float | None
     x: float
     width: float
-    y_measured: float
-    y_model: float
+    y_measured: float | None
+    y_model: float | None
 
 
 @dataclass(frozen=True)
@@ -142,11 +144,11 @@ class BarChart(Frame):
 
 
 def measured_vs_model(
-    labels: list[str], measured: list[float], model: list[float], width: int = 360,
-    height: int = 220,
+    labels: list[str], measured: list[float | None], model: list[float | None],
+    width: int = 360, height: int = 220,
 ) -> BarChart:
     left, right, top, bottom = 62, width - 8, 12, height - 48
-    peak = max([*measured, *model, 0.1])
+    peak = max([x for x in (*measured, *model) if x is not None] + [0.1])
     y_max = min(1.0, nice_step(peak * 1.1, 4) * math.ceil(peak * 1.1 / nice_step(peak * 1.1, 4)))
     step = nice_step(y_max, 4)
     slot = (right - left) / len(labels)
@@ -154,11 +156,15 @@ def measured_vs_model(
     def y_of(share: float) -> float:
         return bottom - min(share, y_max) / y_max * (bottom - top)
 
+    def y_or_none(share: float | None) -> float | None:
+        return None if share is None else y_of(share)
+
     bars = [
-        Bar(label, m, p, left + i * slot + slot * 0.15, slot * 0.7, y_of(m), y_of(p))
+        Bar(label, m, p, left + i * slot + slot * 0.15, slot * 0.7, y_or_none(m), y_or_none(p))
         for i, (label, m, p) in enumerate(zip(labels, measured, model, strict=True))
     ]
     ticks = [Tick(i * step, y_of(i * step), f"{i * step:g}")
              for i in range(int(round(y_max / step)) + 1)]
-    path = "M" + " L".join(f"{b.x + b.width / 2:.1f},{b.y_model:.1f}" for b in bars)
+    dots = [f"{b.x + b.width / 2:.1f},{b.y_model:.1f}" for b in bars if b.y_model is not None]
+    path = "M" + " L".join(dots) if dots else ""
     return BarChart(width, height, left, right, top, bottom, bars, ticks, path)

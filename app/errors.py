@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from app.params import SLIDERS
+from app.plan import PLAN_NUMBERS
 from app.roofline import NUMBERS
 
 log = logging.getLogger("specscope")
@@ -55,6 +56,9 @@ PATTERN_MESSAGES = {
     "prompt": "the prompt is blank: give some text to continue",
     "temperatures": "give up to 5 temperatures from 0 to 2, separated by commas",
     "before": "paste the text of a vLLM server's /metrics page into the first box",
+
+    "mix": "each domain is NAME:WEIGHT:ALPHA (a name without colons, a weight of at least 0, "
+           "an alpha from 0 to 1), e.g. code:3:0.85",
 }
 
 
@@ -63,7 +67,7 @@ def _message(error: dict) -> str:
     name = ".".join(p for p in path if not p.isdigit()) or where  # ("body", 0): the body
     given = str(error.get("input"))[:40]
     # The theory API's query parameters are the sliders: state their range in full.
-    ranged = SLIDERS | NUMBERS  # the roofline's gpus, context and batch too
+    ranged = SLIDERS | NUMBERS | PLAN_NUMBERS  # the roofline's gpus, context and batch too
     if where == "query" and name in ranged:
         return f"{ranged[name].describe_range()} (got {given!r})"
     blank = error.get("type") in ("string_pattern_mismatch", "string_too_short")

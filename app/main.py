@@ -23,6 +23,7 @@ from app.routes import (
     api,
     health,
     pages,
+    plan,
     previews,
     roofline,
     runs,
@@ -97,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(api.router)
     app.include_router(roofline.router)
+    app.include_router(plan.router)
     app.include_router(runs.router(settings))
     app.include_router(saved.router)
     app.include_router(saved_probes.router)

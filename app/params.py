@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from engine.analytic.theory import CURVE_MAX_K
+from engine.analytic.theory import CURVE_MAX_K, Figures, figures
 from engine.decoder.events import DEFAULT_SEED
 
 MAX_SEED = 2**31 - 1
@@ -50,7 +50,9 @@ class Slider:
 
 
 def fmt(x: float) -> str:
-    return f"{x:g}"
+    """A number as the link and the messages write it: ``%g``, but 1000000 not 1e+06."""
+    text = f"{x:g}"
+    return f"{int(x)}" if "e+" in text and x == int(x) else text
 
 
 SLIDERS: dict[str, Slider] = {
@@ -60,12 +62,34 @@ SLIDERS: dict[str, Slider] = {
         Slider("k", "draft length k", 1, CURVE_MAX_K, 1, 4, integer=True),
         Slider("c", "draft cost c", 0.0, 1.0, 0.01, 0.18),
         Slider("v", "verification cost v", 0.5, 3.0, 0.01, 1.0),
-        Slider("step_ms", "target step (ms)", 1.0, 1000.0, 0.1, 22.0, widget="number"),
+        # From a microsecond to over a quarter of an hour: whatever the batch section produces.
+        Slider("step_ms", "target step (ms)", 0.001, 1e6, 0.001, 22.0, widget="number"),
         Slider("tokens", "output length N", 1, 100_000, 1, 500, integer=True, widget="number"),
         Slider("seed", "simulation seed", 0, MAX_SEED, 1, DEFAULT_SEED, integer=True,
                widget="number"),
     )
 }
+
+
+HELD_MAX = 1e6  # the largest v(k) a link may carry
+HELD_WHERE_CHARS = 160
+
+
+@dataclass(frozen=True)
+class HeldCosts:
+    """The batch section's costs, held by the slider model: v for every k (``vk``, k = 1..16)
+    at batch ``batch`` on ``where`` (hardware, pair, dtype, context: shown, never parsed).
+
+    A draft step's c(B) goes into the c slider at the slider's step; what the rounding leaves
+    out, ``k (c(B) - c)``, is carried in ``v_by_k`` so every cycle costs what the section says."""
+
+    v_by_k: tuple[float, ...]
+    batch: int
+    where: str
+
+    def items(self) -> list[tuple[str, str]]:
+        return [("vk", ",".join(f"{v:.9g}" for v in self.v_by_k)), ("vk_batch", str(self.batch)),
+                ("vk_on", self.where)]
 
 
 @dataclass(frozen=True)
@@ -77,10 +101,16 @@ class PageState:
     step_ms: float
     tokens: int
     seed: int
+    held: HeldCosts | None = None
 
     def query(self, **changes: float) -> str:
         values = {name: getattr(self, name) for name in SLIDERS} | changes
-        return urlencode({name: fmt(value) for name, value in values.items()})
+        held = self.held.items() if self.held is not None else []
+        return urlencode([(name, fmt(value)) for name, value in values.items()] + held)
+
+    @property
+    def v_by_k(self) -> tuple[float, ...] | None:
+        return None if self.held is None else self.held.v_by_k
 
 
 def _typed(slider: Slider, value: float) -> float | int:
@@ -140,7 +170,37 @@ def parse_controls(
     return values, notices
 
 
+def parse_held_costs(query: Sequence[tuple[str, str]]) -> tuple[HeldCosts | None, list[str]]:
+    """The batch section's held costs from a link (``vk``, ``vk_batch``, ``vk_on``), or None;
+    a malformed ``vk`` is dropped with a notice (the slider model then uses one v)."""
+    given = {key: raw for key, raw in reversed(list(query)) if key in ("vk", "vk_batch", "vk_on")}
+    if not given.get("vk", "").strip():
+        return None, []
+    parts = given["vk"].split(",")
+    values = [_parse_number(part) for part in parts]
+    batch = _parse_number(given.get("vk_batch", "1"))
+    problem = None
+    if len(values) != CURVE_MAX_K:
+        problem = f"it has {len(values)} values, not one for each k from 1 to {CURVE_MAX_K}"
+    elif any(v is None or not 0 < v <= HELD_MAX for v in values):
+        problem = f"each value must be a number above 0 and at most {fmt(HELD_MAX)}"
+    elif batch is None or batch != round(batch) or not 1 <= batch <= 1 << 20:
+        problem = "vk_batch is not a batch size"
+    if problem:
+        return None, [f"vk (the batch section's v for each k) was ignored: {problem}; using "
+                      "one v for every k."]
+    where = " ".join(given.get("vk_on", "").split())[:HELD_WHERE_CHARS]
+    return HeldCosts(tuple(values), int(batch), where), []
+
+
 def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[str]]:
     """The slider page's state from a link, and what had to be changed to read it."""
     values, notices = parse_controls(query, SLIDERS)
-    return PageState(**values), notices
+    held, held_notices = parse_held_costs(query)
+    return PageState(**values, held=held), notices + held_notices
+
+
+def page_figures(state: PageState) -> Figures:
+    """The slider model's figures for a state, with the batch section's v(k) when it holds it."""
+    return figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens,
+                   state.v_by_k)

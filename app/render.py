@@ -25,13 +25,17 @@ def summary_context(summary: SummaryEvent) -> dict[str, Any]:
     shares = [n / summary.cycles for n in summary.acceptance_length_histogram]
     measured = {"alpha": alpha, "k": k, "c": summary.c, "v": summary.v,
                 "step_ms": summary.step_ms}
+    # Without a counted alpha (no draft was ever tried) there is no model to draw.
+    no_model = [None] * (k + 1)
     return {
-        "use": {name: SLIDERS[name].setting(value) for name, value in measured.items()},
+        "use": {name: SLIDERS[name].setting(value) for name, value in measured.items()
+                if value is not None},
         "positions": measured_vs_model(
             [str(i) for i in range(1, k + 1)], summary.per_position_acceptance,
-            theory.position_acceptance(alpha, k)),
+            no_model[:k] if alpha is None else theory.position_acceptance(alpha, k)),
         "lengths": measured_vs_model(
-            [str(a) for a in range(k + 1)], shares, theory.acceptance_length_pmf(alpha, k)),
+            [str(a) for a in range(k + 1)], shares,
+            no_model if alpha is None else theory.acceptance_length_pmf(alpha, k)),
     }
 
 

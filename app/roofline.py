@@ -8,23 +8,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
 from app.charts import Frame, Tick, nice_step
-from app.params import SLIDERS, PageState, Slider, fmt, parse_controls
+from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls
 from engine.analytic.roofline import (
+    ACHIEVED_BANDWIDTH,
+    ACHIEVED_FLOPS,
     BATCH_MAX,
     DTYPES,
+    FIT_SEARCH_MAX,
     HARDWARE,
+    LINK_LATENCY_S,
     PAIRS,
+    USABLE_FRACTION,
     Hardware,
     Roofline,
     Setting,
+    costs,
+    max_batch_that_fits,
     roofline,
     speedup_at,
     this_machine,
 )
+from engine.analytic.theory import CURVE_MAX_K
 from engine.measure.curves import MeasuredCurve
 
 NUMBERS: dict[str, Slider] = {
@@ -33,6 +41,12 @@ NUMBERS: dict[str, Slider] = {
         Slider("gpus", "GPUs (tensor parallel)", 1, 8, 1, 1, integer=True),
         Slider("context", "context length L (tokens)", 0, 131072, 1, 512, integer=True),
         Slider("batch", "batch B (sequences)", 1, BATCH_MAX, 1, 32, integer=True),
+        Slider("usable", "usable share of GPU memory", 0.1, 1.0, 0.01, USABLE_FRACTION),
+        Slider("latency_us", "all-reduce latency (µs)", 0, 1000, 0.1, LINK_LATENCY_S * 1e6),
+        Slider("bw_share", "achieved share of memory bandwidth", 0.05, 1.0, 0.001,
+               round(ACHIEVED_BANDWIDTH, 3)),
+        Slider("flops_share", "achieved share of FLOP/s", 0.05, 1.0, 0.001,
+               round(ACHIEVED_FLOPS, 3)),
     )
 }
 # The page calls the pair "models": "pair" is the live panel's model pair.
@@ -40,7 +54,10 @@ CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "hardware": ("h100-sxm", tuple(HARDWARE)),
     "models": ("llama-8b-1b", tuple(PAIRS)),
     "dtype": ("bf16", DTYPES),
+    "draft": ("sharded", ("sharded", "one-gpu")),
 }
+DRAFT_PLACES = {"sharded": "sharded like the target (vLLM 0.32)",
+                "one-gpu": "one GPU (not what vLLM 0.32 deploys)"}
 # The batch slider moves in quarter octaves: a log scale over whole batches.
 SLIDER_BATCHES = tuple(sorted({round(2 ** (i / 4)) for i in range(41)}))
 
@@ -53,9 +70,14 @@ class RooflineState:
     gpus: int
     context: int
     batch: int
+    usable: float = USABLE_FRACTION
+    latency_us: float = LINK_LATENCY_S * 1e6
+    bw_share: float = round(ACHIEVED_BANDWIDTH, 3)
+    flops_share: float = round(ACHIEVED_FLOPS, 3)
+    draft: str = "sharded"
 
     def items(self) -> list[tuple[str, str]]:
-        return [(name, fmt(v) if isinstance(v, int) else v) for name, v in vars(self).items()]
+        return [(name, v if isinstance(v, str) else fmt(v)) for name, v in vars(self).items()]
 
     def query(self) -> str:
         return urlencode(self.items())
@@ -103,6 +125,81 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class Label:
+    """A text on the chart: where it sits (x, baseline y, anchor) and its class."""
+
+    kind: str  # ridge, break-even, memory, current
+    text: str
+    x: float
+    y: float
+    anchor: str  # start, middle or end
+
+    def box(self) -> tuple[float, float, float, float]:
+        """Its extent in the viewBox, from a generous estimate of 13 px text."""
+        width = len(self.text) * LABEL_CHAR_PX
+        x0 = self.x - {"start": 0.0, "middle": width / 2, "end": width}[self.anchor]
+        return x0, self.y - 12, x0 + width, self.y + 4
+
+
+LABEL_CHAR_PX = 7.6  # Chromium's 13 px sans-serif measures 7.2 a glyph here: estimates err wide
+LABEL_GAP = 8.0  # room for the halo each label draws round its glyphs
+
+
+def _overlaps(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return (a[0] < b[2] + LABEL_GAP and b[0] < a[2] + LABEL_GAP
+            and a[1] < b[3] + LABEL_GAP and b[1] < a[3] + LABEL_GAP)
+
+
+def place_labels(frame: Frame, lines: list[tuple[str, str, float]],
+                 current: tuple[str, float, float]) -> list[Label]:
+    """Labels that never overlap one another and, where there is room, cross no other
+    marker's vertical line (a label drawn over a line keeps a halo in the panel's colour).
+
+    ``lines``: (kind, text, x) for the ridge, the break-even batch and the memory limit, in
+    that order; ``current``: the current batch's text and its point. Each label takes the first
+    free place: rows from the top, right of its line then left of it, then rows from the bottom;
+    failing that, across its own line up to a neighbouring line, then against the plot's edge
+    nearer its line. The current batch's
+    label sits above its point or below it, off the curve where it can, else beside it."""
+    placed: list[Label] = []
+    xs = {kind: x for kind, _, x in lines}
+
+    def free(label: Label, may_cross: bool) -> bool:
+        x0, y0, x1, y1 = label.box()
+        inside = frame.left <= x0 and x1 <= frame.right and frame.top <= y0 and y1 <= frame.bottom
+        crosses = any(x0 - 1 < x < x1 + 1 for kind, x in xs.items() if kind != label.kind)
+        return (inside and (may_cross or not crosses)
+                and not any(_overlaps(label.box(), p.box()) for p in placed))
+
+    def first(*groups: list[Label]) -> Label:
+        """The first free place: every group without crossing a line, then with."""
+        tries = [c for group in groups for c in group]
+        return next((c for may_cross in (False, True) for c in tries if free(c, may_cross)),
+                    tries[0])
+
+    text, cx, cy = current
+    # off the curve first: above or below the point, centred, then to either side
+    placed.append(first([Label("current", text, cx + dx, cy + dy, anchor)
+                         for dy in (-12, 22)
+                         for dx, anchor in ((0, "middle"), (-6, "end"), (6, "start"))],
+                        [Label("current", text, cx + 10, cy + 4, "start"),
+                         Label("current", text, cx - 10, cy + 4, "end")]))
+    rows = ([frame.top + 14 + 16 * i for i in range(6)]
+            + [frame.bottom - 8 - 16 * i for i in range(4)])
+    for kind, text, x in lines:
+        beside = [Label(kind, text, x + dx, y, anchor) for y in rows
+                  for dx, anchor in ((4, "start"), (-4, "end"))]
+        # failing that, over its own line between its neighbours, then against the nearer edge
+        others = sorted((o for k, o in xs.items() if k != kind), key=lambda o: abs(o - x))
+        between = [Label(kind, text, o + (4 if o < x else -4), y, "start" if o < x else "end")
+                   for y in rows for o in others]
+        edge = ((frame.right - 2, "end") if x > frame.middle_x else (frame.left + 4, "start"))
+        placed.append(first(beside, between,
+                            [Label(kind, text, edge[0], y, edge[1]) for y in rows]))
+    return placed
+
+
+@dataclass(frozen=True)
 class MeasuredSeries:
     label: str
     method: str
@@ -121,6 +218,9 @@ class BatchChart(Frame):
     break_even_x: float | None
     ridge_x: float | None
     measured: list[MeasuredSeries]
+    no_fit_x: float | None  # batches right of this do not fit in memory (None: all fit)
+    max_batch: int | None
+    labels: list[Label]
 
 
 def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width: int = 440,
@@ -152,24 +252,79 @@ def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width:
         for c in measured
     ]
     be = fig.break_even_batch
+    most = fig.max_batch_that_fits
+    no_fit_x = left if most is None else x_of(most) if most < BATCH_MAX else None
+    current = Marker(x_of(fig.batch), y_of(fig.speedup), f"B = {fig.batch}: {fig.speedup:.2f}×")
+    be_x = x_of(be) if be is not None else None
+    ridge_x = x_of(fig.ridge_batch) if 1 <= fig.ridge_batch <= BATCH_MAX else None
+    frame = Frame(width, height, left, right, top, bottom)
+    lines = [(kind, text, x) for kind, text, x in (
+        ("ridge", "ridge", ridge_x), ("break-even", f"break-even {be}", be_x),
+        ("memory", "does not fit" if most is None else f"memory limit {most}", no_fit_x))
+        if x is not None]
+    labels = place_labels(frame, lines, (f"B = {fig.batch}", current.x, current.y))
     return BatchChart(
-        width, height, left, right, top, bottom, path, x_ticks, y_ticks, y_of(1.0),
-        Marker(x_of(fig.batch), y_of(fig.speedup), f"B = {fig.batch}: {fig.speedup:.2f}×"),
-        x_of(be) if be is not None else None,
-        x_of(fig.ridge_batch) if 1 <= fig.ridge_batch <= BATCH_MAX else None,
-        series,
-    )
+        width, height, left, right, top, bottom, path, x_ticks, y_ticks, y_of(1.0), current,
+        be_x, ridge_x, series, no_fit_x, most, labels)
 
 
 # ---- the section -------------------------------------------------------------------------------
 
 
+def _gpus(n: int, label: str) -> str:
+    return f"one {label}" if n == 1 else f"{n} × {label}"
+
+
+def _more_gpus(s: Setting) -> tuple[int, int] | None:
+    """The fewest GPUs (2, 4 or 8, more than ``s.gpus``) that hold the pair at this context,
+    and the largest batch they hold."""
+    for gpus in (2, 4, 8):
+        if gpus > s.gpus:
+            most = max_batch_that_fits(replace(s, gpus=gpus))
+            if most is not None:
+                return gpus, most
+    return None
+
+
+def memory_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
+    """Said plainly when the weights and KV cache do not fit; empty when they do."""
+    if fig.fits:
+        return ""
+    hw = s.hardware.label
+    alone = max_batch_that_fits(replace(s, draft=s.target), with_draft=False) is None
+    what = (f"{s.target.label} in {state.dtype}" if alone and fig.max_batch_that_fits is None
+            else f"{s.target.label} with {s.draft.label} in {state.dtype}")
+    needs = f"{fig.memory_gb_per_gpu:.1f} GB a GPU against {fig.memory_gb_available:.1f} GB usable"
+    if fig.max_batch_that_fits is not None:
+        return (f"At context {state.context}, {what} does not fit at batch {fig.batch} on "
+                f"{_gpus(state.gpus, hw)} ({needs}): it fits up to batch "
+                f"{fig.max_batch_that_fits}. The figures below assume memory it does not have.")
+    first = f"{what} does not fit on {_gpus(state.gpus, hw)} at context {state.context} ({needs})"
+    more = _more_gpus(s)
+    if more is None:
+        return f"{first}, nor on 8. The figures below assume memory it does not have."
+    return (f"{first}; on {more[0]} × {hw} at context {state.context} it fits up to batch "
+            f"{more[1]}. The figures below assume memory it does not have.")
+
+
 def headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
+    """The speedup at this batch and where it stops paying, then how far memory goes."""
+    most = fig.max_batch_that_fits
+    room = "" if most is None else (
+        f" On {_gpus(state.gpus, s.hardware.label)} at context {state.context} it fits up to "
+        f"batch {most}{' or more' if most >= FIT_SEARCH_MAX else ''}.")
+    return _speed_headline(s, fig, state) + room
+
+
+def _speed_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
     where = f"At batch {fig.batch} on {state.gpus} × {s.hardware.label}"
-    be = fig.break_even_batch
+    be, most = fig.break_even_batch, fig.max_batch_that_fits
+    memory_first = most is not None and most < BATCH_MAX and (be is None or be > most)
     if fig.speedup > 1:
         first = (f"{where}, speculating with {s.draft.label} makes {s.target.label} "
                  f"{fig.speedup:.2f}× faster per token")
+        if memory_first:
+            return f"{first}, and it pays at every batch that fits."
         if be is None:
             return f"{first}, and it pays at every batch up to {BATCH_MAX}."
         return f"{first}; from batch {be} on it costs throughput."
@@ -180,36 +335,76 @@ def headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
     return f"{first}; it pays only below batch {be}."
 
 
+def capacity_line(fig: Roofline, state: RooflineState) -> str:
+    """How many sequences fit, and how many fewer because of the draft."""
+    with_draft, alone = fig.max_batch_that_fits, fig.max_batch_without_draft
+    if alone is None:
+        return "the target alone does not fit"
+    if with_draft is None:
+        return f"none; without the draft {alone} would"
+    fewer = alone - with_draft
+    limit = "" if with_draft < FIT_SEARCH_MAX else " or more"
+    return (f"up to {with_draft}{limit}; the draft's weights and KV cache cost {fewer} "
+            f"sequence{'' if fewer == 1 else 's'} at context {state.context}")
+
+
+def where(s: Setting, state: RooflineState) -> str:
+    """The setting the section's costs belong to, in words (the slider model's notice)."""
+    return (f"{state.gpus} × {s.hardware.label}, {s.target.label} with {s.draft.label}, "
+            f"{state.dtype}, context {state.context}")
+
+
+def handoff(s: Setting, fig: Roofline, state: RooflineState, slider: PageState) -> PageState:
+    """The slider model holding this batch's costs: c(B) in the c slider (at its step), v(B, k)
+    for every k, and the target step t_p(B, 1) as the step time.
+
+    The c slider rounds c(B) to 0.01 (and stops at 1); ``k (c(B) - c)`` is added to v(k) so
+    every cycle costs ``k c(B) + v(B, k)`` target steps, exactly the section's."""
+    c = float(SLIDERS["c"].setting(fig.c))
+    v_by_k = tuple(costs(s, fig.batch, k)[1] + k * (fig.c - c) for k in range(1, CURVE_MAX_K + 1))
+    held = HeldCosts(v_by_k, fig.batch, where(s, state))
+    return replace(slider, c=c, v=float(SLIDERS["v"].setting(v_by_k[slider.k - 1])),
+                   step_ms=float(f"{fig.t_target_ms:.9g}"), held=held)
+
+
+def _others(query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The link's parameters that neither the slider model nor this section own."""
+    own = set(SLIDERS) | set(NUMBERS) | set(CHOICES) | {"vk", "vk_batch", "vk_on"}
+    return [(key, value) for key, value in query if key not in own]
+
+
 def section_context(query: Sequence[tuple[str, str]], state: RooflineState, notices: list[str],
                     slider: PageState, curves: list[MeasuredCurve], problems: list[str]) -> dict:
     """What the batch-size section shows for the parsed ``state`` (the page's ``query`` gives
     the rest of the "use these costs" link)."""
     pair = PAIRS[state.models]
     s = Setting(hardware_for(state.hardware, curves), pair.target, pair.draft, state.dtype,
-                state.gpus, state.context, slider.alpha, slider.k)
+                state.gpus, state.context, slider.alpha, slider.k, state.usable,
+                state.latency_us / 1e6, state.draft == "sharded", state.bw_share,
+                state.flops_share)
     fig = roofline(s, state.batch)
     shown = [c for c in curves if c.pair in (None, state.models)]
-    # "Use these costs": the same link with c(B) and v(B) in the slider model, clamped to
-    # the sliders' range and step (a range input snaps to it; the section says when it clamps).
-    own = set(SLIDERS) | set(NUMBERS) | set(CHOICES)
-    others = [(key, value) for key, value in query if key not in own]
-    use_costs = "&".join([slider.query(c=float(SLIDERS["c"].setting(fig.c)),
-                                       v=float(SLIDERS["v"].setting(fig.v))),
-                          urlencode(state.items() + others)])
+    use_costs = "&".join([handoff(s, fig, state, slider).query(),
+                          urlencode(state.items() + _others(query))])
     return {
         "rl": fig,
         "rl_setting": s,
         "rl_notices": notices + problems,
         "rl_headline": headline(s, fig, state),
+        "rl_memory_headline": memory_headline(s, fig, state),
+        "rl_capacity": capacity_line(fig, state),
         "rl_chart": batch_chart(s, fig, shown),
         "rl_measured": shown,
         "rl_use_costs": use_costs,
-        "rl_clamped": [f"{name}(B) = {value:.2f} is past the slider's {fmt(SLIDERS[name].maximum)}"
+        "rl_clamped": [f"{name}(B) = {value:.2f} is past the {name} slider's "
+                       f"{fmt(SLIDERS[name].maximum)}: the slider shows "
+                       f"{fmt(SLIDERS[name].maximum)} and the model keeps the section's cost"
                        for name, value in (("c", fig.c), ("v", fig.v))
                        if value > SLIDERS[name].maximum],
         "rl_numbers": NUMBERS,
         "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
                        "models": {k: p.label for k, p in PAIRS.items()},
-                       "dtype": {d: d for d in DTYPES}},
+                       "dtype": {d: d for d in DTYPES},
+                       "draft": DRAFT_PLACES},
         "rl_slider_batches": SLIDER_BATCHES,
     }

@@ -9,8 +9,11 @@ from engine.settings import REPO_ROOT
 templates = Jinja2Templates(directory=REPO_ROOT / "templates")
 
 
-def _fixed(value: float, digits: int = 2) -> str:
-    return f"{value:.{digits}f}"
+NO_DATA = "—"  # how the page shows an estimate with nothing to estimate from (None)
+
+
+def _fixed(value: float | None, digits: int = 2) -> str:
+    return NO_DATA if value is None else f"{value:.{digits}f}"
 
 
 def _durations(seconds: tuple[float, ...], arrow: str = " → ") -> str:

@@ -16,6 +16,8 @@
 # Steps:
 #  1. the GPU-marked tests (bf16 forward against transformers, greedy equality with
 #     transformers, the lossless chi-square, CUDA graphs against the eager pass, the bench);
+#  1b. the cycle's clock on CUDA: one wait per cycle, by an event, and event times that add
+#     up and stay within the wall time (benchmarks/cuda_clock.py);
 #  2. `specscope bench` on the shipped pair, float32 (greedy compares like with like), ours
 #     against transformers;
 #  3. the shipped pair in bfloat16, ours only, CUDA graphs on and then off;
@@ -98,6 +100,9 @@ test -f models/target/model.safetensors -a -f models/draft/model.safetensors ||
     { echo "models/target and models/draft are missing"; exit 1; }
 
 step "1. GPU-marked tests" 110 "$PY" -m pytest -q -m gpu tests/engine -p no:cacheprovider
+
+step "1b. the cycle's clock: one wait per cycle, event times" 40 \
+    "$PY" benchmarks/cuda_clock.py --device "$DEVICE" --tokens "$((TOKENS * 2))"
 
 SMALL=(--max-new-tokens "$TOKENS" --prompts "$PROMPTS" --repeats "$PROMPTS")
 step "2. bench, shipped pair, float32, ours against transformers" 75 \

@@ -13,7 +13,10 @@ on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
 c(B), v(B), the speedup they predict and the fitted roofline of this machine
 (:mod:`engine.measure.roofline`); a table, ``--json``, ``--out`` a measured-curve file.
 ``specscope probe`` and ``specscope calibrate``: alpha by domain and temperature on prompts,
-and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands`).
+and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
+:mod:`engine.serving.cli`).
+``specscope plan``: the draft length for each batch size and vLLM's config for it
+(:mod:`engine.serving.plan_cli`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from engine.cli_options import add_pair_options
 from engine.decoder.events import (
     ACCEPTED,
     DEFAULT_SEED,
@@ -41,8 +45,9 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.measure import commands as measure_commands
-from engine.measure import vllm_cli
-from engine.measure.vllm_client import VllmError
+from engine.serving import cli as vllm_cli
+from engine.serving import plan_cli
+from engine.serving.client import VllmError
 from engine.settings import Settings
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
@@ -85,11 +90,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
         add_commands(sub)
     gen = sub.add_parser("generate", help="generate text with speculative decoding")
     gen.add_argument("prompt")
-    gen.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    gen.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
-    gen.add_argument("--no-draft", action="store_true", help="run the target alone")
     g = GenerationConfig  # its field defaults are the generation defaults
-    gen.add_argument("--k", type=int, default=g.k, help="draft tokens per cycle")
+    add_pair_options(gen, d["target"], d["draft"], k=g.k)
+    gen.add_argument("--no-draft", action="store_true", help="run the target alone")
     gen.add_argument("--temperature", type=float, default=g.temperature, help="0 = greedy")
     gen.add_argument("--top-p", type=float, default=g.top_p)
     gen.add_argument("--top-k", type=int, default=g.top_k, help="0 = off")
@@ -107,8 +110,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     bench = sub.add_parser(
         "bench", help="our engine against transformers (generate, assisted generation)"
     )
-    bench.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    bench.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    add_pair_options(bench, d["target"], d["draft"], k=None)  # --ks instead
     bench.add_argument("--ks", type=_int_list, default=[1, 2, 3, 4, 5, 6, 7, 8],
                        help="draft lengths, e.g. 1-8 or 2,4 (default 1-8)")
     bench.add_argument("--temperatures", type=_float_list, default=[0.0, 1.0],
@@ -136,11 +138,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     roof = sub.add_parser(
         "roofline", help="time batched forward passes: where speculation stops paying here"
     )
-    roof.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    roof.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
+    add_pair_options(roof, d["target"], d["draft"], k_help="draft length: verification is k+1")
     roof.add_argument("--batches", type=_int_list, default=[1, 2, 4, 8, 16, 32, 64],
                       help="comma-separated batch sizes (default 1,2,4,...,64)")
-    roof.add_argument("--k", type=int, default=4, help="draft length: verification is k+1")
     roof.add_argument("--alpha", type=float, default=0.7, help="for the predicted speedup")
     roof.add_argument("--context", type=int, default=128, help="tokens in the KV cache")
     roof.add_argument("--repeats", type=int, default=15)
@@ -164,6 +164,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
 
     measure_commands.add_parsers(sub, d, _float_list)
     vllm_cli.add_parser(sub, d)
+    plan_cli.add_parser(sub, d)
     return parser
 
 
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
         return args.run(args)
     if args.command in ("vllm", "sweep"):
         return vllm_cli.run(args)
+    if args.command == "plan":
+        return plan_cli.run(args)
     if args.command in ("bench", "roofline"):
         try:
             return _bench(args, argv) if args.command == "bench" else _roofline(args)
@@ -195,6 +198,10 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
             return 2
     if args.command in ("probe", "calibrate"):
         try:
+            if args.command == "calibrate":
+                return vllm_cli.calibrate_command(args)
+            if args.engine == "vllm":
+                return vllm_cli.probe_command(args, argv, d)
             return measure_commands.run(args, argv, d)
         except (ValueError, OSError, VllmError) as exc:
             print(f"specscope {args.command}: error: {exc}", file=sys.stderr)
@@ -283,7 +290,7 @@ def _bench(args, argv: list[str] | None) -> int:
 
     from engine.decoder.events import MAX_DRAFT_K
     from engine.decoder.loading import load_pair, set_threads
-    from engine.measure.bench import BenchConfig, heldout_prompts, run_bench
+    from engine.measure.bench import BenchConfig, run_bench
     from engine.measure.bench_report import markdown
 
     if not args.ks or min(args.ks) < 1 or max(args.ks) > MAX_DRAFT_K:
@@ -297,9 +304,9 @@ def _bench(args, argv: list[str] | None) -> int:
         if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
             raise ValueError(f"{args.prompts_file} must hold a JSON list of strings")
     else:
-        from engine.measure.bench import FALLBACK_PROMPTS
+        from engine.measure.prompt_sets import pair_prompts
 
-        prompts = heldout_prompts(args.target, per_domain=args.prompts) or FALLBACK_PROMPTS
+        prompts = pair_prompts(args.target, per_domain=args.prompts)
     prompts = prompts[: args.prompts]
     set_threads(args.threads, args.device)
     hf_logging.disable_progress_bar()
@@ -362,24 +369,30 @@ class Printer:
         return text if kind in (ACCEPTED, TARGET) else ""
 
 
+def _num(x: float | None, digits: int, unit: str = "") -> str:
+    """A figure, or n/a where there was nothing to estimate it from (None)."""
+    return "n/a" if x is None else f"{x:.{digits}f}{unit}"
+
+
 def format_summary(s: SummaryEvent) -> str:
-    positions = " ".join(f"{x:.2f}" for x in s.per_position_acceptance)
+    positions = " ".join(_num(x, 2) for x in s.per_position_acceptance)
     histogram = " ".join(f"{a}:{n}" for a, n in enumerate(s.acceptance_length_histogram))
     return "\n".join(
         [
             f"summary (k = {s.k}): {s.tokens} tokens in {s.cycles} cycles",
-            f"  alpha                  counted {s.alpha_counted:.3f} ({s.accepted}/{s.trials}), "
-            f"expected {s.alpha_expected:.3f}",
-            f"  draft acceptance rate  {s.draft_acceptance_rate:.3f} ({s.accepted}/{s.drafted})",
-            f"  mean acceptance length {s.mean_acceptance_length:.2f}",
+            f"  alpha                  counted {_num(s.alpha_counted, 3)} "
+            f"({s.accepted}/{s.trials}), expected {_num(s.alpha_expected, 3)}",
+            f"  draft acceptance rate  {_num(s.draft_acceptance_rate, 3)} "
+            f"({s.accepted}/{s.drafted})",
+            f"  mean acceptance length {_num(s.mean_acceptance_length, 2)}",
             f"  per-position accepted  {positions}",
             f"  accepted per cycle     {histogram}",
             f"  c = {s.c:.3f}, v = {s.v:.3f}     draft step {s.draft_step_ms:.2f} ms, "
             f"verification {s.verify_ms:.2f} ms, target step {s.step_ms:.2f} ms",
             f"  tokens/s               target-only {s.baseline_tok_s:.1f}, "
-            f"speculative {s.spec_tok_s:.1f}",
-            f"  speedup                measured {s.speedup_measured:.3f}x, "
-            f"predicted {s.speedup_predicted:.3f}x",
+            f"speculative {_num(s.spec_tok_s, 1)}",
+            f"  speedup                measured {_num(s.speedup_measured, 3, 'x')}, "
+            f"predicted {_num(s.speedup_predicted, 3, 'x')}",
         ]
     )
 

@@ -15,6 +15,13 @@
     if (output) output.value = Number(input.value).toFixed(decimals(input));
   });
 
+  // Moving v lets the batch section's costs go: the model returns to one v for every k. This
+  // runs in the capture phase, before htmx reads the form for the request the move triggers.
+  document.addEventListener("input", function (event) {
+    if (event.target.id !== "v") return;
+    document.querySelectorAll("#controls .held-cost").forEach(function (input) { input.remove(); });
+  }, true);
+
   // Resample: take the next seed and refresh the results (the link works without JS).
   document.addEventListener("click", function (event) {
     var link = event.target.closest("#resample");
@@ -57,9 +64,10 @@
   // Copy link: the address bar is the state.
   document.addEventListener("DOMContentLoaded", function () {
     // The server names the state it shows, bad values clamped (htmx answers carry it in
-    // HX-Replace-Url): the address bar follows, so a shared link never carries refused values.
+    // HX-Replace-Url): the address bar follows, so a shared link never carries refused values
+    // (the #fragment stays: a link to a section still lands on it).
     var results = document.getElementById("results");
-    if (results && results.dataset.canonical) history.replaceState(null, "", results.dataset.canonical);
+    if (results && results.dataset.canonical) history.replaceState(null, "", results.dataset.canonical + window.location.hash);
     var button = document.getElementById("copy-link");
     var status = document.getElementById("copy-status");
     if (!button) return;
@@ -218,13 +226,15 @@
   }
 
   // Share a run or a probe: copy its permalink into the clipboard (the link itself still opens
-  // it); the link names the box that shows the URL and the line that says what happened.
+  // it); the link names the box that shows the URL and the line that says what happened. A link
+  // with data-copy-text copies that text instead (the plan's vLLM config).
   function shareLink(event, link) {
     event.preventDefault();
     var status = $(link.dataset.shareStatus);
-    var done = function () { status.textContent = "Link copied: paste it anywhere."; };
-    var fallback = function () { $(link.dataset.shareUrl).select(); status.textContent = "Copy the selected link."; };
-    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link.href).then(done, fallback);
+    var text = link.dataset.copyText || link.href;
+    var done = function () { status.textContent = link.dataset.copied || "Link copied: paste it anywhere."; };
+    var fallback = function () { $(link.dataset.shareUrl).select(); status.textContent = link.dataset.copyText ? "Copy the selected text." : "Copy the selected link."; };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, fallback);
     else fallback();
   }
 

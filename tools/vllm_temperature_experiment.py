@@ -28,19 +28,22 @@ from scipy.stats import chisquare
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.analytic import acceptance as estimators  # noqa: E402
 from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig  # noqa: E402
 from engine.decoder.loading import load_pair  # noqa: E402
 from engine.decoder.speculative import speculate  # noqa: E402
-from engine.measure.bench import heldout_prompts  # noqa: E402
-from engine.measure.vllm_server import ServerSpec, VllmServer  # noqa: E402
+from engine.measure.prompt_sets import heldout_prompts  # noqa: E402
+from engine.serving.server import ServerSpec, VllmServer  # noqa: E402
 
 TARGET, DRAFT = "models/target", "models/draft"
 K, NEW_TOKENS, SAMPLES, TEMPERATURES = 4, 48, 1200, (0.5, 1.0)
 
 
 def rates(accepted_per_position: list[int], cycles: int, drafted: int) -> dict:
-    return {"draft_acceptance_rate": round(sum(accepted_per_position) / drafted, 4),
-            "per_position": [round(n / cycles, 4) for n in accepted_per_position],
+    rate = estimators.draft_acceptance_rate(sum(accepted_per_position), drafted)
+    return {"draft_acceptance_rate": None if rate is None else round(rate, 4),
+            "per_position": [None if x is None else round(x, 4)
+                             for x in estimators.per_position_vllm(accepted_per_position, cycles)],
             "cycles": cycles}
 
 

@@ -8,14 +8,15 @@ from fastapi.responses import HTMLResponse
 from app.charts import speedup_chart
 from app.live import PRESETS, parse_live_state, run_controls
 from app.measurements import measurement_store
-from app.params import SLIDERS, parse_page_state
+from app.params import SLIDERS, page_figures, parse_page_state
+from app.plan import parse_plan_state, plan_context
 from app.preview import draw_soon
 from app.roofline import parse_roofline_state, section_context
 from app.saved.cards import slider_preview_svg
 from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
 from app.traffic.state import parse_traffic_state, traffic_context
-from engine.analytic.theory import figures, simulate_cycles
+from engine.analytic.theory import simulate_cycles
 from engine.settings import Settings
 
 router = APIRouter()
@@ -36,7 +37,8 @@ def slider_page(request: Request) -> HTMLResponse:
     live, live_notices = parse_live_state(query, settings)
     traffic, traffic_notices = parse_traffic_state(query, settings)
     rl_state, rl_notices = parse_roofline_state(query)
-    fig = figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
+    plan_state, plan_notices = parse_plan_state(query)
+    fig = page_figures(state)
     context = {
         "state": state,
         "notices": notices,
@@ -48,12 +50,15 @@ def slider_page(request: Request) -> HTMLResponse:
         "rl_state": rl_state,
         # The address bar is rewritten to this, so a shared link carries the clamped values.
         "canonical_query": "&".join(
-            (state.query(), live.query(), rl_state.query(), traffic.query())),
+            (state.query(), live.query(), rl_state.query(), plan_state.query(),
+             traffic.query())),
     }
     # A slider drag asks for the results alone: the batch-size section is not computed for it.
     if fragment != "_results.html":
         context |= section_context(query, rl_state, rl_notices, state,
                                    *measurement_store(request.app).curves())
+        context |= plan_context(plan_state, plan_notices, context["rl_setting"], state.alpha,
+                                rl_state)
     if fragment:
         template = fragment
         headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}

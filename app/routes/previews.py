@@ -6,10 +6,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.charts import speedup_chart
-from app.params import PageState, parse_page_state
+from app.params import PageState, page_figures, parse_page_state
 from app.preview import chart_svg, export, png_response
 from app.saved.cards import slider_preview_svg
-from engine.analytic.theory import Figures, figures
+from engine.analytic.theory import Figures
 
 router = APIRouter(include_in_schema=False)
 
@@ -17,7 +17,7 @@ router = APIRouter(include_in_schema=False)
 def _figures(request: Request) -> tuple[PageState, Figures]:
     # Bad values are clamped as the page clamps them: an image never fails on a link.
     state, _ = parse_page_state(list(request.query_params.multi_items()))
-    return state, figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens)
+    return state, page_figures(state)
 
 
 @router.get("/preview.png")

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from app.errors import Problem, error_responses
+from app.plan import mix_hrefs
 from app.saved.loading import SavedKind, load_record
 from app.store import RunStore
 from app.templating import templates
@@ -93,9 +94,9 @@ def probed(settings: dict[str, Any]) -> str:
 def probe_title(record: dict[str, Any]) -> str:
     """What the probe shows, in one line: "probe at k 4: alpha 0.41–0.83 over 6 rows"."""
     rows = record["result"]["rows"]
-    alphas = [row["alpha_counted"] for row in rows]
+    alphas = [row["alpha_counted"] for row in rows if row["alpha_counted"] is not None]
     spread = (f"alpha {min(alphas):.2f}–{max(alphas):.2f}" if len(alphas) > 1
-              else f"alpha {alphas[0]:.2f}" if alphas else "no rows")
+              else f"alpha {alphas[0]:.2f}" if alphas else "no alpha" if rows else "no rows")
     return f"probe at k {record['result']['k']}: {spread} over {len(rows)} " \
            f"row{'s' if len(rows) != 1 else ''}"
 
@@ -114,4 +115,5 @@ def probe_page(request: Request, probe_id: str):
         "probed": probed(record["settings"]),
         "result_html": render_probe(probe_result(record)),
         "panel_link": f"/?{panel_query(record['settings'])}#traffic",
+        "plan_mixes": mix_hrefs(record["result"]["rows"]),
     })

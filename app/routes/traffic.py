@@ -31,7 +31,6 @@ from app.traffic.numbers import calibration_numbers, href
 from app.traffic.render import render_probe
 from app.traffic.state import TEMPERATURES, engines
 from engine.decoder.loading import ModelPair
-from engine.measure.calibrate import MAX_METRICS_BYTES, MetricsError, calibrate
 from engine.measure.probe import ProbeConfig, ProbeResult, report_json
 from engine.measure.prompt_sets import (
     BUILTIN_SETS,
@@ -40,6 +39,8 @@ from engine.measure.prompt_sets import (
     builtin,
     parse_prompts,
 )
+from engine.serving.calibrate import calibrate
+from engine.serving.metrics import MAX_METRICS_BYTES, MetricsError
 from engine.settings import Settings
 
 router = APIRouter(tags=["traffic"])

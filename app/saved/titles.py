@@ -24,8 +24,12 @@ def short_prompt(prompt: str, limit: int = 48) -> str:
 def run_title(record: dict[str, Any]) -> str:
     """What the run shows, in one line: "k 4: measured 1.31x, predicted 1.34x, alpha 0.70"."""
     s = record["summary"]
-    return (f"k {s['k']}: measured {s['speedup_measured']:.2f}x, predicted "
-            f"{s['speedup_predicted']:.2f}x, alpha {s['alpha_counted']:.2f}")
+
+    def num(key: str, unit: str = "") -> str:  # None: nothing to estimate from
+        return "n/a" if s[key] is None else f"{s[key]:.2f}{unit}"
+
+    return (f"k {s['k']}: measured {num('speedup_measured', 'x')}, predicted "
+            f"{num('speedup_predicted', 'x')}, alpha {num('alpha_counted')}")
 
 
 def slider_title(fig: Figures) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.charts import Frame
-from engine.measure.probe import ProbeResult
+from engine.measure.probe import ProbeResult, ProbeRow
 
 
 @dataclass(frozen=True)
@@ -54,15 +54,21 @@ def _ticks(top: int, bottom: int) -> list[tuple[float, str]]:
     return [(_y(a / 4, top, bottom), f"{a / 4:g}") for a in range(5)]
 
 
+def _with_alpha(result: ProbeResult) -> list[ProbeRow]:
+    """The rows that have a counted alpha to draw (a row without trials has none)."""
+    return [r for r in result.rows if r.alpha_counted is not None and r.alpha_counted_ci]
+
+
 def alpha_by_domain_chart(result: ProbeResult, width: int = 560, height: int = 250) -> AlphaChart:
     """Counted alpha per domain, one bar per temperature, with its 95% interval."""
     left, right, top, bottom = 40, width - 10, 12, height - 46
-    domains = list(dict.fromkeys(r.domain for r in result.rows))
-    temps = sorted({r.temperature for r in result.rows})
+    rows = _with_alpha(result)
+    domains = list(dict.fromkeys(r.domain for r in rows))
+    temps = sorted({r.temperature for r in rows})
     slot = (right - left) / max(len(domains), 1)
     bar = slot * 0.8 / max(len(temps), 1)
     bars = []
-    for r in result.rows:
+    for r in rows:
         d, t = domains.index(r.domain), temps.index(r.temperature)
         x = left + d * slot + slot * 0.1 + t * bar
         low, high = r.alpha_counted_ci
@@ -79,7 +85,8 @@ def alpha_vs_temperature_chart(
 ) -> AlphaChart:
     """Counted alpha against temperature, one line per domain, intervals as whiskers."""
     left, right, top, bottom = 40, width - 110, 12, height - 34
-    temps = sorted({r.temperature for r in result.rows})
+    measured = _with_alpha(result)
+    temps = sorted({r.temperature for r in measured}) or [0.0]
     span = (temps[-1] - temps[0]) or 1.0
 
     def x_of(t: float) -> float:
@@ -88,8 +95,8 @@ def alpha_vs_temperature_chart(
         return left + (t - temps[0]) / span * (right - left)
 
     series = []
-    for i, d in enumerate(dict.fromkeys(r.domain for r in result.rows)):
-        rows = sorted((r for r in result.rows if r.domain == d), key=lambda r: r.temperature)
+    for i, d in enumerate(dict.fromkeys(r.domain for r in measured)):
+        rows = sorted((r for r in measured if r.domain == d), key=lambda r: r.temperature)
         points = [Whisker(f"{d}, T = {r.temperature:g}", r.alpha_counted,
                           r.alpha_counted_ci[0], r.alpha_counted_ci[1], x_of(r.temperature),
                           _y(r.alpha_counted, top, bottom),

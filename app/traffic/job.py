@@ -21,8 +21,8 @@ from engine.measure.probe import (
     summarize_probe,
 )
 from engine.measure.prompt_sets import Prompt
-from engine.measure.vllm_client import VllmClient, VllmError
-from engine.measure.vllm_probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
+from engine.serving.client import VllmClient, VllmError
+from engine.serving.probe import probe_and_compare
 
 
 def probe_job(
@@ -67,16 +67,12 @@ def probe_job(
                 measures, config, engine=engine, target=pair.target_name,
                 draft=pair.draft_name or "", runs_planned=runs, notices=notes + stopped)
 
-        ours = probe(pair, fitted, config, steps=True)
         if vllm_url is None:
-            result = measure(ours, "specscope", notices + cut)
+            result = measure(probe(pair, fitted, config, steps=True), "specscope", notices + cut)
         else:
             client = VllmClient(vllm_url, timeout_s=60.0)
-            ids = [list(pair.tokenizer(p.text).input_ids) for p in fitted]
-            result = measure(probe_vllm(client, fitted, ids, config), "vllm",
-                             notices + cut + [NOT_AVAILABLE])
-            if result.complete:
-                result.notices += acceptance_warnings(result, measure(ours, "specscope", []))
+            result = probe_and_compare(client, pair, fitted, config, measure,
+                                       notices=notices + cut, steps=True).vllm
         run.post(RunMessage(MessageKind.PROBE, probe=result))
         if keep is not None:
             run.post(keep(result, pair))

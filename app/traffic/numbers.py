@@ -6,8 +6,8 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from app.params import SLIDERS
-from engine.measure.calibrate import Calibration
 from engine.measure.probe import ProbeRow
+from engine.serving.calibrate import Calibration
 
 
 def use_numbers_query(alpha: float, k: int, c: float | None = None, v: float | None = None,

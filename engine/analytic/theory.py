@@ -41,11 +41,19 @@ def speedup(alpha: float, k: int, c: float, v: float = 1.0) -> float:
     return expected_tokens(alpha, k) / cycle_cost(k, c, v)
 
 
-def best_k(alpha: float, c: float, v: float = 1.0, k_max: int = CURVE_MAX_K) -> tuple[int, float]:
-    """The k in 1..k_max with the highest speedup; ties go to the smaller k."""
-    best = (1, speedup(alpha, 1, c, v))
+def v_at(k: int, v: float, v_by_k: tuple[float, ...] | None) -> float:
+    """The verification cost at draft length ``k``: ``v_by_k[k - 1]`` when the cost depends on
+    k (the batch section's v(B, k)), else the one ``v``."""
+    return v if v_by_k is None else v_by_k[k - 1]
+
+
+def best_k(alpha: float, c: float, v: float = 1.0, k_max: int = CURVE_MAX_K,
+           v_by_k: tuple[float, ...] | None = None) -> tuple[int, float]:
+    """The k in 1..k_max with the highest speedup; ties go to the smaller k. ``v_by_k``, when
+    given, prices the verification of each k (``k_max`` values at least)."""
+    best = (1, speedup(alpha, 1, c, v_at(1, v, v_by_k)))
     for k in range(2, k_max + 1):
-        s = speedup(alpha, k, c, v)
+        s = speedup(alpha, k, c, v_at(k, v, v_by_k))
         if s > best[1]:
             best = (k, s)
     return best
@@ -117,12 +125,17 @@ class Figures:
 
 
 def figures(
-    alpha: float, k: int, c: float, v: float = 1.0, step_ms: float = 22.0, tokens: int = 500
+    alpha: float, k: int, c: float, v: float = 1.0, step_ms: float = 22.0, tokens: int = 500,
+    v_by_k: tuple[float, ...] | None = None,
 ) -> Figures:
+    """Every figure of the slider page. ``v_by_k`` (v for k = 1..16) replaces the one ``v``
+    when the verification cost depends on k, as it does at a batch size."""
+    v = v_at(k, v, v_by_k)
     s = speedup(alpha, k, c, v)
-    k_best, s_best = best_k(alpha, c, v)
+    k_best, s_best = best_k(alpha, c, v, v_by_k=v_by_k)
     curve = [
-        CurvePoint(j, expected_tokens(alpha, j), cycle_cost(j, c, v), speedup(alpha, j, c, v))
+        CurvePoint(j, expected_tokens(alpha, j), cycle_cost(j, c, v_at(j, v, v_by_k)),
+                   speedup(alpha, j, c, v_at(j, v, v_by_k)))
         for j in range(1, CURVE_MAX_K + 1)
     ]
     return Figures(

@@ -65,9 +65,11 @@ def _step(pair, cache, last, config, generator, clock) -> tuple[torch.Tensor, in
     logits = forward(pair.target, cache, last.view(1, 1), keep=1)[-1, : pair.shared_vocab_size]
     if config.greedy:
         token = logits.argmax()  # what sampling the one-hot warp(logits, 0) would give
+        # argmax picks a NaN or +inf where there is one: checking the winner checks the row
+        checked = logits[token]
     else:
-        probs = warp(logits, config.temperature, config.top_k, config.top_p)
-        token = sample(probs, generator)
-        check_finite(probs)  # int(token) below waits for the device anyway
+        checked = warp(logits, config.temperature, config.top_k, config.top_p)
+        token = sample(checked, generator)
+    check_finite(checked)  # one check for both; int(token) below waits for the device anyway
     token_id = int(token)
     return token.view(1), token_id, clock() - start

@@ -16,9 +16,21 @@ from engine.decoder.events import DoneEvent, GenerationConfig
 from engine.decoder.forward import forward
 from engine.decoder.loading import ModelPair
 
+Mark = float | torch.cuda.Event  # a point in time: wall milliseconds, or a recorded CUDA event
+
 
 class Clock:
-    """Milliseconds of wall time; waits for the GPU first so the work is really done."""
+    """Milliseconds, two ways.
+
+    ``clock()`` is the wall time after waiting for the device, so the work before it is really
+    done: for coarse times (a prefill, a target-only step that waits for its token anyway).
+
+    ``mark()`` and ``spans()`` time a stretch of work without stopping it: on CUDA a mark is an
+    event recorded on the device's stream, so the host keeps queueing kernels, and ``spans``
+    waits once, for the last mark, then reads the device's own times between the events. A
+    speculative cycle is timed this way: k draft steps that never wait, one wait per cycle.
+    On the CPU a mark is the wall time and nothing waits.
+    """
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -28,6 +40,20 @@ class Clock:
         if self.cuda:
             torch.cuda.synchronize(self.device)
         return time.perf_counter() * 1000.0
+
+    def mark(self) -> Mark:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record(torch.cuda.current_stream(self.device))
+            return event
+        return time.perf_counter() * 1000.0
+
+    def spans(self, marks: list[Mark]) -> list[float]:
+        """Milliseconds between consecutive marks (``len(marks) - 1`` of them)."""
+        if self.cuda:
+            marks[-1].synchronize()  # the one wait: every earlier event is done by then
+            return [a.elapsed_time(b) for a, b in zip(marks, marks[1:], strict=False)]
+        return [b - a for a, b in zip(marks, marks[1:], strict=False)]
 
 
 def detokenizer(tokenizer):

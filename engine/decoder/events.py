@@ -151,11 +151,13 @@ class Acceptance:
     accepted: int
     drafted: int
     trials: int
-    alpha_counted: float
-    alpha_expected: float
-    draft_acceptance_rate: float
-    mean_acceptance_length: float
-    spec_tok_s: float
+    # None where there is nothing to divide by (engine.analytic.acceptance): no cycles yet,
+    # or cycles that proposed nothing
+    alpha_counted: float | None
+    alpha_expected: float | None
+    draft_acceptance_rate: float | None
+    mean_acceptance_length: float | None
+    spec_tok_s: float | None
 
 
 @dataclass
@@ -163,7 +165,8 @@ class SummaryEvent(Acceptance):
     """A speculative run measured against the target-only run (docs/design.md, "The estimators")."""
 
     k: int
-    per_position_acceptance: list[float]  # share of cycles accepting draft position i = 1..k
+    # per draft position i = 1..k: the share of cycles that proposed i drafts and accepted i
+    per_position_acceptance: list[float | None]
     acceptance_length_histogram: list[int]  # cycles that accepted a = 0..k drafts
     draft_step_ms: float  # median
     verify_ms: float  # median
@@ -171,8 +174,8 @@ class SummaryEvent(Acceptance):
     c: float
     v: float
     baseline_tok_s: float
-    speedup_measured: float
-    speedup_predicted: float
+    speedup_measured: float | None
+    speedup_predicted: float | None
     baseline_tokens: int
     # How sure the measured speedup is (engine.measure.interleaved); a plain summary of one
     # speculative and one target-only run leaves them at the single figure.

@@ -39,9 +39,15 @@ def warp(
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
-    """One-hot ``[..., V]`` on the argmax of ``logits [..., V]``."""
+    """One-hot ``[..., V]`` on the argmax of ``logits [..., V]``; a row whose logits hold NaN
+    or +infinity is all NaN, so that :func:`check_finite` catches a model fault on the greedy
+    path as it does on the sampled one (argmax alone would pick a NaN as the winner)."""
     probs = torch.zeros_like(logits, dtype=torch.float32)
-    return probs.scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
+    winner = logits.argmax(dim=-1, keepdim=True)
+    probs.scatter_(-1, winner, 1.0)
+    # argmax picks a NaN or +inf where a row has one, so checking the winner checks the row
+    broken = ~torch.isfinite(logits.gather(-1, winner))
+    return probs.masked_fill_(broken, float("nan"))
 
 
 def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -17,7 +17,7 @@ holds prefix, x_1..x_{n}; after a full acceptance it lacks x_k, so the next draf
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -92,6 +92,7 @@ class Outcome:
     draft_ms: float
     verify_ms: float
     overlap: list[float]  # sum_x min(p(x), q(x)) at the verified positions
+    cycle_ms: float  # draft, verification and the bookkeeping after them
 
 
 def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify):
@@ -109,18 +110,20 @@ def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify):
     cycles: list[CycleEvent] = []
     decode_ms, stop_reason = 0.0, "length"
     while len(out_ids) < config.max_new_tokens and stop_reason != "eos":
-        start = clock()
+        usable = min(config.k, config.max_new_tokens - len(out_ids))
         outcome = _cycle(pair, state, config, generator, clock)
-        cycle_ms = clock() - start
+        real_ms = outcome.cycle_ms
         if on_verify is not None:
             on_verify(prompt_ids + out_ids, outcome)
+        outcome = _usable_part(outcome, usable)
+        cycle_ms = outcome.cycle_ms
         emitted = outcome.drafts[: outcome.n_accepted] + [outcome.next_token]
         keep = min(len(emitted), config.max_new_tokens - len(out_ids))
         stops = [i for i, t in enumerate(emitted[:keep]) if t in pair.stop_token_ids]
         if stops:
             keep, stop_reason = stops[0] + 1, "eos"
         out_ids += emitted[:keep]
-        decode_ms += cycle_ms
+        decode_ms += real_ms
         event = _cycle_event(len(cycles), outcome, keep, decoder, cycle_ms, config.k)
         cycles.append(event)
         yield event
@@ -130,45 +133,62 @@ def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify):
     yield done_event("speculative", pair, out_ids, stop_reason, prefill_ms, decode_ms)
 
 
+def _usable_part(outcome: Outcome, usable: int) -> Outcome:
+    """The cycle as its times count: when fewer than k tokens were left to generate, the
+    draft steps past ``usable`` could never reach the output (vLLM drafts k in its last cycle
+    too, and its counters count all k). Their times leave ``draft_step_ms``, ``draft_ms`` and
+    ``cycle_ms``, so c and the speedup price only work a longer run would use; the
+    verification pass is one pass over k + 1 positions whatever is left, and stays in v."""
+    if usable >= len(outcome.draft_step_ms):
+        return outcome
+    wasted = sum(outcome.draft_step_ms[usable:])
+    return replace(outcome, draft_step_ms=outcome.draft_step_ms[:usable],
+                   draft_ms=outcome.draft_ms - wasted, cycle_ms=outcome.cycle_ms - wasted)
+
+
 @torch.inference_mode()
 def _cycle(pair: ModelPair, state: _State, config: GenerationConfig, generator, clock) -> Outcome:
-    start = clock()
-    drafts, q, step_ms = _draft(pair, state, config, generator, clock)
-    mid = clock()
+    start = clock.mark()
+    drafts, q, step_marks = _draft(pair, state, config, generator, clock)
+    mid = clock.mark()
     n, next_token, p = _verify(pair, state, drafts, q, config, generator)
-    end = clock()
+    end = clock.mark()
     rejected = n < config.k
     if config.greedy:  # one-hot p and q: they overlap fully where they agree
         overlap = [1.0] * n + [0.0] * rejected
     else:
         overlap = torch.minimum(p[: n + rejected], q[: n + rejected]).sum(dim=-1).tolist()
     drafts = drafts.tolist()
-    return Outcome(drafts, q, p, n, next_token, step_ms, mid - start, end - mid, overlap)
+    # The cycle's one wait for the device: every time of the cycle is read here.
+    spans = clock.spans([start, *step_marks, mid, end, clock.mark()])
+    k = config.k
+    step_ms, draft_ms, verify_ms = spans[:k], sum(spans[: k + 1]), spans[k + 1]
+    return Outcome(drafts, q, p, n, next_token, step_ms, draft_ms, verify_ms, overlap, sum(spans))
 
 
 def _draft(pair, state, config, generator, clock):
-    """k draft steps: tokens ``[k]``, their distributions ``q [k, V]``, step times (ms).
+    """k draft steps: tokens ``[k]``, their distributions ``q [k, V]``, and a clock mark at
+    the end of each step (the steps' times are read once the cycle is over).
 
     At temperature 0 a step is the argmax of the logits and ``q`` (one-hot) is made once for
     the cycle; otherwise a step warps the logits and samples from them.
     """
     greedy = config.greedy
-    tokens, rows, step_ms = [], [], []
+    tokens, rows, marks = [], [], []
     ids = state.draft_input
     for _ in range(config.k):
-        start = clock()
         logits = forward(pair.draft, state.draft_cache, ids, keep=1)[-1, : pair.shared_vocab_size]
         if greedy:
             row, token = logits, logits.argmax()
         else:
             row = warp(logits, config.temperature, config.top_k, config.top_p)
             token = sample(row, generator)  # stays on the device: no synchronisation
-        step_ms.append(clock() - start)
+        marks.append(clock.mark())  # nor here: on CUDA a mark is an event, not a wait
         tokens.append(token)
         rows.append(row)
         ids = token.view(1, 1)
     q = torch.stack(rows)
-    return torch.stack(tokens), (greedy_probs(q) if greedy else q), step_ms
+    return torch.stack(tokens), (greedy_probs(q) if greedy else q), marks
 
 
 def _verify(pair, state, drafts, q, config, generator):
@@ -176,12 +196,13 @@ def _verify(pair, state, drafts, q, config, generator):
     k = drafts.shape[0]
     ids = torch.cat([state.last, drafts]).view(1, k + 1)
     logits = forward(pair.target, state.target_cache, ids, keep=k + 1)[:, : pair.shared_vocab_size]
+    p = greedy_probs(logits) if config.greedy else warp(
+        logits, config.temperature, config.top_k, config.top_p)  # [k+1, V]
+    # One check for both rules (a one-hot row of NaN logits is NaN); the rule waits anyway.
+    check_finite(p, q)
     if config.greedy:
-        p = greedy_probs(logits)
         n, next_token = verify_greedy(drafts.tolist(), logits.argmax(dim=-1).tolist())
     else:
-        p = warp(logits, config.temperature, config.top_k, config.top_p)  # [k+1, V]
-        check_finite(p, q)  # verify waits for the device anyway
         n, next_token = verify(drafts, q, p, generator)
 
     # The target cache now holds ..., last, x_1..x_k; keep ..., last, x_1..x_n.

@@ -6,53 +6,48 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from engine.analytic import acceptance as estimators
 from engine.analytic import theory
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 
 
+def proposals(cycles: Sequence[CycleEvent]) -> list[tuple[int, int]]:
+    """Each cycle as the estimators take it: (draft tokens proposed, accepted)."""
+    return [(c.k, c.n_accepted) for c in cycles]
+
+
 def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
-    """What the cycles so far tell, before any target-only run (the page shows it live)."""
-    if not cycles:
-        raise ValueError("no cycles to summarise")
-    accepted = sum(c.n_accepted for c in cycles)
-    drafted = sum(c.k for c in cycles)
-    # A cycle's trials: its accepted drafts, plus the rejected one if it had one.
-    trials = sum(c.n_accepted + c.rejected for c in cycles)
+    """What the cycles so far tell, before any target-only run (the page shows it live);
+    before any cycle, every figure is None."""
+    counts = estimators.tally(proposals(cycles))
     overlaps = [o for c in cycles for o in c.overlap]
     tokens = sum(c.n_emitted for c in cycles)
+    cycle_ms = sum(c.cycle_ms for c in cycles)
     return Acceptance(
         tokens=tokens,
-        cycles=len(cycles),
-        accepted=accepted,
-        drafted=drafted,
-        trials=trials,
-        alpha_counted=accepted / trials if trials else 0.0,
-        alpha_expected=statistics.fmean(overlaps),
-        draft_acceptance_rate=accepted / drafted,
-        mean_acceptance_length=1.0 + accepted / len(cycles),
-        spec_tok_s=1000.0 * tokens / sum(c.cycle_ms for c in cycles),
+        cycles=counts.cycles,
+        accepted=counts.accepted,
+        drafted=counts.proposed,
+        trials=counts.trials,
+        alpha_counted=counts.alpha_counted,
+        alpha_expected=statistics.fmean(overlaps) if overlaps else None,
+        draft_acceptance_rate=counts.draft_acceptance_rate,
+        mean_acceptance_length=counts.mean_acceptance_length,
+        spec_tok_s=1000.0 * tokens / cycle_ms if cycle_ms > 0 else None,
     )
-
-
-def per_position_acceptance(histogram: Sequence[int]) -> list[float]:
-    """The share of cycles that accepted draft position i = 1..k, from ``histogram[a]``, the
-    cycles that accepted exactly a = 0..k drafts: position i is accepted in every cycle that
-    accepted at least i drafts."""
-    cycles = sum(histogram)
-    return [sum(histogram[i:]) / cycles if cycles else 0.0 for i in range(1, len(histogram))]
 
 
 def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> SummaryEvent:
     """Counted and expected alpha, the vLLM-style rates, c, v, and measured against predicted
     speedup. ``baseline_step_ms``: the target-only run's per-token step times."""
-    counts = acceptance(cycles)
+    if not cycles:
+        raise ValueError("no cycles to summarise")
     if not baseline_step_ms:
         raise ValueError("no target-only steps to compare with")
+    counts = acceptance(cycles)
     k = cycles[0].k
-    histogram = [0] * (k + 1)
-    for c in cycles:
-        histogram[c.n_accepted] += 1
-    per_position = per_position_acceptance(histogram)
+    histogram = estimators.acceptance_histogram(proposals(cycles), k)
+    per_position = estimators.tally(proposals(cycles)).per_position(k)
 
     step_ms = statistics.median(baseline_step_ms)
     draft_step_ms = statistics.median(ms for c in cycles for ms in c.draft_step_ms)
@@ -70,7 +65,9 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         c=c_cost,
         v=v_cost,
         baseline_tok_s=baseline_tok_s,
-        speedup_measured=counts.spec_tok_s / baseline_tok_s,
-        speedup_predicted=theory.speedup(counts.alpha_counted, k, c_cost, v_cost),
+        speedup_measured=(None if counts.spec_tok_s is None
+                          else counts.spec_tok_s / baseline_tok_s),
+        speedup_predicted=(None if counts.alpha_counted is None
+                           else theory.speedup(counts.alpha_counted, k, c_cost, v_cost)),
         baseline_tokens=len(baseline_step_ms),
     )

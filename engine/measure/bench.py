@@ -25,70 +25,29 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from engine.decoder.baseline import run_target_only
-from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig, StepEvent
+from engine.decoder.events import DoneEvent, GenerationConfig
 from engine.decoder.loading import ModelPair
 from engine.decoder.speculative import speculate
-
-OURS_BASE, HF_GENERATE, OURS_SPEC, HF_ASSISTED = (
-    "ours-baseline",
-    "hf-generate",
-    "ours-spec",
-    "hf-assisted",
+from engine.measure.bench_record import (
+    HF_ASSISTED,
+    HF_GENERATE,
+    OURS_BASE,
+    OURS_SPEC,
+    BenchConfig,
+    BenchRecord,
+    TimedRun,
 )
-# Used when the pair ships no held-out prompts (heldout_prompts.json next to its models).
-FALLBACK_PROMPTS = [
-    "In the beginning God created the heaven and the earth. And the earth was",
-    ":hacker: n.\n\n[originally, someone who makes furniture with an axe] 1. A person who",
-    "And it came to pass, when the king heard the words of the law, that he",
-    ":kluge: /klooj/\n\n[from the German `klug', clever] 1. n. A Rube Goldberg device in",
-    "The quick brown fox jumps over the lazy dog, and then",
-    "Speculative decoding drafts several tokens with a small model and",
-]
+from engine.measure.bench_results import results
 
-
-@dataclass
-class BenchConfig:
-    ks: Sequence[int] = (1, 2, 3, 4, 5, 6, 7, 8)
-    temperatures: Sequence[float] = (0.0, 1.0)
-    max_new_tokens: int = 64
-    prompts: Sequence[str] = field(default_factory=lambda: FALLBACK_PROMPTS[:4])
-    repeats: int = 3
-    seed: int = 0
-    warmup: bool = True
-    transformers: bool = True  # False: our engine only
-
-
-@dataclass
-class TimedRun:
-    """One timed run of one contender on one prompt."""
-
-    contender: str
-    temperature: float
-    k: int | None
-    prompt: int
-    repeat: int
-    tokens: int
-    wall_ms: float
-    prefill_ms: float | None = None  # ours only: the engine's own prefill timing
-
-    @property
-    def tok_s(self) -> float:
-        return 1000.0 * self.tokens / self.wall_ms
-
-    @property
-    def decode_tok_s(self) -> float | None:
-        if self.prefill_ms is None:
-            return None
-        return 1000.0 * self.tokens / (self.wall_ms - self.prefill_ms)
+__all__ = ["HF_ASSISTED", "HF_GENERATE", "OURS_BASE", "OURS_SPEC", "Bench", "BenchConfig",
+           "Contender", "TimedRun", "run_bench", "setting"]
 
 
 @dataclass
@@ -99,35 +58,20 @@ class Contender:
     run: Callable[[str, list[int], float, int], tuple[list[int], float | None, list]]
 
 
-def heldout_prompts(target: str, per_domain: int = 2) -> list[str] | None:
-    """Prompts the pair was not trained on, when its training left them next to the models
-    (``heldout_prompts.json``: domain -> prompts); taken round-robin over the domains."""
-    path = Path(target).parent / "heldout_prompts.json"
-    if not path.is_file():
-        return None
-    domains = list(json.loads(path.read_text(encoding="utf-8")).values())
-    prompts = [d[i] for i in range(per_domain) for d in domains if i < len(d)]
-    return prompts or None
-
-
 # ---- running ----------------------------------------------------------------------------
 
 
-class Bench:
+class Bench(BenchRecord):
     """Runs the contenders and keeps every run, every cycle and every target-only step."""
 
     def __init__(self, pair: ModelPair, config: BenchConfig, log: Callable[[str], None]):
         if pair.draft is None:
             raise ValueError("the benchmark needs a draft model; this pair has none")
+        super().__init__(config)
         self.pair = pair
-        self.config = config
         self.log = log
         # End of sequence never stops our runs (transformers' side: eos_token_id=[]).
         self.ours = dataclasses.replace(pair, stop_token_ids=frozenset())
-        self.runs: list[TimedRun] = []
-        self.outputs: dict[tuple, list[int]] = {}  # (contender, k, T, prompt, repeat) -> ids
-        self.cycles: dict[tuple[float, int], list[CycleEvent]] = {}
-        self.steps: dict[float, list[StepEvent]] = {}
         self.cuda = pair.device.type == "cuda"
 
     def contenders(self) -> list[Contender]:
@@ -239,8 +183,6 @@ def run_bench(
     pair: ModelPair, config: BenchConfig, log: Callable[[str], None] = lambda _: None
 ) -> dict:
     """Run everything; a JSON-ready dict of the setting, every run and the results."""
-    from engine.measure.bench_results import results  # which reads a Bench
-
     for prompt in config.prompts:
         if not prompt.strip():
             raise ValueError("a benchmark prompt is empty")

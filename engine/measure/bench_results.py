@@ -9,7 +9,14 @@ import statistics
 from engine.analytic import theory
 from engine.decoder.events import CycleEvent
 from engine.decoder.stats import summarize
-from engine.measure.bench import HF_ASSISTED, HF_GENERATE, OURS_BASE, OURS_SPEC, Bench, TimedRun
+from engine.measure.bench_record import (
+    HF_ASSISTED,
+    HF_GENERATE,
+    OURS_BASE,
+    OURS_SPEC,
+    BenchRecord,
+    TimedRun,
+)
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -28,7 +35,7 @@ def _spread(values: list[float]) -> dict[str, float]:
     }
 
 
-def greedy_check(bench: Bench) -> dict:
+def greedy_check(bench: BenchRecord) -> dict:
     """At temperature 0 every run of every contender must give, for a prompt, the tokens of
     our first target-only run."""
     mismatches = []
@@ -56,7 +63,7 @@ def greedy_check(bench: Bench) -> dict:
     return {"match": not mismatches, "compared": compared, "mismatches": mismatches}
 
 
-def results(bench: Bench) -> dict:
+def results(bench: BenchRecord) -> dict:
     """Medians and spread per contender, our alpha, c and v, predicted against measured
     speedup, and the ratios the issue sets targets for."""
     cfg = bench.config
@@ -147,7 +154,8 @@ def decode_rate(runs: list[TimedRun], name: str, k: int | None) -> float:
     return 1000.0 * tokens / ms
 
 
-def time_budget(cycles: list[CycleEvent], runs: list[TimedRun], bench: Bench, t: float, k: int):
+def time_budget(cycles: list[CycleEvent], runs: list[TimedRun], bench: BenchRecord, t: float,
+                k: int):
     """Where a speculative run's time goes, in ms: per cycle (first draft step, the other
     steps, verification, the rest of the cycle) and per run (prefill, turning cycles into
     events and text)."""

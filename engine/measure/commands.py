@@ -1,4 +1,5 @@
-"""The ``probe`` and ``calibrate`` subcommands of ``specscope`` (see :mod:`engine.cli`).
+"""The ``probe`` and ``calibrate`` subcommands of ``specscope`` (see :mod:`engine.cli`); what
+runs through vLLM (``calibrate``, ``probe --engine vllm``) is in :mod:`engine.serving.cli`.
 
     specscope probe scripture jargon prompts.jsonl --temperatures 0,0.7,1 --k 4
     specscope calibrate before.txt [after.txt]
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
+
+from engine.cli_options import add_pair_options
 
 
 def add_parsers(sub, d: dict, float_list) -> None:
@@ -23,9 +25,7 @@ def add_parsers(sub, d: dict, float_list) -> None:
     probe.add_argument("sources", nargs="*", default=list(BUILTIN_SETS),
                        help="built-in set names or prompt files (default: all built-in sets)")
     probe.add_argument("--pair", help=f"a pair from SPECSCOPE_PAIRS ({', '.join(d['pairs'])})")
-    probe.add_argument("--target", help="path or Hugging Face id (default: the default pair's)")
-    probe.add_argument("--draft", help="path or Hugging Face id (default: the default pair's)")
-    probe.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
+    add_pair_options(probe, None, None)
     probe.add_argument("--temperatures", type=float_list, default=[0.0, 0.7, 1.0],
                        help="comma-separated (default 0,0.7,1; 0 = greedy)")
     probe.add_argument("--top-p", type=float, default=1.0)
@@ -60,31 +60,18 @@ def add_parsers(sub, d: dict, float_list) -> None:
 
 
 def run(args, argv: list[str] | None, d: dict) -> int:
-    if args.command == "calibrate":
-        return _calibrate(args)
+    """``specscope probe`` on our engine (``--engine vllm`` and ``calibrate`` are run by
+    :mod:`engine.serving.cli`)."""
     return _probe(args, argv, d)
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     if str(path) == "-":
         return sys.stdin.read()
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not UTF-8 text") from None
-
-
-def _calibrate(args) -> int:
-    from engine.measure.calibrate import calibrate, markdown
-
-    before = _read_text(args.before)
-    after = _read_text(args.after) if args.after else None
-    result = calibrate(before, after)
-    if args.json:
-        print(json.dumps(asdict(result), indent=1))
-    else:
-        print(markdown(result), end="")
-    return 0
 
 
 def _pair_names(args, d: dict) -> tuple[str, str]:
@@ -97,10 +84,24 @@ def _pair_names(args, d: dict) -> tuple[str, str]:
 
 
 def _probe(args, argv: list[str] | None, d: dict) -> int:
+    from engine.measure.probe import probe
+
+    pair, prompts, notices, config, target, draft = prepare_probe(args, d)
+    command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
+    result = measure(probe(pair, prompts, config), prompts, config, args, "specscope", target,
+                     draft, notices)
+    if result is None:
+        return 130
+    report(result, args, command)
+    return 0 if result.complete else 130
+
+
+def prepare_probe(args, d: dict):
+    """The probe's pair, fitted prompts, notices, config and model names, from its arguments."""
     from transformers.utils import logging as hf_logging
 
     from engine.decoder.loading import load_pair, set_threads
-    from engine.measure.probe import ProbeConfig, fit_prompts, probe
+    from engine.measure.probe import ProbeConfig, fit_prompts
     from engine.measure.prompt_sets import load_source
 
     config = ProbeConfig(k=args.k, temperatures=args.temperatures, top_p=args.top_p,
@@ -115,19 +116,11 @@ def _probe(args, argv: list[str] | None, d: dict) -> int:
     hf_logging.disable_progress_bar()
     pair = load_pair(target, draft, device=args.device, cuda_graphs=args.cuda_graphs)
     prompts, notices = fit_prompts(pair, prompts, config)
-    command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
-    if args.engine == "vllm":
-        return _probe_vllm(args, pair, prompts, notices, config, target, draft, command)
-    result = _measure(probe(pair, prompts, config), prompts, config, args, "specscope", target,
-                      draft, notices)
-    if result is None:
-        return 130
-    _report(result, args, command)
-    return 0 if result.complete else 130
+    return pair, prompts, notices, config, target, draft
 
 
-def _measure(measures_of, prompts, config, args, engine: str, target: str, draft: str,
-             notices: list[str]):
+def measure(measures_of, prompts, config, args, engine: str, target: str, draft: str,
+            notices: list[str]):
     """Pool what ``measures_of`` yields, with a progress bar; Ctrl-C keeps what came so far.
     None when nothing was measured."""
     from tqdm import tqdm
@@ -155,48 +148,10 @@ def _measure(measures_of, prompts, config, args, engine: str, target: str, draft
                            runs_planned=planned, notices=notices)
 
 
-def _report(result, args, command: str, extra: dict | None = None) -> None:
+def report(result, args, command: str, extra: dict | None = None) -> None:
     from engine.measure.probe import markdown, report_json
 
     report = report_json(result) | {"command": command} | (extra or {})
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=1) if args.json else markdown(result, command), end="\n")
-
-
-def _probe_vllm(args, pair, prompts, notices, config, target, draft, command) -> int:
-    """The probe through a vLLM server (``--url``, or one started for the pair), then, unless
-    ``--no-compare``, the same prompts through our engine: a warning where vLLM accepts far
-    fewer drafts."""
-    from contextlib import ExitStack
-
-    from engine.measure.probe import probe, report_json
-    from engine.measure.vllm_client import VllmClient, VllmError
-    from engine.measure.vllm_probe import NOT_AVAILABLE, acceptance_warnings, probe_vllm
-    from engine.measure.vllm_server import ServerSpec, VllmServer
-
-    prompt_ids = [list(pair.tokenizer(p.text).input_ids) for p in prompts]
-    with ExitStack() as stack:
-        if args.url:
-            client = VllmClient(args.url)
-            if not client.healthy():
-                raise VllmError(f"the vLLM server at {client.url} does not answer /health")
-        else:
-            print(f"specscope probe: starting vLLM (k = {config.k}) ...", file=sys.stderr)
-            client = stack.enter_context(VllmServer(ServerSpec(target, draft, k=config.k))).client
-        result = _measure(probe_vllm(client, prompts, prompt_ids, config), prompts, config, args,
-                          "vllm", target, draft, [*notices, NOT_AVAILABLE])
-    if result is None:
-        return 130
-    extra = {}
-    if args.compare and result.complete:
-        ours = _measure(probe(pair, prompts, config), prompts, config, args, "specscope", target,
-                        draft, list(notices))
-        if ours is not None:
-            warnings = acceptance_warnings(result, ours)
-            result.notices += warnings or [
-                "specscope's engine, on the same pair, prompts and settings, accepts no more "
-                "than about as many drafts: nothing points at the deployment."]
-            extra["reference"] = report_json(ours)
-    _report(result, args, command, extra)
-    return 0 if result.complete else 130

@@ -4,13 +4,14 @@ For every temperature and every prompt, a speculative run (the figures) and a sh
 target-only run of the same prompt (the baseline step that ``c`` and ``v`` are relative to).
 The runs are pooled by (domain, temperature) into one :class:`ProbeRow` each:
 
-- counted alpha: accepted / trials (DESIGN.md, "Measuring a live run")
+- counted alpha: accepted / trials (docs/design.md, "The estimators"; every estimator here
+  comes from engine.analytic.acceptance, and is None where there is nothing to divide by)
 - expected alpha: mean of ``sum_x min(p(x), q(x))`` over the verified positions
 - top-1 agreement: share of the verified positions where the draft's most likely token is the
   target's; at temperature 0 it is the counted alpha, above it the two part ways
 - per-position acceptance (share of cycles accepting draft position i) beside ``alpha^i``
 - the vLLM dashboard figures: draft acceptance rate (accepted / drafted) and mean
-  acceptance length (1 + accepted / cycles)
+  acceptance length (1 + accepted / cycles that proposed drafts)
 - ``c`` and ``v`` (medians against the target-only step), the predicted speedup at ``k`` and
   the best ``k`` for the counted alpha
 - a 95% interval for every alpha: a percentile bootstrap that resamples prompts (a prompt's
@@ -29,12 +30,13 @@ import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+from engine.analytic import acceptance as estimators
 from engine.analytic import theory
 from engine.decoder.baseline import target_only
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.speculative import Outcome, speculate
-from engine.decoder.stats import per_position_acceptance
+from engine.decoder.stats import proposals
 from engine.measure.prompt_sets import Prompt
 
 BOOTSTRAP_SAMPLES = 1000
@@ -70,6 +72,7 @@ class PromptMeasure:
     prompt_index: int
     tokens: int
     cycles: int
+    proposing: int  # cycles that proposed at least one draft token
     accepted: int
     drafted: int
     trials: int
@@ -95,16 +98,17 @@ class ProbeRow:
     accepted: int
     drafted: int
     trials: int
-    alpha_counted: float
-    alpha_counted_ci: list[float]
+    # None where there is nothing to divide by (engine.analytic.acceptance)
+    alpha_counted: float | None
+    alpha_counted_ci: list[float] | None
     alpha_expected: float | None
     alpha_expected_ci: list[float] | None
     top1_agreement: float | None
     top1_agreement_ci: list[float] | None
-    per_position_acceptance: list[float]  # draft positions i = 1..k
-    alpha_powers: list[float]  # alpha_counted^i, i = 1..k: the i.i.d. model
-    draft_acceptance_rate: float
-    mean_acceptance_length: float
+    per_position_acceptance: list[float | None]  # draft positions i = 1..k
+    alpha_powers: list[float | None]  # alpha_counted^i, i = 1..k: the i.i.d. model
+    draft_acceptance_rate: float | None
+    mean_acceptance_length: float | None
     c: float | None
     v: float | None
     step_ms: float | None  # median target-only step
@@ -150,12 +154,19 @@ def fit_prompt(pair: ModelPair, text: str, room: int) -> tuple[str, bool]:
         raise ValueError(f"max new tokens plus k ({room}) leaves no room for a prompt in the "
                          f"models' context of {limit} positions")
     cut = False
-    for _ in range(3):  # a cut can re-tokenise to a few more tokens; cut again
+    while True:  # a cut can re-tokenise to a few more tokens; cut again until it fits
         encoded = pair.tokenizer(text, return_offsets_mapping=True)
-        if len(encoded.input_ids) <= keep:
+        excess = len(encoded.input_ids) - keep
+        if excess <= 0:
             return text, cut
-        text, cut = text[encoded.offset_mapping[-keep][0]:], True
-    return text, cut
+        # Where the text's tokens start; special tokens (a BOS the tokenizer adds) are no
+        # text and cannot be cut off, so they are counted but never cut at.
+        starts = [start for start, end in encoded.offset_mapping if end > start]
+        if excess >= len(starts):
+            raise ValueError(f"the tokenizer's own tokens leave no room for a prompt in the "
+                             f"models' context of {limit} positions with {room} more")
+        # Drop the first ``excess`` text tokens: the text gets shorter every time round.
+        text, cut = text[starts[excess]:], True
 
 
 def measure_prompt(
@@ -177,7 +188,7 @@ def measure_events(
 
     def count_top1(_prefix: list[int], outcome: Outcome) -> None:
         nonlocal agreements
-        verified = outcome.n_accepted + (outcome.n_accepted < config.k)
+        verified = estimators.cycle_trials(config.k, outcome.n_accepted)
         q_top = outcome.q[:verified].argmax(dim=-1)
         p_top = outcome.p[:verified].argmax(dim=-1)
         agreements += int((q_top == p_top).sum())
@@ -195,23 +206,22 @@ def measure_events(
         if isinstance(event, StepEvent):
             steps.append(event)
             yield event
-    histogram = [0] * (config.k + 1)
-    for c in cycles:
-        histogram[c.n_accepted] += 1
+    counts = estimators.tally(proposals(cycles))
     overlaps = [o for c in cycles for o in c.overlap]
     yield PromptMeasure(
         domain=prompt.domain,
         temperature=temperature,
         prompt_index=index,
         tokens=sum(c.n_emitted for c in cycles),
-        cycles=len(cycles),
-        accepted=sum(c.n_accepted for c in cycles),
-        drafted=sum(c.k for c in cycles),
-        trials=sum(c.n_accepted + c.rejected for c in cycles),
+        cycles=counts.cycles,
+        proposing=counts.proposing,
+        accepted=counts.accepted,
+        drafted=counts.proposed,
+        trials=counts.trials,
         verified=len(overlaps),
         overlap_sum=sum(overlaps),
         top1_agreements=agreements,
-        histogram=histogram,
+        histogram=estimators.acceptance_histogram(proposals(cycles), config.k),
         draft_step_ms=[ms for c in cycles for ms in c.draft_step_ms],
         verify_ms=[c.verify_ms for c in cycles],
         baseline_step_ms=[s.step_ms for s in steps],
@@ -293,9 +303,10 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
     trials = sum(m.trials for m in group)
     drafted = sum(m.drafted for m in group)
     cycles = sum(m.cycles for m in group)
+    proposing = sum(m.proposing for m in group)
     verified = sum(m.verified for m in group)
     histogram = [sum(m.histogram[a] for m in group) for a in range(k + 1)]
-    alpha = accepted / trials if trials else 0.0
+    alpha = estimators.counted_alpha(accepted, trials)
     rng = random.Random(seed)
 
     def ci(num: Callable[[PromptMeasure], float], den: Callable[[PromptMeasure], float]):
@@ -310,8 +321,9 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
         step_ms = statistics.median(baseline)
         c = statistics.median(draft_steps) / step_ms
         v = statistics.median(ms for m in group for ms in m.verify_ms) / step_ms
-        predicted = theory.speedup(alpha, k, c, v)
-        best, best_speedup = theory.best_k(alpha, c, v)
+        if alpha is not None:
+            predicted = theory.speedup(alpha, k, c, v)
+            best, best_speedup = theory.best_k(alpha, c, v)
     return ProbeRow(
         domain=group[0].domain,
         temperature=group[0].temperature,
@@ -323,16 +335,16 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
         drafted=drafted,
         trials=trials,
         alpha_counted=alpha,
-        alpha_counted_ci=ci(lambda m: m.accepted, lambda m: m.trials),
+        alpha_counted_ci=ci(lambda m: m.accepted, lambda m: m.trials) if trials else None,
         alpha_expected=expected,
         alpha_expected_ci=ci(lambda m: m.overlap_sum, lambda m: m.verified) if verified else None,
         top1_agreement=top1,
         top1_agreement_ci=(ci(lambda m: m.top1_agreements, lambda m: m.verified)
                            if verified else None),
-        per_position_acceptance=per_position_acceptance(histogram),
-        alpha_powers=theory.position_acceptance(alpha, k),
-        draft_acceptance_rate=accepted / drafted if drafted else 0.0,
-        mean_acceptance_length=1.0 + accepted / cycles if cycles else 1.0,
+        per_position_acceptance=estimators.tally_histogram(histogram).per_position(k),
+        alpha_powers=[None] * k if alpha is None else theory.position_acceptance(alpha, k),
+        draft_acceptance_rate=estimators.draft_acceptance_rate(accepted, drafted),
+        mean_acceptance_length=estimators.mean_acceptance_length(accepted, proposing),
         c=c,
         v=v,
         step_ms=step_ms,
@@ -348,8 +360,9 @@ def bootstrap_ratio(
     den: Callable,
     samples: int,
     rng: random.Random,
-) -> list[float]:
-    """95% percentile interval of ``sum(num) / sum(den)`` over resamples of ``items``."""
+) -> list[float] | None:
+    """95% percentile interval of ``sum(num) / sum(den)`` over resamples of ``items``;
+    None when no resample has a denominator (no data)."""
     nums = [float(num(x)) for x in items]
     dens = [float(den(x)) for x in items]
     n = len(items)
@@ -360,7 +373,7 @@ def bootstrap_ratio(
         if d > 0:
             ratios.append(sum(nums[i] for i in picks) / d)
     if not ratios:
-        return [0.0, 0.0]
+        return None
     ratios.sort()
     return [_quantile(ratios, 0.025), _quantile(ratios, 0.975)]
 
@@ -378,15 +391,17 @@ def _quantile(ordered: list[float], q: float) -> float:
 
 def chart_data(result: ProbeResult) -> dict:
     """What the two charts need: alpha per domain with its interval (one bar per domain and
-    temperature), and alpha against temperature, one line per domain."""
-    domains = list(dict.fromkeys(r.domain for r in result.rows))
-    temperatures = sorted({r.temperature for r in result.rows})
-    by_key = {(r.domain, r.temperature): r for r in result.rows}
+    temperature), and alpha against temperature, one line per domain. A row without an alpha
+    (no trials) has no point on either."""
+    rows = [r for r in result.rows if r.alpha_counted is not None and r.alpha_counted_ci]
+    domains = list(dict.fromkeys(r.domain for r in rows))
+    temperatures = sorted({r.temperature for r in rows})
+    by_key = {(r.domain, r.temperature): r for r in rows}
     return {
         "alpha_by_domain": [
             {"domain": r.domain, "temperature": r.temperature, "alpha": r.alpha_counted,
              "low": r.alpha_counted_ci[0], "high": r.alpha_counted_ci[1]}
-            for r in result.rows
+            for r in rows
         ],
         "alpha_vs_temperature": {
             "temperatures": temperatures,
@@ -441,8 +456,9 @@ def markdown(result: ProbeResult, command: str | None = None) -> str:
             f"| {r.domain} | {r.temperature:g} | {r.prompts} "
             f"| {_with_ci(r.alpha_counted, r.alpha_counted_ci)} "
             f"| {_with_ci(r.alpha_expected, r.alpha_expected_ci)} "
-            f"| {_num(r.top1_agreement)} | {r.draft_acceptance_rate:.3f} "
-            f"| {r.mean_acceptance_length:.2f} | {_num(r.c)} | {_num(r.v)} | {speedup} | {best} |"
+            f"| {_num(r.top1_agreement)} | {_num(r.draft_acceptance_rate)} "
+            f"| {_num(r.mean_acceptance_length, 2)} | {_num(r.c)} | {_num(r.v)} | {speedup} "
+            f"| {best} |"
         )
     positions = [
         "Acceptance at each draft position i (measured / α^i from the counted α):",
@@ -451,7 +467,7 @@ def markdown(result: ProbeResult, command: str | None = None) -> str:
         "| --- | ---: | " + " | ".join("---:" for _ in range(result.k)) + " |",
     ]
     for r in result.rows:
-        cells = " | ".join(f"{m:.2f} / {a:.2f}"
+        cells = " | ".join(f"{_num(m, 2)} / {_num(a, 2)}"
                            for m, a in zip(r.per_position_acceptance, r.alpha_powers, strict=True))
         positions.append(f"| {r.domain} | {r.temperature:g} | {cells} |")
     return "\n\n".join(["\n".join(head), "\n".join(table), "\n".join(positions)]) + "\n"

@@ -52,7 +52,8 @@ def shape_of(model) -> ModelShape:
     return ModelShape(
         c.name_or_path or c.model_type, sum(p.numel() for p in model.parameters()),
         c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
-        getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
+        getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+        hidden=c.hidden_size)
 
 
 @torch.inference_mode()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HELDOUT_EVERY = 20
+PROMPT_CHARS = 160  # a prompt made from a document: its first 160 characters at most
 JARGON_PATH = Path("/usr/share/doc/jargon-text/jargon.txt.gz")
 DOMAINS = ("kjv", "jargon")
 
@@ -127,3 +128,8 @@ def load_file(path: Path) -> list[Corpus]:
     heldout = docs[every - 1 :: every]
     train = [d for i, d in enumerate(docs) if (i + 1) % every]
     return [Corpus(path.stem, train, heldout)]
+
+
+def prompt_of(doc: str, chars: int = PROMPT_CHARS) -> str:
+    """The start of a document, cut at a space so no word is split."""
+    return doc if len(doc) <= chars else doc[: doc.rfind(" ", 0, chars)]

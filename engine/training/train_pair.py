@@ -42,7 +42,14 @@ from transformers import (
 )
 
 from engine.decoder.sampling import warp
-from engine.training.corpus import DOMAINS, Corpus, CorpusMissing, load_domains, load_file
+from engine.training.corpus import (
+    DOMAINS,
+    Corpus,
+    CorpusMissing,
+    load_domains,
+    load_file,
+    prompt_of,
+)
 
 EOS = "<|endoftext|>"
 TEMPERATURES = (0.0, 0.7, 1.0)
@@ -340,13 +347,6 @@ def measure_pair(
         best = max(sweep, key=lambda k: sweep[k]["speedup"])
         result["k_sweep"][f"T={t}"] = {"best_k": best, "runs": sweep}
     return result
-
-
-def prompt_of(doc: str, chars: int = 160) -> str:
-    """The start of a document, cut at a space so no word is split."""
-    if len(doc) <= chars:
-        return doc
-    return doc[: doc.rfind(" ", 0, chars)]
 
 
 # ---------------------------------------------------------------------------------------------

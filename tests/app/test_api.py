@@ -38,7 +38,7 @@ def test_defaults_are_the_reference_case(client):
         ("k=abc", "k", "whole number from 1 to 16"),
         ("c=-1", "c", "from 0 to 1"),
         ("v=9", "v", "from 0.5 to 3"),
-        ("step_ms=0", "step_ms", "from 1 to 1000"),
+        ("step_ms=0", "step_ms", "from 0.001 to 1000000"),
         ("tokens=x", "tokens", "from 1 to 100000"),
     ],
 )

@@ -48,3 +48,11 @@ def test_break_even_label_sits_on_the_side_away_from_the_curve_end(alpha, c):
     end_above = chart.points[-1].y < chart.break_even_y
     label_above = chart.break_even_label_y < chart.break_even_y
     assert end_above != label_above
+
+
+def test_shares_without_data_get_no_bar_and_no_dot():
+    chart = measured_vs_model(["1", "2", "3"], [0.6, None, 0.2], [0.7, 0.49, None])
+    assert [b.y_measured is None for b in chart.bars] == [False, True, False]
+    assert [b.y_model is None for b in chart.bars] == [False, False, True]
+    assert chart.model_path.count(",") == 2  # the line joins the two dots there are
+    assert measured_vs_model(["1"], [None], [None]).model_path == ""

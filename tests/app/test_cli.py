@@ -21,7 +21,8 @@ from app.cli import add_serve
 from engine import cli as engine_cli
 
 REPO = Path(__file__).resolve().parents[2]
-COMMANDS = ["serve", "generate", "bench", "roofline", "probe", "calibrate", "vllm", "sweep"]
+COMMANDS = ["serve", "generate", "bench", "roofline", "probe", "calibrate", "vllm", "sweep",
+            "plan"]
 
 
 def entry_point():

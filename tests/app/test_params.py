@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from app.params import DEFAULT_STATE, SLIDERS, parse_page_state
+from dataclasses import replace
+from urllib.parse import parse_qsl
+
+import pytest
+
+from app.params import DEFAULT_STATE, SLIDERS, HeldCosts, parse_page_state
 
 
 def test_missing_values_take_defaults_silently():
@@ -65,3 +70,22 @@ def test_query_round_trips():
     again, notices = parse_page_state(parse_qsl(state.query()))
     assert again == state and notices == []
     assert set(dict(parse_qsl(state.query()))) == set(SLIDERS)
+
+
+def test_held_costs_travel_in_the_link_and_read_back():
+    held = HeldCosts(tuple(1 + j / 7 for j in range(16)), 512, "1 × H100 SXM, bf16")
+    state, notices = parse_page_state(parse_qsl(replace(DEFAULT_STATE, held=held).query()))
+    assert notices == []
+    assert state.held.batch == 512 and state.held.where == "1 × H100 SXM, bf16"
+    assert state.held.v_by_k == pytest.approx(held.v_by_k, rel=1e-8)
+
+
+@pytest.mark.parametrize(("vk", "problem"), [
+    (",".join(["1"] * 15), "it has 15 values"),
+    (",".join(["1"] * 15 + ["-2"]), "each value must be a number above 0"),
+    (",".join(["1"] * 15 + ["nan"]), "each value must be a number above 0"),
+])
+def test_a_malformed_held_cost_list_is_dropped_with_a_notice(vk, problem):
+    state, notices = parse_page_state([("vk", vk), ("v", "1.2")])
+    assert state.held is None and state.v == 1.2
+    assert len(notices) == 1 and problem in notices[0]

@@ -45,3 +45,25 @@ def test_chips_carry_their_kind_and_visible_whitespace():
     chips = render_page_message(RunMessage.cycle(event, acceptance([event]), 4.0, 10.0))["chips"]
     assert chips.count('class="chip accepted"') == 2 and chips.count('class="chip rejected"') == 1
     assert "·the" in chips and "↵" in chips and "⋯" in chips
+
+
+def test_a_summary_without_estimates_renders_dashes_and_draws_only_what_was_measured():
+    """No draft ever tried (a prompt-lookup drafter that never matched): no alpha, so no
+    model to draw and no prediction; the figures read as a dash, the page still renders."""
+    from dataclasses import replace
+
+    from app.saved.titles import run_title
+    from engine.decoder.stats import summarize
+
+    event = cycle([(" the", "accepted"), ("x", "rejected"), ("y", "target")])
+    summary = replace(summarize([event], [4.0]), alpha_counted=None, alpha_expected=None,
+                      draft_acceptance_rate=None, mean_acceptance_length=None,
+                      speedup_predicted=None, per_position_acceptance=[None, None])
+    html = render_page_message(RunMessage.summary(summary))["html"]
+    assert 'data-summary="alpha_counted">—<' in html
+    assert 'data-summary="speedup_predicted">—<' in html
+    positions, lengths = (svg.split("</svg>")[0]
+                          for svg in html.split('<svg class="chart bar-chart"')[1:3])
+    assert 'class="bar"' not in positions and "model-point" not in positions
+    assert lengths.count('class="bar"') == 3 and "model-point" not in lengths  # 0..k counted
+    assert run_title({"summary": vars(summary)}).endswith("predicted n/a, alpha n/a")

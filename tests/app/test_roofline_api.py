@@ -8,9 +8,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.roofline import NUMBERS
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
 from engine.settings import Settings
 
+# The page's and the API's defaults: achieved shares of the datasheet
+ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
+            "flops_fraction": NUMBERS["flops_share"].default}
 KEYS = {"t_target_ms", "t_verify_ms", "t_draft_ms", "c", "v", "speedup", "tok_s_base",
         "tok_s_spec", "break_even_batch", "ridge_tokens", "bound", "best_k", "curve"}
 
@@ -19,18 +23,19 @@ def test_defaults_answer_every_figure_from_the_engine(client):
     data = client.get("/api/roofline").json()
     assert set(data) >= KEYS
     pair = PAIRS["llama-8b-1b"]
-    expected = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512), 32)
+    expected = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512,
+                                **ACHIEVED), 32)
     assert data["speedup"] == pytest.approx(expected.speedup)
     assert data["break_even_batch"] == expected.break_even_batch
     assert [p["batch"] for p in data["curve"]] == [2**i for i in range(11)]
-    assert set(data["curve"][0]) == {"batch", "speedup", "c", "v"}
+    assert set(data["curve"][0]) == {"batch", "speedup", "c", "v", "fits"}
 
 
 def test_parameters_change_the_answer(client):
     q = "hardware=l4&pair=qwen-7b-0.5b&dtype=fp8&gpus=2&context=4096&batch=8&alpha=0.8&k=5"
     data = client.get(f"/api/roofline?{q}").json()
     pair = PAIRS["qwen-7b-0.5b"]
-    s = Setting(HARDWARE["l4"], pair.target, pair.draft, "fp8", 2, 4096, 0.8, 5)
+    s = Setting(HARDWARE["l4"], pair.target, pair.draft, "fp8", 2, 4096, 0.8, 5, **ACHIEVED)
     assert data["speedup"] == pytest.approx(roofline(s, 8).speedup)
     assert data["bound"] in ("memory", "compute")
 
@@ -51,7 +56,7 @@ def test_speculation_that_pays_everywhere_has_a_null_break_even(client):
     ("context=lots", "context must be a whole number from 0 to 131072"),
     ("alpha=2", "alpha must be a number from 0 to 1"),
     ("hardware=custom", "hardware: Input should be 'h100-sxm'"),
-    ("bandwidth_tb_s=0", "bandwidth_tb_s: Input should be greater than 0"),
+    ("bandwidth_tb_s=0", "bandwidth_tb_s: Input should be greater than or equal to 0.000001"),
     ("target_params_b=1e300", "target_params_b: Input should be less than or equal to 100000"),
 ])
 def test_bad_parameters_get_422_naming_the_parameter_and_what_is_allowed(client, query, named):
@@ -62,7 +67,7 @@ def test_bad_parameters_get_422_naming_the_parameter_and_what_is_allowed(client,
 
 def test_hardware_figures_and_shapes_can_replace_the_presets(client):
     shape = "params_b={}&layers=32&heads=32&kv_heads=8&head_dim=128"
-    q = ("bandwidth_tb_s=1&tflops=100&"
+    q = ("bandwidth_tb_s=1&tflops=100&bandwidth_fraction=1&flops_fraction=1&"
          + "&".join(f"target_{part}" for part in shape.format(8).split("&"))
          + "&" + "&".join(f"draft_{part}" for part in shape.format(1).split("&")))
     data = client.get(f"/api/roofline?{q}&context=0&batch=1").json()
@@ -100,3 +105,61 @@ def test_this_machine_takes_its_figures_from_a_measured_fit(tmp_path):
         data = client.get("/api/roofline?hardware=this-machine&pair=shipped").json()
     assert data["hardware"]["bandwidth_tb_s"] == pytest.approx(0.007)
     assert data["hardware"]["tflops"] == pytest.approx(0.07)
+
+
+def test_memory_capacity_is_answered_with_the_engines_figures(client):
+    one = client.get("/api/roofline?pair=llama-70b-1b&gpus=1&context=8192&batch=32").json()
+    assert one["fits"] is False and one["max_batch_that_fits"] is None
+    assert one["memory_gb_available"] == pytest.approx(80 * 0.9)
+    assert all(not p["fits"] for p in one["curve"])
+    eight = client.get("/api/roofline?pair=llama-70b-1b&gpus=8&context=8192&batch=32").json()
+    pair = PAIRS["llama-70b-1b"]
+    s = Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=8192, **ACHIEVED)
+    expected = roofline(s, 32)
+    assert eight["fits"] is True
+    assert eight["max_batch_that_fits"] == expected.max_batch_that_fits
+    assert eight["memory_gb_per_gpu"] == pytest.approx(expected.memory_gb_per_gpu)
+    most = eight["max_batch_that_fits"]
+    assert [p["fits"] for p in eight["curve"]] == [p["batch"] <= most for p in eight["curve"]]
+    half = client.get("/api/roofline?pair=llama-70b-1b&gpus=8&context=8192&usable_fraction=0.5")
+    assert half.json()["max_batch_that_fits"] < most
+
+
+def test_a_usable_fraction_out_of_range_is_refused(client):
+    response = client.get("/api/roofline?usable_fraction=1.5")
+    assert response.status_code == 422
+    assert "usable_fraction: Input should be less than or equal to 1" in response.json()["message"]
+
+
+def test_tensor_parallelism_reports_three_times_per_pass(client):
+    data = client.get("/api/roofline?pair=qwen-7b-0.5b&gpus=8&batch=1&link_latency_us=5").json()
+    pair = PAIRS["qwen-7b-0.5b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=512,
+                         link_latency_s=5e-6, **ACHIEVED), 1)
+    assert data["draft_pass"]["communication_ms"] == pytest.approx(
+        r.draft_pass.communication_ms)
+    assert data["draft_pass"]["bound"] == "communication"
+    assert data["hardware"]["link_gb_s"] == 450
+    one = client.get("/api/roofline?pair=qwen-7b-0.5b&gpus=8&batch=1&draft_on_one_gpu=true")
+    assert one.json()["draft_pass"] == {**one.json()["draft_pass"], "communication_ms": 0,
+                                        "gpus": 1}
+    slow = client.get("/api/roofline?pair=qwen-7b-0.5b&gpus=8&batch=1&link_gb_s=4").json()
+    assert slow["t_target_ms"] > data["t_target_ms"]
+
+
+def test_rates_are_achieved_shares_of_the_datasheet_and_can_be_set(client):
+    data = client.get("/api/roofline?hardware=a100-80gb").json()
+    assert data["hardware"]["bandwidth_tb_s"] == pytest.approx(2.039 * 0.685)  # gpt-fast's 1.397
+    assert data["hardware"]["peak_bandwidth_tb_s"] == pytest.approx(2.039)
+    assert data["hardware"]["tflops"] == pytest.approx(312 * 0.801)
+    assert data["hardware"]["achieved"] == {"bandwidth": 0.685, "flops": 0.801}
+    peak = client.get("/api/roofline?hardware=a100-80gb&bandwidth_fraction=1&flops_fraction=1")
+    assert peak.json()["t_target_ms"] == pytest.approx(data["t_target_ms"] * 0.685)
+    assert client.get("/api/roofline?flops_fraction=0").status_code == 422
+
+
+def test_this_machine_is_already_achieved(client):
+    data = client.get("/api/roofline?hardware=this-machine&pair=shipped&bandwidth_fraction=0.5")
+    assert data.json()["hardware"]["achieved"] == {"bandwidth": 1.0, "flops": 1.0}
+    assert data.json()["hardware"]["bandwidth_tb_s"] == pytest.approx(
+        data.json()["hardware"]["peak_bandwidth_tb_s"])

@@ -6,13 +6,16 @@ import json
 import re
 from urllib.parse import parse_qs
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.roofline import SLIDER_BATCHES, parse_roofline_state
-from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
+from app.roofline import NUMBERS, SLIDER_BATCHES, parse_roofline_state
+from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, roofline
 from engine.settings import Settings
 
+ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
+            "flops_fraction": NUMBERS["flops_share"].default}
 CURVE = {"label": "sweep", "hardware": "this machine", "target": "t", "draft": "d", "k": 4,
          "alpha": 0.7, "pair": "shipped", "method": "predicted",
          "points": [{"batch": b, "speedup": s} for b, s in ((1, 1.3), (8, 1.1), (64, 0.8))]}
@@ -38,21 +41,25 @@ def test_headline_and_figures_follow_the_link(client):
                       "&alpha=0.8&k=5").text
     pair = PAIRS["llama-70b-1b"]
     r = roofline(Setting(HARDWARE["a100-80gb"], pair.target, pair.draft, "bf16", 4, 1024, 0.8,
-                         5), 64)
+                         5, **ACHIEVED), 64)
     headline = figure(html, "roofline-headline")
     assert headline.startswith("At batch 64 on 4 × A100 80 GB, speculating with Llama 3.2 1B")
     assert f"{r.speedup:.2f}×" in headline
     assert figure(html, "s_b") == f"{r.speedup:.2f}×"
     assert figure(html, "c_b") == f"{r.c:.3f}"
-    assert figure(html, "bound") == f"{r.bound}-bound"
+    assert figure(html, "bound") == r.bound
 
 
 def test_a_state_where_speculation_never_pays(client):
     html = client.get("/?alpha=0.3&c=0.18&hardware=h100-sxm&models=llama-8b-1b&context=0"
                       "&batch=512").text
+    most = roofline(Setting(HARDWARE["h100-sxm"], PAIRS["llama-8b-1b"].target,
+                            PAIRS["llama-8b-1b"].draft, context=0, **ACHIEVED),
+                    1).max_batch_that_fits
     assert figure(html, "roofline-headline") == (
         "At batch 512 on 1 × H100 SXM, speculating with Llama 3.2 1B costs Llama 3.1 8B "
-        "throughput: 0.25× plain decoding, and it does not pay at any batch here.")
+        "throughput: 0.25× plain decoding, and it does not pay at any batch here. "
+        f"On one H100 SXM at context 0 it fits up to batch {most}.")
     assert figure(html, "break_even") == "1"
 
 
@@ -86,20 +93,53 @@ def test_fragments_for_htmx(client):
     assert re.search(r'hx-trigger="input delay:\d+ms from:#alpha, input delay:\d+ms from:#k', page)
 
 
-def test_use_these_costs_puts_c_and_v_of_this_batch_into_the_slider_model(client):
+def test_use_these_costs_hands_c_v_for_every_k_and_the_step_time_to_the_slider_model(client):
     html = client.get("/?models=llama-8b-1b&context=0&batch=1024&alpha=0.8&prompt=hi").text
     href = re.search(r'id="use-costs" href="/\?([^"]+)"', html).group(1).replace("&amp;", "&")
     q = {k: v[0] for k, v in parse_qs(href).items()}
     pair = PAIRS["llama-8b-1b"]
-    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=0, alpha=0.8),
-                 1024)
+    s = Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=0, alpha=0.8, **ACHIEVED)
+    r = roofline(s, 1024)
     assert float(q["c"]) == round(r.c, 2) and q["v"] == "3"  # v(B) = 5, past the slider
-    assert "v(B) = 5.00 is past the slider&#39;s 3" in html
+    assert "v(B) = 5.00 is past the v slider&#39;s 3: the slider shows 3" in html
+    assert float(q["step_ms"]) == pytest.approx(r.t_target_ms, rel=1e-5)
+    held = [float(x) for x in q["vk"].split(",")]
+    assert len(held) == 16 and q["vk_batch"] == "1024"
+    # each cycle costs what the section says: k c(B) + v(B, k), with c at the slider's step
+    for k in range(1, 17):
+        c, v = costs(s, 1024, k)
+        assert k * float(q["c"]) + held[k - 1] == pytest.approx(k * c + v, rel=1e-5)
     assert (q["alpha"], q["batch"], q["models"], q["prompt"]) == ("0.8", "1024", "llama-8b-1b",
                                                                    "hi")
     assert len(parse_qs(href)["c"]) == 1  # replaced, not repeated
     followed = client.get(f"/?{href}").text
     assert re.search(r'id="v" name="v" [^>]*value="3"', followed)
+    assert figure(followed, "best_k_b") == figure(followed, "best_k") == "none: do not speculate"
+    notice = re.search(r'data-figure="held-notice">(.*?)</div>', followed, re.S).group(1)
+    assert "Costs from the batch section at batch 1024 on 1 × H100 SXM, Llama 3.1 8B with " \
+        "Llama 3.2 1B, bf16, context 0" in " ".join(notice.split())
+
+
+def test_the_slider_model_and_the_section_agree_at_every_k_while_it_holds_the_costs(client):
+    for k in (1, 2, 4, 7, 12, 16):
+        base = f"/?models=llama-8b-1b&hardware=h100-sxm&context=512&batch=512&k={k}"
+        href = re.search(r'id="use-costs" href="/\?([^"]+)"',
+                         client.get(base).text).group(1).replace("&amp;", "&")
+        html = client.get(f"/?{href}").text
+        pair = PAIRS["llama-8b-1b"]
+        r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512, k=k,
+                             **ACHIEVED), 512)
+        assert (figure(html, "speedup"), figure(html, "s_b")) == (f"{r.speedup:.3f}×",
+                                                                  f"{r.speedup:.2f}×")
+        assert figure(html, "tok_s") == figure(html, "tok_s_seq")
+        assert figure(html, "tok_s_batch") == figure(html, "tok_s_total")
+        assert figure(html, "best_k").split(" (")[0] == figure(html, "best_k_b").split(" (")[0]
+
+
+def test_a_malformed_held_cost_list_is_dropped_with_a_notice(client):
+    html = client.get("/?vk=1,2,3&vk_batch=4").text
+    assert "vk (the batch section&#39;s v for each k) was ignored: it has 3 values" in html
+    assert 'data-figure="held-notice"' not in html
 
 
 def test_measured_points_show_for_their_pair_and_bad_files_give_a_notice(tmp_path):
@@ -114,3 +154,92 @@ def test_measured_points_show_for_their_pair_and_bad_files_give_a_notice(tmp_pat
     assert "Measured (predicted): sweep; this machine, k = 4" in shipped.text
     assert 'class="measured ' not in other
     assert "broken.json was skipped" in other
+
+
+def test_a_pair_that_does_not_fit_says_so_and_where_it_would(client):
+    html = client.get("/?models=llama-70b-1b&gpus=1&context=8192&batch=32").text
+    pair = PAIRS["llama-70b-1b"]
+    four = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=4,
+                            context=8192, **ACHIEVED), 32)
+    assert figure(html, "memory-headline").startswith(
+        "Llama 3.1 70B in bf16 does not fit on one H100 SXM at context 8192 (")
+    assert (f"; on 4 × H100 SXM at context 8192 it fits up to batch {four.max_batch_that_fits}."
+            in figure(html, "memory-headline"))
+    assert 'class="rl-figures no-fit"' in html and 'data-figure="no-fit-label"' in html
+    assert 'class="no-fit-zone"' in html and "does not fit in memory at any batch" in html
+
+
+def test_a_pair_that_fits_says_how_far_and_what_the_draft_costs(client):
+    html = client.get("/?models=llama-70b-1b&gpus=8&context=8192&batch=32").text
+    pair = PAIRS["llama-70b-1b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8,
+                         context=8192, **ACHIEVED), 32)
+    assert 'data-figure="memory-headline"' not in html and "rl-figures no-fit" not in html
+    assert figure(html, "roofline-headline").endswith(
+        f"On 8 × H100 SXM at context 8192 it fits up to batch {r.max_batch_that_fits}.")
+    fewer = r.max_batch_without_draft - r.max_batch_that_fits
+    assert figure(html, "capacity") == (
+        f"up to {r.max_batch_that_fits}; the draft&#39;s weights and KV cache cost {fewer} "
+        "sequences at context 8192")
+    assert f"memory limit {r.max_batch_that_fits}" in html  # the chart's shaded edge
+
+
+def test_past_the_limit_the_figures_are_greyed_and_labelled(client):
+    html = client.get("/?models=llama-70b-1b&gpus=8&context=8192&batch=1024").text
+    assert "At context 8192, Llama 3.1 70B with Llama 3.2 1B in bf16 does not fit at batch 1024" \
+        in figure(html, "memory-headline")
+    assert "Does not fit in memory at batch 1024" in figure(html, "no-fit-label")
+
+
+def test_the_table_shows_memory_compute_and_communication_for_each_pass(client):
+    html = client.get("/?models=qwen-7b-0.5b&gpus=8&context=512&batch=1&latency_us=20").text
+    pair = PAIRS["qwen-7b-0.5b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=512,
+                         link_latency_s=20e-6, **ACHIEVED), 1)
+    for key, p in (("target", r.target_pass), ("verify", r.verify_pass), ("draft", r.draft_pass)):
+        assert figure(html, f"{key}_memory") == f"{p.memory_ms:.3g} ms"
+        assert figure(html, f"{key}_compute") == f"{p.compute_ms:.3g} ms"
+        assert figure(html, f"{key}_comm") == f"{p.communication_ms:.3g} ms"
+    assert figure(html, "t_draft") == f"{r.t_draft_ms:.3g} ms"
+    assert "two all-reduces a layer over 8 GPUs at 450 GB/s each way + 20.0 µs each" in html
+
+
+def test_the_draft_on_one_gpu_is_an_option_labelled_as_not_what_vllm_deploys(client):
+    html = client.get("/?models=qwen-7b-0.5b&gpus=8&batch=1&draft=one-gpu").text
+    assert "one GPU (not what vLLM 0.32 deploys)" in html
+    assert "The draft is whole on one GPU: not what vLLM 0.32 deploys" in html
+    assert figure(html, "draft_comm") == "0 ms"
+    sharded = client.get("/?models=qwen-7b-0.5b&gpus=8&batch=1").text
+    assert "The draft is whole on one GPU" not in sharded
+    assert 'value="sharded" selected' in sharded
+
+
+def test_the_table_says_the_rates_are_achieved_and_this_machine_is_measured(client):
+    html = client.get("/?hardware=a100-80gb&bw_share=0.5").text
+    assert "Rates achieved, not peak: 1.02 of 2.04 TB/s (50.0%) and 250 of 312 TFLOP/s (80.1%)" \
+        in figure(html, "achieved")
+    mine = client.get("/?hardware=this-machine&models=shipped").text
+    assert "fitted to measured passes, so already achieved (share 1)" in figure(mine, "achieved")
+
+
+def test_chart_labels_are_placed_apart_in_every_preset():
+    import itertools
+
+    from app.roofline import _overlaps, batch_chart
+
+    checked = 0
+    for models, hw, gpus, context, batch in itertools.product(
+            PAIRS, ("h100-sxm", "l4", "a100-80gb"), (1, 8), (0, 512, 8192), (1, 64, 512, 1024)):
+        pair = PAIRS[models]
+        s = Setting(HARDWARE[hw], pair.target, pair.draft, gpus=gpus, context=context,
+                    **ACHIEVED)
+        chart = batch_chart(s, roofline(s, batch), [])
+        boxes = [label.box() for label in chart.labels]
+        assert len(boxes) == 1 + sum(x is not None for x in (chart.ridge_x, chart.break_even_x,
+                                                             chart.no_fit_x))
+        for a, b in itertools.combinations(boxes, 2):
+            assert not _overlaps(a, b), (models, hw, gpus, context, batch)
+        for x0, y0, x1, y1 in boxes:
+            assert chart.left <= x0 and x1 <= chart.right and chart.top <= y0 <= y1 <= chart.bottom
+        checked += 1
+    assert checked == 4 * 3 * 2 * 3 * 4

@@ -3,6 +3,10 @@ panel did, a JSON export and an API entry; bad ids get 404, unreadable records a
 
 from __future__ import annotations
 
+import html
+import json
+import re
+
 import httpx
 import pytest
 from support.probes import FAST, probe, result_of
@@ -113,3 +117,31 @@ def test_a_probe_record_the_server_cannot_read_gets_a_clear_page(live_server, ap
     assert response.status_code == 503
     assert "Saved probes are unavailable" in response.text and "cannot read" in response.text
     assert get(live_server, f"/api/probes/{probe_id}").status_code == 503
+
+
+def test_the_page_offers_a_plan_at_each_rows_alpha_and_its_json_plans_a_mix(live_server, saved,
+                                                                          tmp_path, capsys):
+    from engine.cli import main
+
+    probe_id, _ = saved
+    record = get(live_server, f"/api/probes/{probe_id}").json()
+    page = get(live_server, f"/probes/{probe_id}").text
+    for row in record["result"]["rows"]:
+        assert f'href="/?alpha={row["alpha_counted"]:.2f}#plan">{row["domain"]} at ' \
+               f'temperature {row["temperature"]:g}' in page
+    # The whole mix at one temperature: the page plans for those domains, weighted by prompts.
+    mix_link = re.search(r'href="([^"]*)">the mix of its domains at temperature 1<', page)
+    planned = get(live_server, html.unescape(mix_link.group(1))).text
+    for row in (r for r in record["result"]["rows"] if r["temperature"] == 1):
+        assert f'<tr data-domain="{row["domain"]}">' in planned
+        assert f'value="{row["domain"]}:{row["prompts"]}:' in planned
+    # The download is what `specscope plan --from-probe` reads: a mix over its domains.
+    path = tmp_path / "probe.json"
+    path.write_text(get(live_server, f"/probes/{probe_id}.json").text)
+    assert main(["plan", "--from-probe", str(path), "--temperature", "0", "--mix",
+                 "python=3,jargon=1", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    alphas = {r["domain"]: r["alpha_counted"] for r in record["result"]["rows"]
+              if r["temperature"] == 0}
+    assert {d["name"]: (d["weight"], d["alpha"]) for d in plan["domains"]} == {
+        "python": (3, alphas["python"]), "jargon": (1, alphas["jargon"])}

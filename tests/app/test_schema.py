@@ -47,6 +47,7 @@ CASES = [
     ("GET /api/runs/{run_id}", POSITIVE),  # any string is an id the schema allows
     ("GET /api/probes/{probe_id}", POSITIVE),  # the same
     ("GET /api/roofline", POSITIVE), ("GET /api/roofline", NEGATIVE),
+    ("GET /api/plan", POSITIVE), ("GET /api/plan", NEGATIVE),
     ("POST /api/probes", POSITIVE), ("POST /api/probes", NEGATIVE),
     ("POST /api/calibrate", POSITIVE), ("POST /api/calibrate", NEGATIVE),
     ("GET /healthz", POSITIVE),  # no input to break

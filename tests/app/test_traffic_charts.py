@@ -39,3 +39,23 @@ def test_lines_one_per_domain_and_labels_never_overlap():
     ys = spread_labels([100.0, 101.0, 102.0, 240.0], top=10, bottom=241)
     assert all(b - a >= 13 for a, b in zip(sorted(ys), sorted(ys)[1:], strict=False))
     assert max(ys) <= 241 and ys[0] == 100.0
+
+
+def test_a_row_without_an_alpha_is_left_out_of_both_charts_and_shown_as_a_dash():
+    from dataclasses import replace
+
+    from app.traffic.render import render_probe
+
+    empty = replace(row("lookup", 0.0, 0.0, 0.0, 0.0), alpha_counted=None,
+                    alpha_counted_ci=None, per_position_acceptance=[None],
+                    alpha_powers=[None], draft_acceptance_rate=None,
+                    mean_acceptance_length=None, speedup_predicted=None, best_k=None,
+                    best_speedup=None)
+    result = replace(RESULT, rows=[*RESULT.rows, empty])
+    assert len(alpha_by_domain_chart(result).bars) == 4
+    assert [line.label for line in alpha_vs_temperature_chart(result).lines] == [
+        "scripture", "python"]
+    html = render_probe(result)
+    lookup = html.split('data-domain="lookup"')[1].split("</tr>")[0]
+    assert 'data-alpha="—"' in lookup
+    assert lookup.count("<td>—</td>") == 3  # counted alpha, draft acceptance rate, length

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from support.browser import checked_page
 
-from app.roofline import SLIDER_BATCHES
+from app.roofline import NUMBERS, SLIDER_BATCHES
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
 
 pytestmark = pytest.mark.browser
@@ -30,7 +30,8 @@ def expected(hardware="h100-sxm", models="llama-8b-1b", dtype="bf16", gpus=1, co
              batch=32, alpha=0.7, k=4):
     pair = PAIRS[models]
     return roofline(Setting(HARDWARE[hardware], pair.target, pair.draft, dtype, gpus, context,
-                            alpha, k), batch)
+                            alpha, k, bandwidth_fraction=NUMBERS["bw_share"].default,
+                            flops_fraction=NUMBERS["flops_share"].default), batch)
 
 
 def headline(page: Page):
@@ -86,13 +87,43 @@ def test_a_bad_batch_typed_in_is_clamped_with_a_notice(page):
 
 
 def test_use_these_costs_fills_the_slider_model(page):
-    page.goto("/?models=llama-70b-1b&batch=8&context=0")
-    r = expected(models="llama-70b-1b", batch=8, context=0)
+    page.goto("/?models=llama-70b-1b&batch=8&context=0&gpus=8")
+    r = expected(models="llama-70b-1b", batch=8, context=0, gpus=8)
     page.locator("#use-costs").click()
     expect(page.locator("#c")).to_have_value(f"{round(r.c, 2):g}")
-    expect(page.locator("#v")).to_have_value("1")
+    expect(page.locator("#step_ms")).to_have_value(f"{r.t_target_ms:g}")
     expect(page).to_have_url(re.compile(r"[?&]models=llama-70b-1b(&|$)"))
     expect(page).to_have_url(re.compile(r"[?&]batch=8(&|$)"))
+
+
+def figure(page: Page, name: str):
+    return page.locator(f'[data-figure="{name}"]')
+
+
+def test_use_these_costs_at_batch_512_makes_both_parts_agree_until_v_moves(page):
+    page.goto("/?models=llama-8b-1b&hardware=h100-sxm&batch=512")
+    r = expected(batch=512)
+    page.locator("#use-costs").click()
+    notice = figure(page, "held-notice")
+    expect(notice).to_contain_text("Costs from the batch section at batch 512 on 1 × H100 SXM")
+    # the best-k answers and the tokens/s, per sequence and for the whole batch, are the same
+    best = ("none: do not speculate" if r.best_speedup <= 1
+            else f"{r.best_k} ({r.best_speedup:.2f}×)")
+    expect(figure(page, "best_k_b")).to_have_text(best)
+    expect(figure(page, "best_k")).to_have_text(best)
+    per_sequence = f"{r.tok_s_base:.1f} → {r.tok_s_spec:.1f}"
+    expect(figure(page, "tok_s_seq")).to_have_text(per_sequence)
+    expect(figure(page, "tok_s")).to_have_text(per_sequence)
+    whole = f"{r.tok_s_base_total:.0f} → {r.tok_s_spec_total:.0f}"
+    expect(figure(page, "tok_s_total")).to_have_text(whole)
+    expect(figure(page, "tok_s_batch")).to_have_text(whole)
+    expect(figure(page, "speedup")).to_have_text(f"{r.speedup:.3f}×")
+    assert "vk" in query(page)  # the held costs are in the link
+    # moving v returns the model to one v for every k: the notice goes, and the link with it
+    page.locator("#v").fill("1.5")
+    expect(notice).to_have_count(0)
+    expect(figure(page, "cycle_cost")).to_contain_text("+ 1.50 =")
+    expect(page).not_to_have_url(re.compile(r"[?&]vk="))
 
 
 def test_section_works_with_javascript_off(browser, slider_server):
@@ -109,3 +140,51 @@ def test_section_works_with_javascript_off(browser, slider_server):
     r = expected(models="qwen-7b-0.5b", batch=96, alpha=0.8)
     assert page.locator('[data-figure="s_b"]').inner_text() == f"{r.speedup:.2f}×"
     context.close()
+
+
+LABEL_STATES = [
+    "models=qwen-7b-0.5b&gpus=8&context=512&batch=64",  # break-even 72 beside the ridge at 69
+    "models=qwen-7b-0.5b&hardware=a100-80gb&gpus=8&context=8192&batch=512",  # limit by break-even
+    "models=llama-8b-1b&context=512&batch=512",  # ridge, break-even, memory limit, current
+    "models=llama-70b-1b&gpus=1&context=8192&batch=1",  # nothing fits
+]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [1280, 390])
+def test_chart_labels_never_overlap_one_another(browser, slider_server, width, scheme):
+    with checked_page(browser, slider_server.url) as page:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.emulate_media(color_scheme=scheme)
+        for state in LABEL_STATES:
+            page.goto(f"/?{state}")
+            labels = page.locator(".rl-chart .chart-label")
+            expect(labels.first).to_be_visible()
+            boxes = {labels.nth(i).get_attribute("data-marker"): labels.nth(i).bounding_box()
+                     for i in range(labels.count())}
+            assert "current" in boxes and "ridge" in boxes, state
+            lines = {}
+            for kind, selector in (("ridge", "line.ridge"), ("break-even", "line.break-even-batch"),
+                                   ("memory", "rect.no-fit-zone")):
+                marker = page.locator(f".rl-chart {selector}")
+                if marker.count():
+                    lines[kind] = marker.bounding_box()["x"]
+            assert set(boxes) == {"current"} | set(lines), state
+            names = sorted(boxes)
+            for i, a in enumerate(names):
+                box = boxes[a]
+                for b in names[i + 1:]:
+                    other = boxes[b]
+                    apart = (box["x"] + box["width"] <= other["x"]
+                             or other["x"] + other["width"] <= box["x"]
+                             or box["y"] + box["height"] <= other["y"]
+                             or other["y"] + other["height"] <= box["y"])
+                    assert apart, f"{a} and {b} overlap at {width} px ({scheme}): {state}"
+            chart = page.locator(".rl-chart").bounding_box()
+            for name, box in boxes.items():
+                assert chart["x"] <= box["x"] and box["x"] + box["width"] <= chart["x"] + \
+                    chart["width"], f"{name} leaves the chart at {width} px: {state}"
+            # the case the page once got wrong: break-even's label over the ridge's line
+            if "break-even" in boxes:
+                be = boxes["break-even"]
+                assert not be["x"] < lines["ridge"] < be["x"] + be["width"], state

@@ -98,3 +98,20 @@ def test_generation_defaults_are_the_engines():
     assert (args.k, args.temperature, args.top_p, args.top_k, args.max_new_tokens, args.seed) == (
         expected.k, expected.temperature, expected.top_p, expected.top_k,
         expected.max_new_tokens, expected.seed)
+
+
+def test_the_summary_prints_n_a_for_an_estimate_without_data():
+    from dataclasses import replace
+
+    from engine.cli import format_summary
+    from engine.decoder.events import CycleEvent
+    from engine.decoder.stats import summarize
+
+    cycle = CycleEvent(index=0, tokens=[], draft_ms=2.0, verify_ms=2.0, cycle_ms=4.5, k=2,
+                       n_accepted=1, rejected=True, draft_step_ms=[1.0, 1.0],
+                       overlap=[0.9, 0.1], n_emitted=2)
+    summary = replace(summarize([cycle], [4.0]), alpha_counted=None, speedup_predicted=None,
+                      per_position_acceptance=[1.0, None])
+    text = format_summary(summary)
+    assert "counted n/a (1/2)" in text and "predicted n/a" in text
+    assert "per-position accepted  1.00 n/a" in text

@@ -12,9 +12,12 @@ Started the way specscope starts vLLM (``python -m vllm.entrypoints.openai.api_s
 - ``ignore-term``: serves, and ignores SIGTERM (only SIGKILL stops it)
 - ``short``: serves, but stops every completion at half its ``max_tokens``
 - ``truncate``: answers /v1/models with 10 of the 1000 bytes it announces, then hangs up
+- ``no-drafts``: serves, but its counters stay at 0 (no request ever drafted: a server just
+  started, or one whose drafter never proposed)
 
 ``FAKE_VLLM_CHILD=1`` also starts a child process in the same process group (vLLM's engine
-core is one), which must be stopped with the server.
+core is one), which must be stopped with the server. At start it prints the switch of
+specscope's vLLM plugin it was given (``SPECSCOPE_VLLM_FIX=...``), as the plugin would log it.
 """
 
 from __future__ import annotations
@@ -39,14 +42,15 @@ vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="fake"}} {acce
 # TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
 vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="0"}} {p0}.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="1"}} {p1}.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="2"}} 5.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="3"}} 4.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="2"}} {p2}.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="3"}} {p3}.0
 """
 
 
 def main() -> None:
     mode = os.environ.get("FAKE_VLLM_MODE", "serve")
     port = int(sys.argv[sys.argv.index("--port") + 1])
+    print(f"SPECSCOPE_VLLM_FIX={os.environ.get('SPECSCOPE_VLLM_FIX', '(unset)')}", flush=True)
     if os.environ.get("FAKE_VLLM_CHILD"):
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     if mode == "exit":
@@ -89,9 +93,11 @@ def main() -> None:
                 return self._send(200, json.dumps({"data": [{"id": "fake"}]}))
             if self.path == "/metrics":
                 n = served["completions"]
-                return self._send(200, METRICS.format(
-                    drafts=10 + n, draft_tokens=40 + 4 * n, accepted=25 + 2 * n,
-                    p0=9 + n, p1=7 + n), "text/plain")
+                counts = dict(drafts=10 + n, draft_tokens=40 + 4 * n, accepted=25 + 2 * n,
+                              p0=9 + n, p1=7 + n, p2=5, p3=4)
+                if mode == "no-drafts":
+                    counts = dict.fromkeys(counts, 0)
+                return self._send(200, METRICS.format(**counts), "text/plain")
             self._send(404, '{"detail": "Not Found"}')
 
         def do_POST(self) -> None:

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from engine.measure.vllm_server import ServerSpec, VllmServer
+from engine.serving.server import ServerSpec, VllmServer
 
 FAKE = Path(__file__).resolve().parent / "fake_vllm.py"
 

@@ -9,9 +9,13 @@ Built-in sets (``*.jsonl`` next to this file):
 
 - ``scripture``: starts of King James Bible chapters held out of the shipped pair's training
 - ``jargon``: starts of Jargon File entries held out of the shipped pair's training
-  (both rebuilt by ``python -m engine.measure.prompt_sets.build_heldout``)
+  (both rebuilt by ``python -m engine.training.build_heldout``)
 - ``modern-english``: plain modern English, written for specscope
 - ``python``: Python snippets, written for specscope
+
+A pair's own held-out prompts: the benchmark and the vLLM sweep take the prompts that the
+pair's training left next to its models (``heldout_prompts.json``), else
+``FALLBACK_PROMPTS`` (:func:`pair_prompts`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ BUILTIN_SETS = {
     "python": "python.jsonl",
 }
 MAX_DOMAIN_CHARS = 40
+# Used when the pair ships no held-out prompts (heldout_prompts.json next to its models).
+FALLBACK_PROMPTS = [
+    "In the beginning God created the heaven and the earth. And the earth was",
+    ":hacker: n.\n\n[originally, someone who makes furniture with an axe] 1. A person who",
+    "And it came to pass, when the king heard the words of the law, that he",
+    ":kluge: /klooj/\n\n[from the German `klug', clever] 1. n. A Rube Goldberg device in",
+    "The quick brown fox jumps over the lazy dog, and then",
+    "Speculative decoding drafts several tokens with a small model and",
+]
 
 
 class PromptFileError(ValueError):
@@ -121,3 +134,22 @@ def _jsonl_prompt(number: int, line: str, default_domain: str, name: str) -> Pro
 
 def _size(n: int) -> str:
     return f"{n} bytes" if n < 1024 else f"{n / 1024:.0f} KB"
+
+
+# ---- a pair's own held-out prompts ----------------------------------------------------------
+
+
+def heldout_prompts(target: str, per_domain: int = 2) -> list[str] | None:
+    """Prompts the pair was not trained on, when its training left them next to the models
+    (``heldout_prompts.json``: domain -> prompts); taken round-robin over the domains."""
+    path = Path(target).parent / "heldout_prompts.json"
+    if not path.is_file():
+        return None
+    domains = list(json.loads(path.read_text(encoding="utf-8")).values())
+    prompts = [d[i] for i in range(per_domain) for d in domains if i < len(d)]
+    return prompts or None
+
+
+def pair_prompts(target: str, per_domain: int = 2) -> list[str]:
+    """The prompts to measure a pair with: its held-out prompts, else the fallback ones."""
+    return heldout_prompts(target, per_domain) or list(FALLBACK_PROMPTS)

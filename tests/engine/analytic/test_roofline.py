@@ -23,6 +23,8 @@ from engine.analytic.roofline import (
     break_even_batch,
     costs,
     forward_pass,
+    max_batch_that_fits,
+    memory_at,
     ridge_tokens,
     roofline,
     speedup_at,
@@ -132,11 +134,93 @@ def test_break_even_moves_later_with_better_acceptance_and_longer_context():
                            for n in (0, 128, 256, 512, 1024, 4096)])
 
 
-def test_more_gpus_keep_the_ridge_and_scale_the_times_down():
+def test_more_gpus_keep_the_ridge_split_memory_and_compute_and_add_communication():
     one, eight = setting(gpus=1), setting(gpus=8)
     assert ridge_tokens(one) == pytest.approx(ridge_tokens(eight))
-    assert forward_pass(one.target, one, 4, 1).seconds == pytest.approx(
-        8 * forward_pass(eight.target, eight, 4, 1).seconds)
+    p1, p8 = forward_pass(one.target, one, 4, 1), forward_pass(one.target, eight, 4, 1)
+    assert p1.memory_s == pytest.approx(8 * p8.memory_s)  # 8 KV heads: they split 8 ways too
+    assert p1.compute_s == pytest.approx(8 * p8.compute_s)
+    assert p1.communication_s == 0 and p8.communication_s > 0
+    assert p8.seconds == pytest.approx(p8.memory_s + p8.communication_s)
+
+
+# ---- tensor parallelism ----
+
+
+def _todays_pass(model: ModelShape, s: Setting, batch: float, tokens: int) -> tuple[float, float]:
+    """The one-GPU pass as the model priced it before communication and memory capacity."""
+    b = {"bf16": 2.0, "fp8": 1.0, "int4": 0.5, "fp32": 4.0}[s.dtype]
+    read = model.params * b + batch * s.context * 2 * model.layers * model.kv_heads \
+        * model.head_dim * b
+    flops = batch * tokens * (2 * model.params + 4 * s.context * model.heads * model.head_dim
+                              * model.layers)
+    return read / s.hardware.bandwidth, flops / s.hardware.peak_flops(s.dtype)
+
+
+def test_one_gpu_prices_every_pass_exactly_as_without_tensor_parallelism():
+    rng = random.Random(2)
+    for _ in range(100):
+        s = setting(pair=rng.choice(list(PAIRS)), hardware=rng.choice(list(HARDWARE)),
+                    dtype=rng.choice(["bf16", "fp8", "int4", "fp32"]),
+                    context=rng.choice([0, 512, 8192, 131072]), k=rng.randint(1, 16))
+        batch = rng.choice([1, 7, 64, 1024])
+        for model, tokens in ((s.target, 1), (s.target, s.k + 1), (s.draft, 1)):
+            memory_s, compute_s = _todays_pass(model, s, batch, tokens)
+            p = forward_pass(model, s, batch, tokens)
+            assert (p.memory_s, p.compute_s, p.communication_s) == (memory_s, compute_s, 0.0)
+            assert p.seconds == max(memory_s, compute_s)
+
+
+def test_a_small_model_on_eight_gpus_is_communication_bound():
+    s = setting("qwen-7b-0.5b", gpus=8, context=512)
+    r = roofline(s, 1)
+    assert r.draft_pass.bound == "communication"
+    assert r.draft_pass.communication_ms > r.draft_pass.memory_ms
+    # 24 layers, two all-reduces each, at least the 10 us latency each
+    assert r.draft_pass.communication_ms >= 48 * 0.010
+    alone = roofline(replace(s, draft_sharded=False), 1)
+    assert alone.draft_pass.communication_ms == 0 and alone.draft_pass.gpus == 1
+    assert alone.t_draft_ms < r.t_draft_ms  # on one GPU the small draft is faster
+
+
+def test_kv_heads_past_the_gpu_count_are_replicated_in_the_pass_too():
+    s4, s8 = setting("qwen-7b-0.5b", gpus=4, context=65536), setting("qwen-7b-0.5b", gpus=8,
+                                                                      context=65536)
+    kv_read = {g: forward_pass(s.target, s, 16, 1).bytes
+               - s.target.params * 2 / g for g, s in ((4, s4), (8, s8))}
+    assert kv_read[8] == pytest.approx(kv_read[4])  # 4 KV heads: one a GPU from G = 4 on
+
+
+def test_the_link_latency_is_a_parameter_and_a_slow_link_costs_more():
+    s = setting(gpus=8, context=1024)
+    slow = replace(s, hardware=replace(s.hardware, link_bandwidth=s.hardware.link_bandwidth / 10))
+    assert roofline(slow, 64).t_target_ms > roofline(s, 64).t_target_ms
+    zero = replace(s, link_latency_s=0.0)
+    assert roofline(s, 1).target_pass.communication_ms - roofline(zero, 1).target_pass \
+        .communication_ms == pytest.approx(2 * 32 * 0.010)
+
+
+def test_hand_computed_llama_8b_with_1b_on_eight_h100s_at_batch_64():
+    s = setting(gpus=8, context=1024, k=4)
+    r = roofline(s, 64)
+    n_p, n_q = 8_030_261_248, 1_235_814_400
+    # one KV head of 128 (8B) or 64 (1B) on each GPU
+    target_read = n_p * 2 / 8 + 64 * 1024 * (2 * 32 * 1 * 128 * 2)
+    assert r.target_pass.memory_ms == pytest.approx(target_read / 3.35e12 * 1e3)  # 0.9198 ms
+    assert r.target_pass.memory_ms == pytest.approx(0.9198, abs=1e-4)
+    flops = 64 * (2 * n_p + 4 * 1024 * 32 * 128 * 32) / 8
+    assert r.target_pass.compute_ms == pytest.approx(flops / 989e12 * 1e3)  # 0.1343 ms
+    # 64 all-reduces of 64 x 4096 bf16 values, 2 x 7/8 of them over 450 GB/s, + 10 us each
+    comm = 2 * 32 * (2 * 7 / 8 * 64 * 4096 * 2 / 450e9 + 10e-6)
+    assert r.target_pass.communication_ms == pytest.approx(comm * 1e3)  # 0.7705 ms
+    assert r.target_pass.communication_ms == pytest.approx(0.7705, abs=1e-4)
+    assert r.t_target_ms == pytest.approx(1.6903, abs=1e-4)
+    assert r.target_pass.bound == "memory"
+    draft_read = n_q * 2 / 8 + 64 * 1024 * (2 * 16 * 1 * 64 * 2)
+    draft_comm = 2 * 16 * (2 * 7 / 8 * 64 * 2048 * 2 / 450e9 + 10e-6)
+    assert r.t_draft_ms == pytest.approx((draft_read / 3.35e12 + draft_comm) * 1e3)  # 0.5250
+    assert r.draft_pass.bound == "communication"
+    assert r.c == pytest.approx(0.5250 / 1.6903, abs=1e-3)
 
 
 def test_best_k_at_batch_one_is_the_slider_models_best_k():
@@ -144,6 +228,63 @@ def test_best_k_at_batch_one_is_the_slider_models_best_k():
         s = setting(context=0, alpha=alpha)
         c, v = costs(s, 1)
         assert best_k_at(s, 1) == pytest.approx(theory.best_k(alpha, c, v))
+
+
+# ---- memory capacity ----
+
+
+def test_hand_computed_memory_of_llama_70b_with_1b_on_one_h100_at_context_8192():
+    s = setting("llama-70b-1b", context=8192, k=4)
+    n_p, n_q = MODELS["llama-3.1-70b"].params, MODELS["llama-3.2-1b"].params
+    kv_p, kv_q = 2 * 80 * 8 * 128 * 2, 2 * 16 * 8 * 64 * 2  # 327,680 and 32,768 bytes a token
+    m = memory_at(s, 3)
+    assert m.weights == (n_p + n_q) * 2  # 143.6 GB
+    assert m.kv_cache == 3 * (8192 + 5) * (kv_p + kv_q)  # 8.85 GB
+    assert m.available == 80e9 * 0.9
+    assert not m.fits and max_batch_that_fits(s) is None
+    assert max_batch_that_fits(s, with_draft=False) is None  # 141 GB of weights alone
+
+
+def test_weights_and_the_kv_cache_split_across_gpus_and_kv_heads_replicate_past_their_count():
+    for gpus in (1, 2, 4, 8):
+        s = setting("qwen-7b-0.5b", gpus=gpus)
+        assert memory_at(s, 1).weights == pytest.approx(memory_at(setting("qwen-7b-0.5b"), 1)
+                                                        .weights / gpus)
+    target, draft = MODELS["qwen2.5-7b"], MODELS["qwen2.5-0.5b"]  # 4 and 2 KV heads
+    per_gpu = {g: target.kv_bytes_per_token("bf16", g) for g in (1, 2, 4, 8)}
+    assert per_gpu[2] == per_gpu[1] / 2 and per_gpu[4] == per_gpu[1] / 4
+    assert per_gpu[8] == per_gpu[4]  # one head each: replicated, not split further
+    assert draft.kv_bytes_per_token("bf16", 2) == draft.kv_bytes_per_token("bf16", 8)
+    assert draft.kv_bytes_per_token("bf16", 2) == draft.kv_bytes_per_token("bf16") / 2
+
+
+def test_the_largest_batch_that_fits_equals_a_scan():
+    rng = random.Random(4)
+    for _ in range(60):
+        s = setting(pair=rng.choice(list(PAIRS)), hardware=rng.choice(list(HARDWARE)[:5]),
+                    dtype=rng.choice(["bf16", "fp8", "int4", "fp32"]),
+                    gpus=rng.choice([1, 2, 4, 8]), context=rng.choice([0, 512, 8192, 131072]),
+                    usable_fraction=rng.uniform(0.5, 1.0))
+        most = max_batch_that_fits(s, limit=4096)
+        scanned = [b for b in range(1, 4097) if memory_at(s, b).fits]
+        assert most == (scanned[-1] if scanned else None), s
+        assert scanned == list(range(1, len(scanned) + 1))  # memory grows with the batch
+
+
+def test_the_draft_costs_sequences_and_the_curve_marks_batches_past_the_limit():
+    s = setting("llama-70b-1b", gpus=8, context=8192)
+    r = roofline(s, 32)
+    assert r.fits and r.max_batch_that_fits is not None
+    assert r.max_batch_without_draft > r.max_batch_that_fits
+    assert not memory_at(s, r.max_batch_that_fits + 1).fits
+    assert [p.fits for p in r.curve] == [p.batch <= r.max_batch_that_fits for p in r.curve]
+    assert not roofline(s, r.max_batch_that_fits + 1).fits
+
+
+def test_unknown_memory_never_limits_the_batch():
+    s = setting(hardware="h100-sxm")
+    s = replace(s, hardware=Hardware("custom", 1e12, {"bf16": 1e12}))
+    assert max_batch_that_fits(s) == 65_536 and roofline(s, 8).fits
 
 
 # ---- presets ----
@@ -233,3 +374,22 @@ def test_the_fit_recovers_the_hardware_that_made_the_times():
     bandwidth, flops = fit_hardware(passes, "fp32")
     assert bandwidth == pytest.approx(3e9, rel=0.05)
     assert flops == pytest.approx(40e9, rel=0.05)
+
+
+# ---- achieved, not peak ----
+
+
+def test_achieved_fractions_scale_memory_and_compute_times_and_leave_measured_rates_alone():
+    from engine.analytic import roofline as model
+
+    assert round(model.ACHIEVED_BANDWIDTH * 2039) == 1397  # GB/s: gpt-fast, A100 80 GB
+    assert round(model.ACHIEVED_FLOPS * 989) == 792  # TFLOP/s: MAMF, H100 SXM (792.1)
+    peak = setting(context=1024)
+    real = replace(peak, bandwidth_fraction=0.5, flops_fraction=0.25)
+    p, r = forward_pass(peak.target, peak, 512, 5), forward_pass(real.target, real, 512, 5)
+    assert r.memory_s == pytest.approx(2 * p.memory_s)
+    assert r.compute_s == pytest.approx(4 * p.compute_s)
+    assert ridge_tokens(real) == pytest.approx(ridge_tokens(peak) / 2)
+    mine = setting("shipped", "this-machine")
+    assert forward_pass(mine.target, replace(mine, bandwidth_fraction=0.5), 8, 1) == \
+        forward_pass(mine.target, mine, 8, 1)

@@ -170,3 +170,15 @@ def test_theory_imports_nothing_heavy():
         for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module)])
     }
     assert imported <= {"__future__", "random", "dataclasses", "math"}
+
+
+def test_a_verification_cost_for_every_k_prices_each_k_of_the_curve_and_the_best_k():
+    v_by_k = tuple(1.0 + 0.3 * (j - 1) for j in range(1, 17))  # v grows with k, as at a batch
+    fig = theory.figures(alpha=0.8, k=3, c=0.05, v=1.0, v_by_k=v_by_k)
+    assert fig.v == v_by_k[2]
+    assert fig.speedup == theory.speedup(0.8, 3, 0.05, v_by_k[2])
+    assert [p.speedup for p in fig.curve] == [theory.speedup(0.8, j, 0.05, v_by_k[j - 1])
+                                              for j in range(1, 17)]
+    best = max(range(1, 17), key=lambda j: (fig.curve[j - 1].speedup, -j))
+    assert (fig.best_k, fig.best_speedup) == (best, fig.curve[best - 1].speedup)
+    assert fig.best_k < theory.figures(alpha=0.8, k=3, c=0.05, v=1.0).best_k

@@ -68,3 +68,14 @@ def test_rows_that_are_not_finite_give_a_valid_id_and_a_clear_error():
     with pytest.raises(ValueError, match="not finite numbers"):
         check_finite(bad)
     check_finite(bad[1:])
+
+
+def test_greedy_carries_a_broken_logit_row_to_the_finiteness_check():
+    inf, nan = float("inf"), float("nan")
+    logits = torch.tensor([[0.1, nan, 0.3], [0.1, inf, 0.3], [-inf, 0.2, 0.1], [0.5, 0.2, 0.1]])
+    probs = greedy(logits)
+    assert torch.isnan(probs[:2]).all()  # NaN or +inf: the argmax means nothing
+    assert probs[2:].tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]  # -inf is a masked token
+    with pytest.raises(ValueError, match="not finite numbers"):
+        check_finite(probs)
+    check_finite(probs[2:])

@@ -8,7 +8,7 @@ import pytest
 
 from engine.analytic import theory
 from engine.decoder.events import CycleEvent
-from engine.decoder.stats import acceptance, per_position_acceptance, summarize
+from engine.decoder.stats import acceptance, summarize
 
 
 def cycle(n: int, k: int = 4, rejected: bool | None = None, ms=(1.0, 2.0)) -> CycleEvent:
@@ -53,12 +53,21 @@ def test_acceptance_needs_no_baseline_and_agrees_with_the_summary():
     assert live["alpha_counted"] == 6 / 8 and live["tokens"] == 9
 
 
-def test_no_cycles_is_an_error():
+def test_no_cycles_give_no_figures_yet():
+    live = acceptance([])
+    assert (live.cycles, live.tokens, live.trials) == (0, 0, 0)
+    assert (live.alpha_counted, live.alpha_expected, live.draft_acceptance_rate,
+            live.mean_acceptance_length, live.spec_tok_s) == (None,) * 5
+
+
+def test_no_cycles_cannot_be_summarised():
     with pytest.raises(ValueError, match="no cycles"):
-        acceptance([])
+        summarize([], baseline_step_ms=[4.0])
 
 
 def test_position_i_counts_every_cycle_that_accepted_at_least_i_drafts():
     # 10 cycles at k = 3 accepting exactly 0, 1, 2, 3 drafts: 4, 3, 2 and 1 of them
-    assert per_position_acceptance([4, 3, 2, 1]) == [0.6, 0.3, 0.1]
-    assert per_position_acceptance([0, 0, 0]) == [0.0, 0.0]  # no cycles yet
+    cycles = [cycle(n, k=3) for n, times in enumerate([4, 3, 2, 1]) for _ in range(times)]
+    s = summarize(cycles, baseline_step_ms=[4.0])
+    assert s.acceptance_length_histogram == [4, 3, 2, 1]
+    assert s.per_position_acceptance == [0.6, 0.3, 0.1]

@@ -11,6 +11,7 @@ import pytest
 from engine.analytic import theory
 from engine.measure.probe import (
     ProbeConfig,
+    PromptMeasure,
     _quantile,
     bootstrap_ratio,
     chart_data,
@@ -18,6 +19,7 @@ from engine.measure.probe import (
     fit_prompts,
     markdown,
     plan,
+    pool,
     probe,
     summarize_probe,
 )
@@ -139,6 +141,30 @@ def test_long_prompts_are_cut_from_the_start_to_fit_the_context(good_pair):
         fit_prompt(good_pair, "x", room=limit)
 
 
+def test_a_cut_prompt_fits_even_when_the_tokenizer_adds_a_bos_token(good_pair):
+    """Llama 3's tokenizer puts a BOS before every text: a cut at the start of the text's
+    last ``keep`` tokens leaves ``keep + 1``, however often it is repeated."""
+    from dataclasses import replace
+
+    from support.tiny_models import CORPUS, build_tokenizer
+    from tokenizers import processors
+
+    tokenizer = build_tokenizer(CORPUS)
+    bos = tokenizer.convert_tokens_to_ids("<s>")
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", bos)])
+    pair = replace(good_pair, tokenizer=tokenizer)
+    assert tokenizer("the cat").input_ids[0] == bos
+    limit = pair.target.config.max_position_embeddings
+    for room in (40, limit - 30, limit - 2):
+        text = " ".join(f"word{i}" for i in range(limit)) + " THE END"
+        cut, was_cut = fit_prompt(pair, text, room=room)
+        assert was_cut and text.endswith(cut)
+        assert len(tokenizer(cut).input_ids) <= limit - room
+    with pytest.raises(ValueError, match="no room"):
+        fit_prompt(pair, "x y z", room=limit - 1)  # the BOS alone fills what is left
+
+
 def test_bad_settings_are_refused_before_anything_runs(good_pair):
     for config, message in ((ProbeConfig(temperatures=[]), "at least one temperature"),
                             (ProbeConfig(temperatures=[-1.0]), "temperature"),
@@ -166,3 +192,29 @@ def test_an_engine_without_distributions_reports_n_a(result):
                                           top1_agreement=None, top1_agreement_ci=None)
                                   for r in result.rows])
     assert markdown(blind).count("n/a") == 2 * len(result.rows)
+
+
+def test_a_row_without_trials_has_no_estimates_and_no_chart_point(result):
+    """Cycles that proposed nothing (a prompt-lookup drafter without a match) try nothing:
+    every estimate is None, the report says n/a, the charts leave the row out."""
+    k = result.k
+    empty = PromptMeasure("lookup", 0.0, 0, tokens=5, cycles=5, proposing=0, accepted=0, drafted=0,
+                          trials=0, verified=0, overlap_sum=0.0, top1_agreements=0,
+                          histogram=[0] * (k + 1), draft_step_ms=[], verify_ms=[],
+                          baseline_step_ms=[])
+    row = pool([empty], k, samples=50, seed=0)
+    assert (row.alpha_counted, row.alpha_counted_ci, row.draft_acceptance_rate,
+            row.speedup_predicted, row.best_k) == (None,) * 5
+    assert row.per_position_acceptance == [None] * k and row.alpha_powers == [None] * k
+    assert bootstrap_ratio([empty], lambda m: m.accepted, lambda m: m.trials, 50,
+                           random.Random(0)) is None
+    from dataclasses import replace
+
+    with_empty = replace(result, rows=[*result.rows, row])
+    lines = markdown(with_empty).splitlines()
+    assert [line for line in lines if line.startswith("| lookup |")] == [
+        "| lookup | 0 | 1 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a |",
+        "| lookup | 0 | " + " | ".join(["n/a / n/a"] * k) + " |"]
+    charts = chart_data(with_empty)
+    assert "lookup" not in {b["domain"] for b in charts["alpha_by_domain"]}
+    assert "lookup" not in {s["domain"] for s in charts["alpha_vs_temperature"]["series"]}

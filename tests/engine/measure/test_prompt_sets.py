@@ -29,18 +29,18 @@ def test_builtin_sets_hold_24_distinct_prompts_of_one_domain(name):
 
 def test_heldout_sets_come_from_heldout_documents_only(monkeypatch, tmp_path):
     """The builder takes prompts from ``Corpus.heldout`` and never from ``train``."""
-    from engine.measure.prompt_sets import build_heldout
+    from engine.training import build_heldout
 
     fake = [corpus.Corpus("kjv", [f"train {i} " * 30 for i in range(40)],
                           [f"held {i} " * 30 for i in range(50)]),
             corpus.Corpus("jargon", ["train"], [f":held{i}: " * 40 for i in range(10)])]
     monkeypatch.setattr(build_heldout, "load_domains", lambda: fake)
-    monkeypatch.setattr(build_heldout, "HERE", tmp_path)
+    monkeypatch.setattr(build_heldout, "SETS_DIR", tmp_path)
     build_heldout.main()
     kjv = [json.loads(line) for line in (tmp_path / "scripture.jsonl").read_text().splitlines()]
     assert len(kjv) == build_heldout.PROMPTS_PER_SET
     assert all(item["text"].startswith("held ") and item["domain"] == "scripture" for item in kjv)
-    assert all(len(item["text"]) <= build_heldout.PROMPT_CHARS for item in kjv)
+    assert all(len(item["text"]) <= corpus.PROMPT_CHARS for item in kjv)
     jargon = (tmp_path / "jargon.jsonl").read_text().splitlines()
     assert len(jargon) == 10  # fewer held-out documents than asked for: all of them
 

@@ -2,7 +2,7 @@
 ids, and the speculative-decoding counters on ``/metrics``.
 
 The standard library speaks HTTP, and the counters are read as the calibration reads them
-(:func:`engine.measure.calibrate.read_counts`): the client runs in specscope's environment,
+(:func:`engine.serving.metrics.read_counts`): the client runs in specscope's environment,
 the server in its own.
 Every failure (nothing listening, an HTTP error, a body that is not what vLLM sends, a
 server that stops mid-request) is a :class:`VllmError` whose message names the server and
@@ -18,7 +18,8 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 
-from engine.measure.calibrate import MetricsError, read_counts
+from engine.analytic import acceptance as estimators
+from engine.serving.metrics import MetricsError, read_counts
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a completion or a /metrics page is far smaller
 
@@ -45,6 +46,25 @@ class SpecCounters:
     draft_tokens: int = 0
     accepted: int = 0
     per_position: list[int] = field(default_factory=list)
+
+    # The figures, from engine.analytic.acceptance: None where nothing was counted (no drafts).
+    @property
+    def draft_acceptance_rate(self) -> float | None:
+        return estimators.draft_acceptance_rate(self.accepted, self.draft_tokens)
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        # vLLM counts a draft only for a step that proposed tokens
+        return estimators.mean_acceptance_length(self.accepted, self.drafts)
+
+    @property
+    def per_position_acceptance(self) -> list[float | None]:
+        return estimators.per_position_vllm(self.per_position, self.drafts)
+
+    @property
+    def alpha_counted(self) -> float | None:
+        """None also without per-position counts (vLLM's fixed k is their number)."""
+        return estimators.counted_alpha_vllm(self.accepted, self.drafts, self.per_position)
 
     def __sub__(self, before: SpecCounters) -> SpecCounters:
         n = max(len(self.per_position), len(before.per_position))

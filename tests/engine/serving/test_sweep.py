@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.measure.vllm_client import VllmError, parse_counters
-from engine.measure.vllm_sweep import (
+from engine.serving.client import VllmError, parse_counters
+from engine.serving.sweep import (
     SweepPoint,
     break_even,
     check_batches,
@@ -71,7 +71,7 @@ def test_speedup_and_break_even_between_the_batches_around_it():
 
 
 def test_points_pair_the_same_batch_sizes():
-    from engine.measure.vllm_sweep import BatchTiming
+    from engine.serving.sweep import BatchTiming
 
     spec = [BatchTiming(1, 10, 1.0), BatchTiming(2, 20, 1.0)]
     base = [BatchTiming(2, 20, 2.0), BatchTiming(1, 10, 2.0)]

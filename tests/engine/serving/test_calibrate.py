@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.analytic import theory
-from engine.measure.calibrate import MetricsError, calibrate, markdown, solve_alpha
+from engine.serving.calibrate import calibrate, markdown
+from engine.serving.metrics import MetricsError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -107,12 +107,6 @@ def test_without_per_position_counts_alpha_is_solved_from_the_mean_length():
     assert row.alpha_source.startswith("mean acceptance length")
     assert row.k == 4 and row.per_position_acceptance == []
     assert row.alpha_counted == pytest.approx(0.6, abs=0.02)
-
-
-def test_solve_alpha_inverts_the_expected_accepted_drafts():
-    for alpha in (0.0, 0.2, 0.55, 0.9):
-        assert solve_alpha(theory.expected_accepted(alpha, 5), 5) == pytest.approx(alpha, abs=1e-9)
-    assert solve_alpha(5.0, 5) == 1.0
 
 
 def test_untyped_samples_are_read_too():

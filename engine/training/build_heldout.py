@@ -1,10 +1,11 @@
-"""Rebuild ``scripture.jsonl`` and ``jargon.jsonl`` from documents held out of training.
+"""Rebuild the built-in prompt sets ``scripture.jsonl`` and ``jargon.jsonl``
+(:mod:`engine.measure.prompt_sets`) from documents held out of training.
 
-    python -m engine.measure.prompt_sets.build_heldout
+    python -m engine.training.build_heldout
 
 The shipped pair never saw these documents: :mod:`engine.training.corpus` holds out every
 ``HELDOUT_EVERY``-th document of each corpus. A prompt is the start of a held-out document
-(the same cut as the training script's ``prompt_of``), taken at evenly spaced documents so the
+(``corpus.prompt_of``, the training script's cut), taken at evenly spaced documents so the
 set spans the whole corpus. Needs the Debian packages ``bible-kjv`` and ``jargon-text``.
 """
 
@@ -13,17 +14,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.training.corpus import load_domains
+from engine.measure import prompt_sets
+from engine.training.corpus import load_domains, prompt_of
 
-HERE = Path(__file__).resolve().parent
+SETS_DIR = Path(prompt_sets.__file__).resolve().parent  # where the built-in sets live
 PROMPTS_PER_SET = 32
-PROMPT_CHARS = 160
 SETS = {"kjv": ("scripture", "scripture.jsonl"), "jargon": ("jargon", "jargon.jsonl")}
-
-
-def prompt_of(doc: str, chars: int = PROMPT_CHARS) -> str:
-    """The start of a document, cut at a space so no word is split."""
-    return doc if len(doc) <= chars else doc[: doc.rfind(" ", 0, chars)]
 
 
 def spread(items: list[str], n: int) -> list[str]:
@@ -36,7 +32,7 @@ def main() -> None:
         domain, name = SETS[corpus.domain]
         lines = [json.dumps({"text": prompt_of(d), "domain": domain}, ensure_ascii=False)
                  for d in spread(corpus.heldout, PROMPTS_PER_SET)]
-        (HERE / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (SETS_DIR / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
         print(f"{name}: {len(lines)} prompts from {len(corpus.heldout)} held-out documents")
 
 

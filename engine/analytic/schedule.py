@@ -1,0 +1,433 @@
+"""A batch-size schedule for speculative decoding: the draft length k to use at each batch.
+
+All ``B`` rows of a batch draft and verify in lockstep, and each row accepts its own prefix,
+so the batch advances at a mean of ``E_k`` tokens per row per cycle (DESIGN.md, "Batched
+speculation and a batch-size schedule"). Against plain decoding at the same batch the
+throughput speedup is
+
+    S(B, k) = E_k / cycle(B, k),   cycle(B, k) = k c(B) + v(B, k)   (target steps at batch B)
+
+with ``S(B, 0) = 1``: k = 0 is speculation off. For a traffic mix of domains ``d`` with
+weights ``w_d`` (summing to 1) and acceptance rates ``alpha_d``, the rows of a batch come
+from every domain, so the tokens per row per cycle are ``sum_d w_d E_k(alpha_d)``: the mean
+of ``E_k``, which is not ``E_k`` of the mean alpha (``E_k`` is convex in alpha).
+
+:func:`plan` picks, for every batch ``B`` in ``1..max_num_seqs`` that fits in memory, the k in
+``0..k_max`` with the highest ``S(B, k)`` (ties go to the smaller k), merges neighbouring
+batches with the same k into inclusive ranges ``[lo, hi, k]`` (vLLM's
+``num_speculative_tokens_per_batch_size``), and reports what each range gains over speculation
+off and over the best fixed k.
+
+The costs come from a function ``cycle(batch, k)``: :func:`roofline_cycle` (a hardware and
+model preset, :mod:`engine.analytic.roofline`) or :class:`TimedCosts` (forward passes timed on
+real hardware, ``specscope roofline``). Pure Python, standard library only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from engine.analytic.roofline import Setting, costs
+from engine.analytic.theory import expected_tokens
+
+K_MAX = 8  # default draft-length ceiling of a plan
+MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs on a GPU
+MAX_NUM_SEQS_LIMIT = 16384  # the most batches one plan spans (the plan scans every batch)
+K_MAX_LIMIT = 32
+
+CycleCost = Callable[[int, int], float]
+"""``cycle(batch, k)``: one cycle's cost in target decode steps at ``batch``, ``k c(B) +
+v(B, k)``; it is called with ``k >= 1`` only (``k = 0`` is one plain step, cost 1)."""
+Fits = Callable[[int, int], bool]
+"""``fits(batch, k)``: whether ``batch`` sequences, speculating ``k`` tokens ahead, fit in
+memory. The default, None, lets every batch fit."""
+
+
+class PlanError(ValueError):
+    """Inputs a plan cannot be made from; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One kind of traffic: its share of the rows (``weight``) and its acceptance rate."""
+
+    name: str
+    weight: float
+    alpha: float
+
+
+def single(alpha: float) -> list[Domain]:
+    """One alpha as a traffic "mix" of one domain."""
+    return [Domain("all traffic", 1.0, alpha)]
+
+
+# One domain of a mix in a link or a query: "NAME:WEIGHT:ALPHA" (the name may hold anything but
+# a colon). The pattern admits only entries that parse, so a schema built on it is exact.
+MIX_PATTERN = r"^[^:]{1,40}:[0-9]{1,6}(\.[0-9]{1,6})?:(0(\.[0-9]{1,6})?|1(\.0{1,6})?)$"
+MIX_MAX_DOMAINS = 12
+
+
+def parse_mix_entry(text: str) -> Domain:
+    """``"code:3:0.85"`` as ``Domain("code", 3.0, 0.85)``; PlanError when it does not fit."""
+    if re.fullmatch(MIX_PATTERN[1:-1], text) is None:
+        raise PlanError(f"{text[:48]!r} is not NAME:WEIGHT:ALPHA (a weight of at least 0, "
+                        "an alpha from 0 to 1)")
+    name, weight, alpha = text.rsplit(":", 2)
+    return Domain(name, float(weight), float(alpha))
+
+
+def mix_entry(d: Domain) -> str:
+    """``d`` as ``NAME:WEIGHT:ALPHA`` (a colon in the name becomes "-"; 40 characters at most)."""
+    name = d.name.replace(":", "-")[:40] or "-"
+    return f"{name}:{_decimal(min(d.weight, 999_999), 6)}:{_decimal(d.alpha, 4)}"
+
+
+def _decimal(x: float, places: int) -> str:
+    text = f"{x:.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def mixed_tokens(domains: Sequence[Domain], k: int) -> float:
+    """Expected tokens per row per cycle over the mix: ``sum_d w_d E_k(alpha_d)``, with the
+    weights normalised to sum to 1."""
+    total = sum(d.weight for d in domains)
+    return sum(d.weight * expected_tokens(d.alpha, k) for d in domains) / total
+
+
+# ---- cost sources ----------------------------------------------------------------------------
+
+
+def roofline_cycle(s: Setting) -> CycleCost:
+    """Cycle costs from the roofline model of ``s`` (its alpha and k are not used)."""
+
+    def cycle(batch: int, k: int) -> float:
+        c, v = costs(s, batch, k)
+        return k * c + v
+
+    return cycle
+
+
+@dataclass(frozen=True)
+class TimedCosts:
+    """Forward passes timed at a few batches, in ms: ``target[(B, T)]`` for the target over
+    ``T`` new tokens per row and ``draft[B]`` for one draft step.
+
+    Between two timed batches every time is interpolated linearly in B (a pass's time is a
+    line in B on either side of the ridge); past the last one it follows the line through the
+    last two timed batches (never below the last time); before the first it holds the first.
+    ``k_limit`` is the longest draft whose verification was timed (``T = k + 1``)."""
+
+    batches: tuple[int, ...]
+    target: dict[tuple[int, int], float]
+    draft: dict[int, float]
+
+    def __post_init__(self) -> None:
+        if not self.batches:
+            raise PlanError("the costs hold no timed batches")
+        for b in self.batches:
+            if (b, 1) not in self.target or b not in self.draft:
+                raise PlanError(f"the costs lack the target step or the draft step at batch {b}")
+        for key, ms in [*self.target.items(), *self.draft.items()]:
+            if not (isinstance(ms, int | float) and math.isfinite(ms) and ms > 0):
+                raise PlanError(f"a pass time must be a positive number (got {ms!r} at {key})")
+
+    @property
+    def k_limit(self) -> int:
+        """The largest k whose verification pass was timed at every batch."""
+        k = 0
+        while all((b, k + 2) in self.target for b in self.batches):
+            k += 1
+        return k
+
+    def _at(self, values: Callable[[int], float], batch: int) -> float:
+        bs = self.batches
+        if batch <= bs[0] or len(bs) == 1:
+            return values(bs[0])
+        i = bisect.bisect_left(bs, batch)
+        if i < len(bs) and bs[i] == batch:
+            return values(batch)
+        lo, hi = (bs[i - 1], bs[i]) if i < len(bs) else (bs[-2], bs[-1])
+        y_lo, y_hi = values(lo), values(hi)
+        y = y_lo + (y_hi - y_lo) * (batch - lo) / (hi - lo)
+        return y if i < len(bs) else max(y, y_hi)
+
+    def time_target(self, batch: int, tokens: int) -> float:
+        return self._at(lambda b: self.target[(b, tokens)], batch)
+
+    def time_draft(self, batch: int) -> float:
+        return self._at(lambda b: self.draft[b], batch)
+
+    def cycle(self, batch: int, k: int) -> float:
+        """``(k t_q(B, 1) + t_p(B, k + 1)) / t_p(B, 1)``."""
+        if not 1 <= k <= self.k_limit:
+            raise PlanError(f"verification over {k + 1} tokens was not timed "
+                            f"(the costs go up to k = {self.k_limit})")
+        return ((k * self.time_draft(batch) + self.time_target(batch, k + 1))
+                / self.time_target(batch, 1))
+
+    def extrapolated_past(self) -> int:
+        """The largest timed batch: costs past it follow the last two timed batches' line."""
+        return self.batches[-1]
+
+
+def timed_costs(passes: Sequence[dict]) -> TimedCosts:
+    """:class:`TimedCosts` from a measured-curve file's ``passes`` (``specscope roofline``:
+    ``{"model": "target" | "draft", "batch", "tokens", "median_ms"}`` each)."""
+    target: dict[tuple[int, int], float] = {}
+    draft: dict[int, float] = {}
+    for i, p in enumerate(passes):
+        try:
+            model, batch, tokens, ms = p["model"], int(p["batch"]), int(p["tokens"]), \
+                p["median_ms"]
+        except (KeyError, TypeError, ValueError):
+            raise PlanError(f'"passes"[{i}] needs "model", "batch", "tokens" and '
+                            '"median_ms"') from None
+        if batch < 1 or tokens < 1:
+            raise PlanError(f'"passes"[{i}]: batch and tokens must be at least 1')
+        if model == "target":
+            target[(batch, tokens)] = ms
+        elif model == "draft" and tokens == 1:
+            draft[batch] = ms
+    batches = tuple(sorted({b for b, _ in target} | set(draft)))
+    return TimedCosts(batches, target, draft)
+
+
+# ---- the plan --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Range:
+    """Batches ``lo..hi`` (inclusive) speculate ``k`` tokens (0: off). The gains are the
+    lowest and highest over the range's batches: ``speedup`` over speculation off, and
+    ``vs_fixed`` over the plan's best fixed k."""
+
+    lo: int
+    hi: int
+    k: int
+    speedup: tuple[float, float]
+    vs_fixed: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class DomainReport:
+    """One domain of the mix under the plan: its speedup at the smallest planned batch (1
+    unless it does not fit), and the first batch at which the plan's k makes it slower than
+    plain decoding (None: never)."""
+
+    name: str
+    weight: float
+    alpha: float
+    first_speedup: float
+    loses_from: int | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    ranges: list[Range]
+    k_max: int  # the ceiling asked for (after any limit of the costs)
+    max_num_seqs: int
+    fixed_k: int  # the best single k in 1..k_max over the plan's batches
+    fixed_gain: float  # the plan over that fixed k: geometric mean over the plan's batches
+    domains: list[DomainReport]
+    limiting: str | None  # the domain that limits the plan (mixes only)
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def largest_batch(self) -> int | None:
+        """The largest batch planned: below max_num_seqs when memory runs out first."""
+        return self.ranges[-1].hi if self.ranges else None
+
+    @property
+    def k_max_used(self) -> int:
+        return max((r.k for r in self.ranges), default=0)
+
+    @property
+    def speculates(self) -> bool:
+        return self.k_max_used > 0
+
+    def k_at(self, batch: int) -> int | None:
+        """The planned k at ``batch`` (None: the batch is not in the plan)."""
+        return next((r.k for r in self.ranges if r.lo <= batch <= r.hi), None)
+
+    def vllm_ranges(self) -> list[list[int]]:
+        """``num_speculative_tokens_per_batch_size``: ``[[lo, hi, k], ...]``."""
+        return [[r.lo, r.hi, r.k] for r in self.ranges]
+
+
+def throughput(domains: Sequence[Domain], cycle: CycleCost, batch: int, k: int) -> float:
+    """``S(B, k)``: tokens per row per cycle over the cycle's cost (1 at k = 0)."""
+    return 1.0 if k == 0 else mixed_tokens(domains, k) / cycle(batch, k)
+
+
+def check_inputs(domains: Sequence[Domain], k_max: int, max_num_seqs: int) -> None:
+    if not domains:
+        raise PlanError("a plan needs at least one alpha")
+    for d in domains:
+        if not (math.isfinite(d.alpha) and 0 <= d.alpha <= 1):
+            raise PlanError(f"alpha of {d.name} must be from 0 to 1 (got {d.alpha})")
+        if not (math.isfinite(d.weight) and d.weight >= 0):
+            raise PlanError(f"the weight of {d.name} must be a number of at least 0 "
+                            f"(got {d.weight})")
+    if sum(d.weight for d in domains) <= 0:
+        raise PlanError("the weights of the mix must not all be 0")
+    if not 1 <= k_max <= K_MAX_LIMIT:
+        raise PlanError(f"k_max must be from 1 to {K_MAX_LIMIT} (got {k_max})")
+    if not 1 <= max_num_seqs <= MAX_NUM_SEQS_LIMIT:
+        raise PlanError(f"max_num_seqs must be from 1 to {MAX_NUM_SEQS_LIMIT} "
+                        f"(got {max_num_seqs})")
+
+
+def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
+         max_num_seqs: int = MAX_NUM_SEQS, fits: Fits | None = None) -> Plan:
+    """The schedule for batches ``1..max_num_seqs`` (see the module docstring).
+
+    A batch that does not fit even without speculation is left out; a k that does not fit at
+    a batch is not a candidate there. The best fixed k is the one k in ``1..k_max`` with the
+    highest geometric-mean ``S(B, k)`` over the planned batches, each batch size counted once
+    (ties go to the smaller k)."""
+    check_inputs(domains, k_max, max_num_seqs)
+    domains = list(domains)
+    tokens = [0.0] + [mixed_tokens(domains, k) for k in range(1, k_max + 1)]
+    notices: list[str] = []
+    chosen: dict[int, int] = {}
+    speed: dict[int, list[float]] = {}  # batch -> S(B, k) for k = 0..k_max
+    for batch in range(1, max_num_seqs + 1):
+        if fits is not None and not fits(batch, 0):
+            continue
+        row = [1.0] + [tokens[k] / _checked(cycle(batch, k), batch, k)
+                       for k in range(1, k_max + 1)]
+        allowed = [k for k in range(k_max + 1) if k == 0 or fits is None or fits(batch, k)]
+        best = max(allowed, key=lambda k: (row[k], -k))
+        chosen[batch], speed[batch] = best, row
+    planned = sorted(chosen)
+    if not planned:
+        notices.append("Not even batch 1 fits in memory: there is nothing to plan.")
+    elif planned[-1] < max_num_seqs:
+        notices.append(f"Batches above {planned[-1]} do not fit in memory and are left out.")
+
+    def log_mean(k: int) -> float:
+        return sum(math.log(speed[b][k]) for b in planned) / max(len(planned), 1)
+
+    fixed_k = max(range(1, k_max + 1), key=lambda k: (log_mean(k), -k))
+    fixed_gain = math.exp(sum(math.log(speed[b][chosen[b]] / speed[b][fixed_k])
+                              for b in planned) / max(len(planned), 1))
+    ranges: list[Range] = []
+    start = 0
+    for i, batch in enumerate(planned):
+        last = i + 1 == len(planned)
+        if last or chosen[planned[i + 1]] != chosen[batch] or planned[i + 1] != batch + 1:
+            members = planned[start:i + 1]
+            k = chosen[batch]
+            gains = [speed[b][k] for b in members]
+            versus = [speed[b][k] / speed[b][fixed_k] for b in members]
+            ranges.append(Range(members[0], batch, k, (min(gains), max(gains)),
+                                (min(versus), max(versus))))
+            start = i + 1
+    reports = [_domain_report(d, cycle, chosen, planned) for d in domains]
+    limiting = _limiting(reports) if len(domains) > 1 and planned else None
+    return Plan(ranges, k_max, max_num_seqs, fixed_k, fixed_gain, reports, limiting, notices)
+
+
+def _checked(cost: float, batch: int, k: int) -> float:
+    """A cycle cost the plan can compare: finite and above 0."""
+    if not (math.isfinite(cost) and cost > 0):
+        raise PlanError(f"the cycle cost at batch {batch}, k = {k} is {cost}: costs must be "
+                        "finite and above 0 (are the hardware's figures within reason?)")
+    return cost
+
+
+def _domain_report(d: Domain, cycle: CycleCost, chosen: dict[int, int],
+                   planned: list[int]) -> DomainReport:
+    def alone(batch: int) -> float:
+        return throughput([d], cycle, batch, chosen[batch])
+
+    loses = next((b for b in planned if chosen[b] > 0 and alone(b) < 1.0), None)
+    return DomainReport(d.name, d.weight, d.alpha, alone(planned[0]) if planned else 1.0, loses)
+
+
+def _limiting(reports: list[DomainReport]) -> str:
+    """The domain the plan serves worst: the first to lose throughput under the plan's k (at
+    the smallest batch), else the one with the lowest speedup at the first planned batch."""
+    losing = [r for r in reports if r.loses_from is not None and r.weight > 0]
+    if losing:
+        return min(losing, key=lambda r: (r.loses_from, r.first_speedup)).name
+    return min((r for r in reports if r.weight > 0), key=lambda r: r.first_speedup).name
+
+
+# ---- vLLM ------------------------------------------------------------------------------------
+
+
+def speculative_config(p: Plan, draft: str) -> dict | None:
+    """vLLM's ``speculative_config`` for the plan, or None when it never speculates.
+
+    ``num_speculative_tokens`` is the largest k in the plan (vLLM sizes its buffers by it and
+    caps every range at it). A plan with one range needs no schedule: a static k says the
+    same, without the dynamic path's other effects (vLLM turns off some CUDA-graph modes for
+    it)."""
+    if not p.speculates:
+        return None
+    config: dict = {"method": "draft_model", "model": draft, "num_speculative_tokens":
+                    p.k_max_used}
+    if len(p.ranges) > 1:
+        config["num_speculative_tokens_per_batch_size"] = p.vllm_ranges()
+    return config
+
+
+def dense_lookup(ranges: Sequence[Sequence[int]], max_batch: int, k_cap: int) -> list[int]:
+    """The k vLLM uses at every batch ``1..max_batch`` for ``ranges`` (index 0 unused),
+    following ``build_dynamic_sd_schedule_lookup`` (vllm/v1/spec_decode/dynamic/utils.py):
+    ranges sorted by start, a gap takes the previous range's k, batches past the last range
+    take the last k, and every k is capped at ``num_speculative_tokens``."""
+    table = [0] * (max_batch + 1)
+    k = None
+    spans = sorted(ranges)
+    for batch in range(1, max_batch + 1):
+        for lo, hi, rk in spans:
+            if lo <= batch <= hi:
+                k = rk
+                break
+        table[batch] = min(k_cap, k if k is not None else 0)
+    return table
+
+
+DO_NOT_SPECULATE = "do not speculate here"
+
+
+def python_snippet(target: str, config: dict | None, max_num_seqs: int) -> str | None:
+    """The few lines of Python that start vLLM with the plan (None when it never speculates)."""
+    if config is None:
+        return None
+    lines = [f'    "{key}": {json_text(value)}' for key, value in config.items()]
+    return ("from vllm import LLM\n"
+            f"llm = LLM(model={json_text(target)}, max_num_seqs={max_num_seqs}, "
+            "speculative_config={\n" + ",\n".join(lines) + "})")
+
+
+def json_text(value: object) -> str:
+    """A value as JSON, which Python reads back the same (strings, numbers, lists of numbers)."""
+    return json.dumps(value)
+
+
+def plan_json(p: Plan) -> dict:
+    """The plan as a JSON-ready object (the CLI's ``--json`` and ``GET /api/plan``)."""
+    return {
+        "ranges": [{"lo": r.lo, "hi": r.hi, "k": r.k, "speedup": list(r.speedup),
+                    "vs_fixed": list(r.vs_fixed)} for r in p.ranges],
+        "k_max": p.k_max,
+        "k_max_used": p.k_max_used,
+        "max_num_seqs": p.max_num_seqs,
+        "largest_batch": p.largest_batch,
+        "fixed_k": p.fixed_k,
+        "fixed_gain": p.fixed_gain,
+        "domains": [{"name": d.name, "weight": d.weight, "alpha": d.alpha,
+                     "first_speedup": d.first_speedup, "loses_from": d.loses_from}
+                    for d in p.domains],
+        "limiting": p.limiting,
+        "speculates": p.speculates,
+        "notices": p.notices,
+    }

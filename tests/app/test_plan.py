@@ -1,0 +1,175 @@
+"""GET /api/plan and the batch section's plan: the engine's schedule for the section's settings,
+vLLM's config beside it, bounded inputs, and the links that plan from a measured alpha."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.analytic import schedule
+from engine.analytic.roofline import (
+    ACHIEVED_BANDWIDTH,
+    ACHIEVED_FLOPS,
+    HARDWARE,
+    PAIRS,
+    Setting,
+)
+from engine.serving.plan_cli import memory_fits
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def expected(alpha=0.7, hardware="h100-sxm", pair="llama-8b-1b", dtype="bf16", gpus=1,
+             context=512, k_max=8, max_num_seqs=256):
+    p = PAIRS[pair]
+    s = Setting(HARDWARE[hardware], p.target, p.draft, dtype, gpus, context,
+                bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+    return schedule.plan(schedule.single(alpha), schedule.roofline_cycle(s), k_max, max_num_seqs,
+                         fits=memory_fits(s))
+
+
+def test_defaults_answer_the_engine_plan_and_its_config(client):
+    data = client.get("/api/plan").json()
+    plan = expected()
+    assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
+    assert data["speculative_config"] == schedule.speculative_config(
+        plan, "meta-llama/Llama-3.2-1B")
+    assert data["target"] == "meta-llama/Llama-3.1-8B"
+    assert data["python"].startswith("from vllm import LLM\n")
+    assert data["advice"] is None
+
+
+def test_parameters_change_the_plan(client):
+    q = ("hardware=l4&pair=qwen-7b-0.5b&dtype=fp8&gpus=2&context=4096&alpha=0.8&k_max=5"
+         "&max_num_seqs=64")
+    data = client.get(f"/api/plan?{q}").json()
+    plan = expected(0.8, "l4", "qwen-7b-0.5b", "fp8", 2, 4096, 5, 64)
+    assert [[r["lo"], r["hi"], r["k"]] for r in data["plan"]["ranges"]] == plan.vllm_ranges()
+    assert data["plan"]["ranges"][-1]["hi"] == 64 and data["plan"]["k_max"] == 5
+
+
+def test_edited_hardware_changes_the_plan(client):
+    slow = client.get("/api/plan?tflops=5&max_num_seqs=512").json()["plan"]["ranges"]
+    fast = client.get("/api/plan?max_num_seqs=512").json()["plan"]["ranges"]
+    assert slow != fast and slow[-1]["k"] == 0  # compute-starved: speculation turns off
+
+
+def test_where_nothing_pays_there_is_no_config_and_the_answer_says_so(client):
+    data = client.get("/api/plan?alpha=0").json()
+    assert data["speculative_config"] is None and data["python"] is None
+    assert "do not speculate here" in data["advice"]
+    assert [[r["lo"], r["hi"], r["k"]] for r in data["plan"]["ranges"]] == [[1, 256, 0]]
+
+
+@pytest.mark.parametrize("query, field", [("k_max=0", "k_max"), ("k_max=17", "k_max"),
+                                          ("max_num_seqs=0", "max_num_seqs"),
+                                          ("max_num_seqs=5000", "max_num_seqs"),
+                                          ("alpha=2", "alpha"), ("pair=gpt5", "pair")])
+def test_out_of_range_inputs_are_a_readable_422(client, query, field):
+    response = client.get(f"/api/plan?{query}")
+    assert response.status_code == 422
+    assert field in response.json()["message"]
+
+
+# ---- the page ----
+
+
+def plan_html(page: str) -> str:
+    start = page.index('<div class="plan" id="plan"')
+    return page[start:page.index("</details>", start)]
+
+
+def test_the_batch_section_shows_the_plan_for_its_settings_and_alpha(client):
+    page = client.get("/?alpha=0.8&hardware=a100-80gb&models=qwen-7b-0.5b&context=1024"
+                      "&k_max=6&max_num_seqs=128").text
+    section = plan_html(page)
+    plan = expected(0.8, "a100-80gb", "qwen-7b-0.5b", "bf16", 1, 1024, 6, 128)
+    rows = re.findall(r'<tr data-lo="(\d+)" data-hi="(\d+)" data-k="(\d+)">', section)
+    assert [[int(x) for x in r] for r in rows] == plan.vllm_ranges()
+    config = schedule.speculative_config(plan, "Qwen/Qwen2.5-0.5B")
+    copied = re.search(r'data-copy-text="([^"]*)"', section).group(1)
+    assert json.loads(html.unescape(copied)) == config
+    assert 'href="/api/plan?hardware=a100-80gb&amp;pair=qwen-7b-0.5b' in section
+    assert 'value="6"' in section and 'value="128"' in section
+
+
+def test_the_plan_inputs_are_in_the_link_and_bad_ones_clamped_with_a_notice(client):
+    response = client.get("/?k_max=40&max_num_seqs=abc", headers={
+        "HX-Request": "true", "HX-Target": "roofline"})
+    assert "k_max=16" in response.headers["HX-Replace-Url"]
+    assert "max_num_seqs=256" in response.headers["HX-Replace-Url"]
+    assert "k_max=40 is outside 1–16" in response.text
+    assert "max_num_seqs=&#39;abc&#39; is not a number" in response.text
+
+
+def test_where_nothing_pays_the_section_says_do_not_speculate(client):
+    page = client.get("/?alpha=0").text
+    assert "k is 0 at every batch: do not speculate here" in page
+    assert "Copy vLLM config" not in page
+
+
+def test_a_calibration_offers_a_plan_at_its_alpha(client):
+    before = (FIXTURES / "vllm_metrics_before.txt").read_text()
+    after = (FIXTURES / "vllm_metrics_after.txt").read_text()
+    page = client.post("/calibrate", data={"before": before, "after": after}).text
+    alpha = re.search(r'<tr data-alpha="([0-9.]+)"', page).group(1)
+    assert f'href="/?alpha={float(alpha):.2f}#plan">Plan a schedule from this</a>' in page
+
+
+# ---- a traffic mix ----
+
+MIX = [schedule.Domain("code", 3, 0.95), schedule.Domain("chat", 1, 0.3)]
+
+
+def test_a_mix_plans_with_every_domains_alpha_and_names_the_one_that_limits_it(client):
+    data = client.get("/api/plan?mix=code:3:0.95&mix=chat:1:0.3&context=128").json()
+    p = PAIRS["llama-8b-1b"]
+    s = Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 1, 128,
+                bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+    plan = schedule.plan(MIX, schedule.roofline_cycle(s), 8, 256, fits=memory_fits(s))
+    assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
+    assert data["plan"]["limiting"] == "chat"
+    mean = client.get("/api/plan?alpha=0.7875&context=128").json()  # 0.75 x 0.95 + 0.25 x 0.3
+    assert mean["plan"]["ranges"] != data["plan"]["ranges"]
+
+
+def test_a_mix_entry_that_does_not_parse_is_a_422_that_shows_the_format(client):
+    response = client.get("/api/plan?mix=code:3:1.5")
+    assert response.status_code == 422
+    assert "NAME:WEIGHT:ALPHA" in response.json()["message"]
+    zero = client.get("/api/plan?mix=a:0:0.5&mix=b:0:0.9").json()
+    assert [d["weight"] for d in zero["plan"]["domains"]] == [1.0, 1.0]
+    assert any("weighted equally" in n for n in zero["notices"])
+
+
+def test_a_mix_in_the_link_shows_its_domains_and_rides_along_with_the_form(client):
+    response = client.get("/?mix=code:3:0.95&mix=chat:1:0.3&mix=oops&context=128",
+                          headers={"HX-Request": "true", "HX-Target": "roofline"})
+    assert "mix=code%3A3%3A0.95&mix=chat%3A1%3A0.3" in response.headers["HX-Replace-Url"]
+    text = response.text
+    assert '<tr data-domain="chat"><th scope="row">chat <span class="muted">(limits the plan)' \
+        in text
+    assert text.count('type="hidden" name="mix" form="controls"') == 2
+    assert "&#39;oops&#39; is not NAME:WEIGHT:ALPHA" in text
+    assert 'id="plan-drop-mix"' in text and "mix=" not in re.search(
+        r'href="([^"]*)" id="plan-drop-mix"', text).group(1)
+
+
+@pytest.mark.parametrize("query", ["alpha=0.62&hardware=l4&context=4096&k_max=5",
+                                   "mix=code:3:0.95&mix=chat:1:0.3&models=qwen-7b-0.5b"])
+def test_the_command_the_section_shows_prints_the_same_plan(client, capsys, query):
+    import shlex
+
+    from engine.cli import main
+
+    page = client.get(f"/?{query}").text
+    section = page[page.index('<div class="plan" id="plan"'):]
+    command = html.unescape(re.search(r"<code>(specscope plan [^<]*)</code>", section).group(1))
+    assert main([*shlex.split(command)[1:], "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)["plan"]["ranges"]
+    rows = re.findall(r'<tr data-lo="(\d+)" data-hi="(\d+)" data-k="(\d+)">', section)
+    assert [[r["lo"], r["hi"], r["k"]] for r in printed] == [[int(x) for x in r] for r in rows]

@@ -1,0 +1,294 @@
+"""The batch-size schedule: against a brute-force search, the shape of its ranges, the mix,
+memory, the cost sources, and the vLLM config it writes."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.analytic import theory
+from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, speedup_at
+from engine.analytic.schedule import (
+    Domain,
+    PlanError,
+    TimedCosts,
+    dense_lookup,
+    mix_entry,
+    mixed_tokens,
+    parse_mix_entry,
+    plan,
+    roofline_cycle,
+    single,
+    speculative_config,
+    timed_costs,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def table_costs(seed: int, max_batch: int, k_max: int):
+    """Arbitrary positive cycle costs, one per (batch, k): the planner must not rely on any
+    shape of the costs."""
+    rng = random.Random(seed)
+    table = {(b, k): rng.uniform(0.5, 3.0 * k + 1.0) for b in range(1, max_batch + 1)
+             for k in range(1, k_max + 1)}
+    return lambda batch, k: table[(batch, k)]
+
+
+def brute_force(domains, cycle, k_max, max_num_seqs, fits=None) -> dict[int, int]:
+    """Every batch on its own: every allowed k, the mixed tokens summed by hand."""
+    total = sum(d.weight for d in domains)
+    best = {}
+    for b in range(1, max_num_seqs + 1):
+        if fits is not None and not fits(b, 0):
+            continue
+        scores = {0: 1.0}
+        for k in range(1, k_max + 1):
+            if fits is None or fits(b, k):
+                tokens = sum(d.weight / total * sum(d.alpha**i for i in range(k + 1))
+                             for d in domains)
+                scores[k] = tokens / cycle(b, k)
+        top = max(scores.values())
+        best[b] = min(k for k, s in scores.items() if s == top)
+    return best
+
+
+def expanded(p) -> dict[int, int]:
+    return {b: r.k for r in p.ranges for b in range(r.lo, r.hi + 1)}
+
+
+domains_strategy = st.lists(
+    st.builds(Domain, st.sampled_from(["code", "chat", "math", "prose"]),
+              st.floats(0.05, 5.0), st.floats(0.0, 1.0)),
+    min_size=1, max_size=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(domains=domains_strategy, seed=st.integers(0, 10**6), k_max=st.integers(1, 8),
+       max_num_seqs=st.integers(1, 40), capacity=st.none() | st.integers(0, 45),
+       k_room=st.integers(0, 8))
+def test_the_plan_is_the_brute_force_choice_at_every_batch(domains, seed, k_max, max_num_seqs,
+                                                          capacity, k_room):
+    cycle = table_costs(seed, max_num_seqs, k_max)
+    # Memory: batches past `capacity` do not fit; near it, only short drafts do.
+    fits = None if capacity is None else (lambda b, k: b + (k > k_room) * 3 <= capacity)
+    p = plan(domains, cycle, k_max, max_num_seqs, fits)
+    assert expanded(p) == brute_force(domains, cycle, k_max, max_num_seqs, fits)
+
+
+@settings(max_examples=150, deadline=None)
+@given(domains=domains_strategy, seed=st.integers(0, 10**6), k_max=st.integers(1, 8),
+       max_num_seqs=st.integers(1, 40))
+def test_ranges_are_merged_sorted_and_cover_every_batch_from_one(domains, seed, k_max,
+                                                                 max_num_seqs):
+    p = plan(domains, table_costs(seed, max_num_seqs, k_max), k_max, max_num_seqs)
+    assert p.ranges[0].lo == 1 and p.ranges[-1].hi == max_num_seqs
+    for before, after in zip(p.ranges, p.ranges[1:], strict=False):
+        assert after.lo == before.hi + 1  # no gap, no overlap
+        assert after.k != before.k  # equal neighbours are merged
+    assert all(r.lo <= r.hi and 0 <= r.k <= k_max for r in p.ranges)
+
+
+@settings(max_examples=100, deadline=None)
+@given(domains=domains_strategy, seed=st.integers(0, 10**6), k_max=st.integers(1, 8),
+       max_num_seqs=st.integers(1, 30))
+def test_the_plan_is_never_below_off_or_any_fixed_k_and_reports_its_gains(domains, seed, k_max,
+                                                                          max_num_seqs):
+    cycle = table_costs(seed, max_num_seqs, k_max)
+    p = plan(domains, cycle, k_max, max_num_seqs)
+
+    def s(b: int, k: int) -> float:
+        return 1.0 if k == 0 else mixed_tokens(domains, k) / cycle(b, k)
+
+    for r in p.ranges:
+        gains = [s(b, r.k) for b in range(r.lo, r.hi + 1)]
+        versus = [s(b, r.k) / s(b, p.fixed_k) for b in range(r.lo, r.hi + 1)]
+        assert r.speedup == pytest.approx((min(gains), max(gains)))
+        assert r.vs_fixed == pytest.approx((min(versus), max(versus)))
+        assert min(gains) >= 1.0 and min(versus) >= 1.0 - 1e-12
+    # The best fixed k: the highest geometric mean over the batches, found by trying each.
+    def geo(k: int) -> float:
+        return sum(math.log(s(b, k)) for b in range(1, max_num_seqs + 1))
+
+    assert geo(p.fixed_k) == max(geo(k) for k in range(1, k_max + 1))
+    assert p.fixed_gain >= 1.0 - 1e-12
+
+
+def test_a_mix_plans_with_the_mean_of_the_expected_tokens_not_with_the_mean_alpha():
+    # Half the rows accept everything, half nothing: E_k over the mix is (k + 2) / 2, which
+    # grows with k; E_k at the mean alpha 0.5 is at most 2, so long drafts would look wasted.
+    mix = [Domain("copy", 1.0, 1.0), Domain("noise", 1.0, 0.0)]
+
+    def cycle(b: int, k: int) -> float:
+        return 0.3 * k + 1.0
+
+    assert mixed_tokens(mix, 3) == pytest.approx(2.5)
+    assert plan(mix, cycle, 8, 4).ranges[0].k == 8
+    assert plan(single(0.5), cycle, 8, 4).ranges[0].k == 1
+
+
+def test_the_limiting_domain_is_the_first_the_plan_makes_slower_than_plain_decoding():
+    # Verification gets dearer with the batch; code (alpha 0.95) carries the mix's k far past
+    # the batch at which chat (alpha 0.3) stops gaining from it.
+    def cycle(b: int, k: int) -> float:
+        return 0.05 * k + 1.0 + 0.02 * k * b
+
+    mix = [Domain("code", 3.0, 0.95), Domain("chat", 1.0, 0.3)]
+    p = plan(mix, cycle, 8, 64)
+    chat = next(d for d in p.domains if d.name == "chat")
+    code = next(d for d in p.domains if d.name == "code")
+    assert chat.loses_from is not None
+    assert code.loses_from is None or code.loses_from > chat.loses_from
+    assert p.limiting == "chat"
+    k = p.k_at(chat.loses_from)
+    assert k > 0 and theory.expected_tokens(0.3, k) / cycle(chat.loses_from, k) < 1.0
+    assert plan(single(0.7), cycle, 8, 64).limiting is None  # one domain limits nothing
+
+
+def test_batches_that_do_not_fit_are_left_out_and_said_so():
+    p = plan(single(0.7), lambda b, k: 0.1 * k + 1, 4, 256, fits=lambda b, k: b <= 100)
+    assert p.largest_batch == 100
+    assert any("above 100" in n for n in p.notices)
+    nothing = plan(single(0.7), lambda b, k: 0.1 * k + 1, 4, 256, fits=lambda b, k: False)
+    assert nothing.ranges == [] and nothing.largest_batch is None
+    assert any("Not even batch 1" in n for n in nothing.notices)
+    assert speculative_config(nothing, "d") is None
+
+
+def test_bad_inputs_are_refused_with_a_message():
+    cycle = lambda b, k: 1.0 + k  # noqa: E731
+    for domains, k_max, seqs, words in [
+        ([], 4, 8, "at least one alpha"),
+        (single(1.5), 4, 8, "from 0 to 1"),
+        (single(math.nan), 4, 8, "from 0 to 1"),
+        ([Domain("a", 0, 0.5)], 4, 8, "not all be 0"),
+        ([Domain("a", -1, 0.5)], 4, 8, "at least 0"),
+        (single(0.5), 0, 8, "k_max"),
+        (single(0.5), 4, 0, "max_num_seqs"),
+    ]:
+        with pytest.raises(PlanError, match=words):
+            plan(domains, cycle, k_max, seqs)
+
+
+# ---- costs from the roofline model ----
+
+
+def setting(pair: str, hardware: str, **changes) -> Setting:
+    p = PAIRS[pair]
+    return replace(Setting(HARDWARE[hardware], p.target, p.draft), **changes)
+
+
+def test_roofline_costs_give_the_roofline_speedup_for_every_k():
+    s = setting("llama-8b-1b", "h100-sxm", context=2048)
+    cycle = roofline_cycle(s)
+    for batch in (1, 7, 64, 300):
+        for k in (1, 4, 8):
+            assert theory.expected_tokens(0.7, k) / cycle(batch, k) == pytest.approx(
+                speedup_at(replace(s, alpha=0.7), batch, k), rel=1e-12)
+
+
+def test_on_short_contexts_the_plan_shortens_drafts_as_the_batch_grows_then_turns_off():
+    s = setting("llama-8b-1b", "h100-sxm", context=128)
+    p = plan(single(0.7), roofline_cycle(s), 8, 1024)
+    ks = [r.k for r in p.ranges]
+    assert ks == sorted(ks, reverse=True)  # compute catches up: never a longer draft later
+    # Batch 1 is memory-bound (v = 1): the slider model's best k with c the step ratio.
+    assert ks[0] == theory.best_k(0.7, costs(s, 1)[0], 1.0, 8)[0] and ks[-1] == 0
+    assert p.speculates and speculative_config(p, "d")["num_speculative_tokens"] == ks[0]
+
+
+def test_at_alpha_zero_nothing_pays_and_the_plan_says_do_not_speculate():
+    p = plan(single(0.0), roofline_cycle(setting("llama-70b-1b", "h100-sxm")), 8, 256)
+    assert [(r.lo, r.hi, r.k) for r in p.ranges] == [(1, 256, 0)]
+    assert speculative_config(p, "d") is None
+
+
+# ---- costs from timed passes ----
+
+
+def test_timed_costs_are_the_timings_at_timed_batches_and_lines_between_and_past_them():
+    passes = []
+    for b, step in ((1, 10.0), (4, 13.0), (8, 21.0)):
+        passes += [{"model": "target", "batch": b, "tokens": t, "median_ms": step + 2 * (t - 1)}
+                   for t in (1, 2, 3)]
+        passes.append({"model": "draft", "batch": b, "tokens": 1, "median_ms": step / 10})
+    costs = timed_costs(passes)
+    assert costs.k_limit == 2
+    assert costs.cycle(4, 2) == pytest.approx((2 * 1.3 + 17.0) / 13.0)
+    assert costs.time_target(2, 1) == pytest.approx(11.0)  # a third of the way to batch 4
+    assert costs.time_target(12, 1) == pytest.approx(29.0)  # on the line through 4 and 8
+    with pytest.raises(PlanError, match="k = 2"):
+        costs.cycle(1, 3)
+
+
+def test_timed_costs_refuse_missing_or_impossible_times():
+    with pytest.raises(PlanError, match="no timed batches"):
+        timed_costs([])
+    with pytest.raises(PlanError, match="draft step at batch 2"):
+        timed_costs([{"model": "target", "batch": 2, "tokens": 1, "median_ms": 3.0}])
+    with pytest.raises(PlanError, match="positive"):
+        TimedCosts((1,), {(1, 1): -1.0}, {1: 1.0})
+    with pytest.raises(PlanError, match="median_ms"):
+        timed_costs([{"model": "target", "batch": 1}])
+
+
+def test_the_shipped_measurement_gives_a_plan_on_its_own_timings():
+    data = json.loads((REPO / "measurements" / "shipped-cpu.json").read_text())
+    costs = timed_costs(data["passes"])
+    assert costs.k_limit == data["k"]
+    p = plan(single(0.7), costs.cycle, costs.k_limit, 64)
+    # At batch 1 the file's own prediction (its k, its alpha) is one of the candidates.
+    assert p.ranges[0].speedup[1] >= data["points"][0]["speedup"] - 1e-12
+
+
+# ---- the vLLM config ----
+
+
+def test_one_range_needs_no_schedule_and_several_carry_it():
+    flat = plan(single(0.9), lambda b, k: 1.0 + 0.01 * k, 4, 16)
+    assert speculative_config(flat, "models/draft") == {
+        "method": "draft_model", "model": "models/draft", "num_speculative_tokens": 4}
+    stepped = plan(single(0.8), lambda b, k: 1.0 + 0.02 * k * b, 8, 64)
+    config = speculative_config(stepped, "D")
+    assert config["num_speculative_tokens"] == max(r.k for r in stepped.ranges)
+    assert config["num_speculative_tokens_per_batch_size"] == [
+        [r.lo, r.hi, r.k] for r in stepped.ranges]
+
+
+def test_the_dense_lookup_fills_gaps_and_the_tail_with_the_previous_k_and_caps_it():
+    table = dense_lookup([[1, 2, 5], [5, 6, 1], [3, 3, 2]], 9, 4)
+    assert table[1:] == [4, 4, 2, 2, 1, 1, 1, 1, 1]
+
+
+# ---- a mix in a link ----
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.text(min_size=0, max_size=60), weight=st.floats(0, 2e6),
+       alpha=st.floats(0, 1))
+def test_every_mix_entry_written_parses_back_to_its_domain(name, weight, alpha):
+    entry = mix_entry(Domain(name, weight, alpha))
+    back = parse_mix_entry(entry)
+    assert ":" not in back.name and 1 <= len(back.name) <= 40
+    assert back.weight == pytest.approx(min(weight, 999_999), abs=1e-6)
+    assert back.alpha == pytest.approx(alpha, abs=5e-5)
+
+
+@pytest.mark.parametrize("entry", ["code", "code:1", ":1:0.5", "code:-1:0.5", "code:1:1.5",
+                                   "code:1:0.5x", "c:1e3:0.5", "x" * 41 + ":1:0.5"])
+def test_a_mix_entry_that_does_not_fit_is_refused_with_the_format(entry):
+    with pytest.raises(PlanError, match="NAME:WEIGHT:ALPHA"):
+        parse_mix_entry(entry)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0, -1.0])
+def test_costs_that_are_not_finite_and_positive_are_refused(bad):
+    with pytest.raises(PlanError, match="finite and above 0"):
+        plan(single(0.7), lambda b, k: bad if b == 3 else 1.0 + k, 4, 8)
