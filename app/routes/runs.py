@@ -2,8 +2,7 @@
 the page. Both streams come from the same :class:`app.run_messages.RunMessage`s."""
 
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -15,15 +14,12 @@ from app.body_limits import body_limits, too_large
 from app.errors import error_responses
 from app.live import run_request_model
 from app.render import render_page_message
-from app.run_messages import MessageKind, RunMessage, message_json, sse
-from app.run_queue import LiveRun, QueueFull, RunManager, Stopping
+from app.run_messages import MessageKind, RunMessage, message_json
+from app.run_queue import QueueFull, RunManager, Stopping
+from app.streams import engine_busy, event_stream
 from engine.decoder.events import GenerationConfig
 from engine.decoder.ngram import PromptLookup
 from engine.settings import Settings
-
-KEEPALIVE_S = 15.0
-RETRY_AFTER_S = 30
-STREAM_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
 def _reject(field: str, message: str, given: Any) -> RequestValidationError:
@@ -63,34 +59,8 @@ async def _stream(
         return JSONResponse(status_code=503, content={
             "message": "the server is shutting down; please try again in a moment"})
     except QueueFull:
-        return JSONResponse(
-            status_code=429,
-            headers={"Retry-After": str(RETRY_AFTER_S)},
-            content={"message": f"The engine is busy and {manager.queue_size} runs are already "
-                                f"waiting. Please try again in about {RETRY_AFTER_S} s."},
-        )
-    return StreamingResponse(run_events(manager, run, render), media_type="text/event-stream",
-                             headers=STREAM_HEADERS)
-
-
-async def run_events(
-    manager: RunManager, run: LiveRun, render: Callable[[RunMessage], Any]
-) -> AsyncIterator[str]:
-    """A queued run's (or probe's) messages as Server-Sent Events, each through ``render``,
-    with a keep-alive comment while nothing comes."""
-    # When the client goes away the server cancels this generator; `finally` frees the engine.
-    try:
-        while True:
-            try:
-                message = await asyncio.wait_for(run.messages.get(), KEEPALIVE_S)
-            except TimeoutError:
-                yield ": keep-alive\n\n"
-                continue
-            if message.kind is MessageKind.END:
-                return
-            yield sse(message.kind, render(message))
-    finally:
-        manager.cancel(run)
+        return engine_busy(manager)
+    return event_stream(manager, run, render)
 
 
 STREAM_DESCRIPTION = (

@@ -17,9 +17,10 @@ from app.preview import chart_svg, export, png_response
 from app.render import summary_context
 from app.saved.cards import run_preview_svg
 from app.saved.csv_export import token_rows
+from app.saved.loading import SavedKind, load_record
 from app.saved.replay import cycle_events, replay_frames, summary_event
 from app.saved.titles import CHARTS, run_title, short_prompt
-from app.store import RunStore, StoreUnavailable
+from app.store import RunStore
 from app.templating import templates
 
 router = APIRouter(tags=["saved runs"])
@@ -62,46 +63,12 @@ class SavedRunOut(BaseModel):
     baseline: dict[str, Any]
 
 
-class NoRun(Exception):
-    """No run under this id (or the id is not one the server hands out)."""
-
-
-def _record(request: Request, run_id: str) -> dict[str, Any]:
-    store: RunStore | None = request.app.state.store
-    if store is None:
-        raise StoreUnavailable(request.app.state.store_error)
-    record = store.get(run_id)  # None for a malformed id too
-    if record is None:
-        raise NoRun(run_id)
-    try:  # a record from another version of the engine's events reads as a clear error
-        cycle_events(record), summary_event(record)
-    except (KeyError, TypeError) as error:
-        raise StoreUnavailable(f"run {run_id} is in a form this server cannot read "
-                               f"({type(error).__name__}: {error})") from error
-    return record
-
-
-def _failure(request: Request, error: Exception, html: bool) -> Response:
-    if isinstance(error, NoRun):
-        status, heading = 404, "No such run"
-        message = ("There is no saved run at this address. The link may be mistyped, or the "
-                   "run was removed to make room for newer ones.")
-    else:
-        status, heading = 503, "Saved runs are unavailable"
-        message = (f"The server cannot read its database of saved runs ({error}). The page "
-                   f"and live runs still work; new runs are not saved until the server's "
-                   f"operator repairs or moves the database file.")
-    if html:
-        return templates.TemplateResponse(request, "error.html", {
-            "heading": heading, "message": message}, status_code=status)
-    return JSONResponse(status_code=status, content={"message": message})
+RUNS = SavedKind("run", RunStore.get, lambda r: (cycle_events(r), summary_event(r)),
+                 "live runs still work; new runs are not saved")
 
 
 def _load(request: Request, run_id: str, html: bool) -> dict[str, Any] | Response:
-    try:
-        return _record(request, run_id)
-    except (NoRun, StoreUnavailable) as error:
-        return _failure(request, error, html)
+    return load_record(request, run_id, RUNS, html)
 
 
 @router.get("/api/runs/{run_id}", response_model=SavedRunOut,

@@ -12,9 +12,10 @@ from pydantic import BaseModel
 
 from app.errors import Problem, error_responses
 from app.plan import mix_hrefs
-from app.routes.traffic import render_probe
-from app.store import RunStore, StoreUnavailable
+from app.saved.loading import SavedKind, load_record
+from app.store import RunStore
 from app.templating import templates
+from app.traffic.render import render_probe
 from app.traffic.state import TrafficState
 from engine.measure.probe import ProbeResult, ProbeRow
 
@@ -35,10 +36,6 @@ class SavedProbeOut(BaseModel):
     result: dict[str, Any]
 
 
-class NoProbe(Exception):
-    """No probe under this id (or the id is not one the server hands out)."""
-
-
 def probe_result(record: dict[str, Any]) -> ProbeResult:
     """The stored result as the engine's :class:`ProbeResult` again, for the page's template."""
     fields = {key: value for key, value in record["result"].items() if key != "charts"}
@@ -54,42 +51,13 @@ def panel_query(settings: dict[str, Any]) -> str:
                         settings.get("engine", "specscope")).query()
 
 
-def _record(request: Request, probe_id: str) -> dict[str, Any]:
-    store: RunStore | None = request.app.state.store
-    if store is None:
-        raise StoreUnavailable(request.app.state.store_error)
-    record = store.get_probe(probe_id)  # None for a malformed id too
-    if record is None:
-        raise NoProbe(probe_id)
-    try:  # a record from another version of the probe's result reads as a clear error
-        probe_result(record), panel_query(record["settings"]), probed(record["settings"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise StoreUnavailable(f"probe {probe_id} is in a form this server cannot read "
-                               f"({type(error).__name__}: {error})") from error
-    return record
-
-
-def _failure(request: Request, error: Exception, html: bool) -> Response:
-    if isinstance(error, NoProbe):
-        status, heading = 404, "No such probe"
-        message = ("There is no saved probe at this address. The link may be mistyped, or the "
-                   "probe was removed to make room for newer ones.")
-    else:
-        status, heading = 503, "Saved probes are unavailable"
-        message = (f"The server cannot read its database of saved probes ({error}). The page "
-                   f"and new probes still work; they are not saved until the server's "
-                   f"operator repairs or moves the database file.")
-    if html:
-        return templates.TemplateResponse(request, "error.html", {
-            "heading": heading, "message": message}, status_code=status)
-    return JSONResponse(status_code=status, content={"message": message})
+PROBES = SavedKind("probe", RunStore.get_probe,
+                   lambda r: (probe_result(r), panel_query(r["settings"]), probed(r["settings"])),
+                   "new probes still work; they are not saved")
 
 
 def _load(request: Request, probe_id: str, html: bool) -> dict[str, Any] | Response:
-    try:
-        return _record(request, probe_id)
-    except (NoProbe, StoreUnavailable) as error:
-        return _failure(request, error, html)
+    return load_record(request, probe_id, PROBES, html)
 
 
 @router.get("/api/probes/{probe_id}", response_model=SavedProbeOut,

@@ -20,15 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.body_limits import CALIBRATE_BYTES, body_limits, too_large
 from app.errors import FieldProblem, Problem, ValidationProblem, error_responses
 from app.params import MAX_SEED
-from app.routes.runs import RETRY_AFTER_S, STREAM_HEADERS, run_events
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.run_queue import QueueFull
 from app.saved.archive import Archiver, pair_record
 from app.saved.machine import describe_machine
+from app.streams import engine_busy, event_stream
 from app.templating import templates
-from app.traffic.charts import alpha_by_domain_chart, alpha_vs_temperature_chart
 from app.traffic.job import probe_job
-from app.traffic.numbers import calibration_numbers, href, row_numbers
+from app.traffic.numbers import calibration_numbers, href
+from app.traffic.render import render_probe
 from app.traffic.state import DEFAULT_SETS, TEMPERATURES, engines
 from engine.decoder.loading import ModelPair
 from engine.measure.probe import ProbeConfig, ProbeResult, report_json
@@ -125,15 +125,6 @@ def _render_page(message: RunMessage) -> Any:
     return data
 
 
-def render_probe(result) -> str:
-    return templates.get_template("_traffic_result.html").render(
-        result=result,
-        rows=[(r, href(row_numbers(r)), row_numbers(r)) for r in result.rows],
-        by_domain=alpha_by_domain_chart(result),
-        by_temperature=alpha_vs_temperature_chart(result),
-    )
-
-
 def _keeper(request: Request, pair_name: str, described: dict):
     """What saves a finished probe's result (on the engine's thread), or None without an
     archiver."""
@@ -174,12 +165,8 @@ async def _probe_stream(request: Request, render, **params) -> Any:
         run = manager.submit(pair, None, job=probe_job(prompts, config, notices, keep, vllm_url),
                              timeout_s=settings.probe_timeout_s)
     except QueueFull:
-        return JSONResponse(
-            status_code=429, headers={"Retry-After": str(RETRY_AFTER_S)},
-            content={"message": f"The engine is busy and {manager.queue_size} runs are already "
-                                f"waiting. Please try again in about {RETRY_AFTER_S} s."})
-    return StreamingResponse(run_events(manager, run, render), media_type="text/event-stream",
-                             headers=STREAM_HEADERS)
+        return engine_busy(manager)
+    return event_stream(manager, run, render)
 
 
 Sets = Annotated[list[str], Query(description="built-in sets: " + ", ".join(BUILTIN_SETS))]

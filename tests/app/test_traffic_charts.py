@@ -44,7 +44,7 @@ def test_lines_one_per_domain_and_labels_never_overlap():
 def test_a_row_without_an_alpha_is_left_out_of_both_charts_and_shown_as_a_dash():
     from dataclasses import replace
 
-    from app.routes.traffic import render_probe
+    from app.traffic.render import render_probe
 
     empty = replace(row("lookup", 0.0, 0.0, 0.0, 0.0), alpha_counted=None,
                     alpha_counted_ci=None, per_position_acceptance=[None],

@@ -90,8 +90,8 @@ def test_the_bound_reads_what_specscope_bench_writes(tiny_random_pair, tmp_path,
 def test_the_script_walks_its_steps_on_a_cpu(tmp_path):
     """The script itself, in its dry run (DRY_RUN=1: a CPU, toy sizes): the steps that do not
     need the shipped pair's benches, each within its time limit, their results written, the
-    summary naming every step, and the exit status the summary's. Steps 1-3 and 7 are the
-    same commands at other sizes, or only mean something on a GPU."""
+    summary naming every step (the others "skipped"), and the exit status the summary's. The
+    other steps are the same commands at other sizes, or only mean something on a GPU."""
     env = os.environ | {"DRY_RUN": "1", "STEPS": "0 4a 4b 5 6", "BUDGET_S": "400",
                         "OUT_DIR": str(tmp_path / "out"), "WORK_DIR": str(tmp_path / "work"),
                         "PYTHON": sys.executable}
@@ -100,8 +100,9 @@ def test_the_script_walks_its_steps_on_a_cpu(tmp_path):
     summary = result.stdout.split("== summary", 1)[1].splitlines()[1:]
     assert result.returncode == 0, result.stdout[-3000:]
     status = {line.split()[1]: line.split()[0] for line in summary}
-    assert status == {"0.": "ok", "1.": "skipped", "2.": "skipped", "3.": "skipped",
-                      "4a.": "ok", "4b.": "ok", "5.": "ok", "6.": "ok", "7.": "skipped"}
+    assert {step for step, said in status.items() if said == "ok"} == {"0.", "4a.", "4b.", "5.",
+                                                                       "6."}
+    assert set(status.values()) == {"ok", "skipped"} and {"1.", "2.", "7."} <= set(status)
     bench = json.loads((tmp_path / "out" / "gpu_llama8b.json").read_text())
     assert bench["setting"]["device_name"] and bench["results"]
     log = (tmp_path / "out" / "gpu_check.log").read_text()
