@@ -9,7 +9,8 @@ sequence of Server-Sent Events whose event name is the message's kind.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import threading
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -45,6 +46,8 @@ class RunMessage:
     repeats: int | None = None
     run_id: str | None = None
     url: str | None = None  # the saved record's page: /runs/{id} or /probes/{id}
+    # Set once the stream has handed the message to the client (see RunManager._execute).
+    delivered: threading.Event = field(default_factory=threading.Event, compare=False)
 
     @classmethod
     def queued(cls, position: int) -> RunMessage:

@@ -122,7 +122,7 @@
       setStatus("Generating: " + d.generated + " of " + max + " tokens.");
     },
     repeat: function (d) {
-      setStatus("Measuring again for the speedup's interval: repeat " + d.repeat + " of " + d.repeats + "…");
+      setStatus("Timing the run again, off screen, for the speedup: pass " + d.repeat + " of " + d.repeats + "…");
     },
     summary: function (d) { $("live-summary").innerHTML = d.html; setStatus("Done."); },
     saved: function (d) {

@@ -165,9 +165,9 @@ class SummaryEvent(Acceptance):
     k: int
     per_position_acceptance: list[float]  # share of cycles accepting draft position i = 1..k
     acceptance_length_histogram: list[int]  # cycles that accepted a = 0..k drafts
-    draft_step_ms: float  # median
-    verify_ms: float  # median
-    step_ms: float  # median target-only decode step
+    draft_step_ms: float  # mean (engine.decoder.stats.costs)
+    verify_ms: float  # mean
+    step_ms: float  # mean target-only decode step
     c: float
     v: float
     baseline_tok_s: float
@@ -179,7 +179,10 @@ class SummaryEvent(Acceptance):
     speedup_low: float = 0.0  # 95% interval
     speedup_high: float = 0.0
     speedup_median_costs: float = 0.0  # tokens per cycle x median step / median cycle
-    speedup_per_repeat: list[float] = field(default_factory=list)
+    speedup_per_repeat: list[float] = field(default_factory=list)  # the counted repeats
+    # The streamed pass (its cycles are the ones shown), timed but not counted: the page
+    # renders it on the same CPUs. 0: a summary with no such pass.
+    speedup_streamed: float = 0.0
     event: str = "summary"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from engine.analytic import theory
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
@@ -42,6 +42,38 @@ def per_position_acceptance(histogram: Sequence[int]) -> list[float]:
     return [sum(histogram[i:]) / cycles if cycles else 0.0 for i in range(1, len(histogram))]
 
 
+@dataclass(frozen=True)
+class Costs:
+    """What a cycle's parts cost, in ms and in target decode steps (docs/design.md, "The
+    estimators"). Means, not medians: the measured speedup is a ratio of total times, so the
+    costs the theory is given are totals too (a draft step's mean counts the first step of
+    each cycle, which costs more than the others; a median leaves that out)."""
+
+    draft_step_ms: float  # mean draft step, every step of every cycle
+    verify_ms: float  # mean verification pass
+    step_ms: float  # mean target-only decode step
+    c: float  # draft_step_ms / step_ms
+    v: float  # verify_ms / step_ms
+
+
+def costs(
+    draft_step_ms: Sequence[float], verify_ms: Sequence[float], baseline_step_ms: Sequence[float]
+) -> Costs:
+    """``c`` and ``v`` from every draft step, every verification pass and every target-only
+    step timed: total time over count for each, so ``k c + v`` target steps is the mean
+    cycle and ``1 / step_ms`` the target-only rate the measured speedup divides by."""
+    if not draft_step_ms or not verify_ms or not baseline_step_ms:
+        raise ValueError("no timings to cost")
+    draft, verify = statistics.fmean(draft_step_ms), statistics.fmean(verify_ms)
+    step = statistics.fmean(baseline_step_ms)
+    return Costs(draft, verify, step, draft / step, verify / step)
+
+
+def cycle_costs(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> Costs:
+    return costs([ms for c in cycles for ms in c.draft_step_ms], [c.verify_ms for c in cycles],
+                 baseline_step_ms)
+
+
 def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> SummaryEvent:
     """Counted and expected alpha, the vLLM-style rates, c, v, and measured against predicted
     speedup. ``baseline_step_ms``: the target-only run's per-token step times."""
@@ -54,23 +86,20 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         histogram[c.n_accepted] += 1
     per_position = per_position_acceptance(histogram)
 
-    step_ms = statistics.median(baseline_step_ms)
-    draft_step_ms = statistics.median(ms for c in cycles for ms in c.draft_step_ms)
-    verify_ms = statistics.median(c.verify_ms for c in cycles)
-    c_cost, v_cost = draft_step_ms / step_ms, verify_ms / step_ms
+    cost = cycle_costs(cycles, baseline_step_ms)
     baseline_tok_s = 1000.0 * len(baseline_step_ms) / sum(baseline_step_ms)
     return SummaryEvent(
         k=k,
         **asdict(counts),
         per_position_acceptance=per_position,
         acceptance_length_histogram=histogram,
-        draft_step_ms=draft_step_ms,
-        verify_ms=verify_ms,
-        step_ms=step_ms,
-        c=c_cost,
-        v=v_cost,
+        draft_step_ms=cost.draft_step_ms,
+        verify_ms=cost.verify_ms,
+        step_ms=cost.step_ms,
+        c=cost.c,
+        v=cost.v,
         baseline_tok_s=baseline_tok_s,
         speedup_measured=counts.spec_tok_s / baseline_tok_s,
-        speedup_predicted=theory.speedup(counts.alpha_counted, k, c_cost, v_cost),
+        speedup_predicted=theory.speedup(counts.alpha_counted, k, cost.c, cost.v),
         baseline_tokens=len(baseline_step_ms),
     )

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
@@ -34,7 +33,7 @@ from engine.decoder.baseline import target_only
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.speculative import Outcome, speculate
-from engine.decoder.stats import per_position_acceptance
+from engine.decoder.stats import costs, per_position_acceptance
 from engine.measure.prompt_sets import Prompt
 
 BOOTSTRAP_SAMPLES = 1000
@@ -107,7 +106,7 @@ class ProbeRow:
     mean_acceptance_length: float
     c: float | None
     v: float | None
-    step_ms: float | None  # median target-only step
+    step_ms: float | None  # mean target-only step (engine.decoder.stats.costs)
     speedup_predicted: float | None  # at k, from the counted alpha, c and v
     best_k: int | None
     best_speedup: float | None
@@ -307,9 +306,8 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
     baseline = [ms for m in group for ms in m.baseline_step_ms]
     draft_steps = [ms for m in group for ms in m.draft_step_ms]
     if baseline and draft_steps:
-        step_ms = statistics.median(baseline)
-        c = statistics.median(draft_steps) / step_ms
-        v = statistics.median(ms for m in group for ms in m.verify_ms) / step_ms
+        cost = costs(draft_steps, [ms for m in group for ms in m.verify_ms], baseline)
+        step_ms, c, v = cost.step_ms, cost.c, cost.v
         predicted = theory.speedup(alpha, k, c, v)
         best, best_speedup = theory.best_k(alpha, c, v)
     return ProbeRow(
