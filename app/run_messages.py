@@ -31,6 +31,13 @@ class MessageKind(StrEnum):
     END = "end"  # nothing follows; never sent to a client
 
 
+def timeline_scale_ms(first_cycle_ms: float, first_baseline_ms: float) -> float:
+    """What every timeline bar of a run is drawn against: the first cycle (or the target
+    alone on its tokens, if slower) fixes it, with room for slower cycles. The live stream and
+    a saved run's page both use it, so a saved run's bars are the ones the live panel drew."""
+    return 2.0 * max(first_cycle_ms, first_baseline_ms)
+
+
 @dataclass(frozen=True)
 class RunMessage:
     kind: MessageKind

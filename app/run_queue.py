@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.run_messages import MessageKind, RunMessage
+from app.run_messages import MessageKind, RunMessage, timeline_scale_ms
 from engine.decoder.common import encode_prompt
 from engine.decoder.events import (
     CycleEvent,
@@ -230,8 +230,7 @@ class RunManager:
             pending_steps += 1
             if pending_steps == pending.n_emitted:
                 if run.scale_ms is None:
-                    # The first cycle fixes the timeline's scale, with room for slower ones.
-                    run.scale_ms = 2.0 * max(pending.cycle_ms, pending_ms)
+                    run.scale_ms = timeline_scale_ms(pending.cycle_ms, pending_ms)
                 run.cycles = len(cycles)
                 run.post(RunMessage.cycle(pending, acceptance(cycles), pending_ms, run.scale_ms))
         repeats: list[list[CycleEvent | StepEvent]] = []

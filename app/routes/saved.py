@@ -19,6 +19,7 @@ from app.saved import (
     CHARTS,
     cycle_events,
     replay_frames,
+    replay_scale_ms,
     run_preview_svg,
     run_title,
     short_prompt,
@@ -178,6 +179,7 @@ def run_page(request: Request, run_id: str):
     if isinstance(record, Response):
         return record
     cycles = cycle_events(record)
+    frames = replay_frames(cycles, record.get("baseline", {}).get("step_ms"))
     summary = summary_event(record)
     charts = summary_context(summary)
     query = list(request.query_params.multi_items())
@@ -187,7 +189,8 @@ def run_page(request: Request, run_id: str):
     context = {
         "record": record,
         "run_id": run_id,
-        "frames": replay_frames(cycles),
+        "frames": frames,
+        "scale_ms": replay_scale_ms(frames),
         "shown": shown,
         "speed": speed,
         "notices": notices,
