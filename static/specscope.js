@@ -184,8 +184,12 @@
     $("live-progress").value = 0;
     setStatus("Starting…");
     running = new AbortController();
+    // The run button is disabled while the run goes: keyboard focus moves to Stop (not to
+    // the page's body) and comes back when the run ends.
+    var keyboard = document.activeElement === $("run-live");
     $("run-live").disabled = true;
     $("stop-live").disabled = false;
+    if (keyboard) $("stop-live").focus();
     try {
       var response = await fetch("/runs", {
         method: "POST", body: body(), signal: running.signal,
@@ -213,6 +217,8 @@
     } finally {
       running = null;
       $("run-live").disabled = false;
+      var focus = document.activeElement;
+      if (keyboard && (focus === $("stop-live") || focus === document.body)) $("run-live").focus();
       $("stop-live").disabled = true;
     }
   }
