@@ -14,7 +14,7 @@ from app.roofline import parse_roofline_state, section_context
 from app.saved import slider_headline, slider_preview_svg, slider_title
 from app.templating import templates
 from app.traffic import parse_traffic_state, traffic_context
-from engine.analytic.theory import figures, simulate_cycles
+from engine.analytic.theory import accepted_sd, figures, simulate_cycles
 from engine.settings import Settings
 
 router = APIRouter()
@@ -42,6 +42,8 @@ def slider_page(request: Request) -> HTMLResponse:
         "fig": fig,
         "chart": speedup_chart(fig),
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
+        # How far the strip's own average may fall from the expected one by chance.
+        "strip_spread": accepted_sd(state.alpha, state.k) / SIMULATED_CYCLES**0.5,
         "sliders": SLIDERS,
         "page_title": f"{slider_title(fig)} · specscope",
         "rl_state": rl_state,
