@@ -46,3 +46,19 @@ def test_a_probe_reads_on_a_phone(browser, live_server):
         "els => els.filter(e => e.textContent.trim()).map(e => e.getBoundingClientRect().height)")
     assert sizes and min(sizes) >= 8, sizes
     context.close()
+
+
+def test_a_calibration_reads_on_a_phone_without_javascript(browser, live_server):
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False,
+                                  viewport={"width": 390, "height": 800})
+    page = context.new_page()
+    page.goto("/")
+    page.locator("#metrics-before").fill(
+        'vllm:spec_decode_num_drafts_total{model_name="m"} 10\n'
+        'vllm:spec_decode_num_draft_tokens_total{model_name="m"} 30\n'
+        'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 15\n')
+    page.locator("#run-calibrate").click()
+    expect(page.locator(".calibrate-table")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    expect(page.locator(".scroll-cue")).to_be_visible()
+    context.close()
