@@ -44,11 +44,28 @@ class HostGuard:
         if scope["method"] not in SAFE_METHODS and origin is not None:
             origin = origin.lower().rstrip("/")
             own = f"{scope.get('scheme', 'http')}://{host}"
-            if origin != own and origin not in self.origins:
-                await refuse(send, 403, f"a page from {origin[:60]!r} may not start runs here "
+            # A browser that hides the origin ("null": a no-referrer policy, a sandboxed
+            # frame) still says whether the page was this site's own: Sec-Fetch-Site, which
+            # no page can set.
+            same_site = (origin == "null"
+                         and headers.get("sec-fetch-site", "").lower() == "same-origin")
+            if origin != own and origin not in self.origins and not same_site:
+                who = ("a page that hides its origin" if origin == "null"
+                       else f"a page from {origin[:60]!r}")
+                await refuse(send, 403, f"{who} may not {_action(scope['path'])} here "
                                          "(SPECSCOPE_ALLOWED_ORIGINS adds origins)")
                 return
         await self.app(scope, receive, send)
+
+
+# What a POST to each path does, for the refusal to name.
+ACTIONS = {"/runs": "start runs", "/api/runs": "start runs", "/probes": "start probes",
+           "/api/probes": "start probes", "/calibrate": "read vLLM counters (calibrate)",
+           "/api/calibrate": "read vLLM counters (calibrate)"}
+
+
+def _action(path: str) -> str:
+    return ACTIONS.get(path.rstrip("/"), "send this request")
 
 
 # RFC 9110's Host: a name (letters, digits, dots, hyphens) or an IPv6 address in brackets,

@@ -23,7 +23,8 @@ PRESETS: dict[str, str] = {
 }
 DEFAULT_PROMPT = next(iter(PRESETS.values()))
 DRAFTERS = {"model": "draft model", "ngram": "prompt lookup (n-gram)"}
-# Three measurements of a short run cost about a second on a CPU and show how much it moves.
+# Three quiet measurements of a short run cost about a second on a CPU and show how much it
+# moves; the streamed pass before them is shown, not counted.
 DEFAULT_REPEATS, MAX_REPEATS = 3, 5
 
 
@@ -56,8 +57,8 @@ BODY_DESCRIPTIONS = {
     "top_p": "nucleus sampling; 1 is off",
     "max_new_tokens": "tokens to generate at most (the server's limit is the maximum)",
     "seed": "the random seed of the run",
-    "repeats": "times the run is measured (the speedup and its interval use them all; the "
-               "cycles of the first are streamed)",
+    "repeats": "times the run is timed after the pass that streams its cycles (the "
+               "speedup, its interval, c and v come from these quiet passes)",
 }
 
 

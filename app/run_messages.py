@@ -9,7 +9,8 @@ sequence of Server-Sent Events whose event name is the message's kind.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import threading
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -30,6 +31,13 @@ class MessageKind(StrEnum):
     END = "end"  # nothing follows; never sent to a client
 
 
+def timeline_scale_ms(first_cycle_ms: float, first_baseline_ms: float) -> float:
+    """What every timeline bar of a run is drawn against: the first cycle (or the target
+    alone on its tokens, if slower) fixes it, with room for slower cycles. The live stream and
+    a saved run's page both use it, so a saved run's bars are the ones the live panel drew."""
+    return 2.0 * max(first_cycle_ms, first_baseline_ms)
+
+
 @dataclass(frozen=True)
 class RunMessage:
     kind: MessageKind
@@ -45,6 +53,8 @@ class RunMessage:
     repeats: int | None = None
     run_id: str | None = None
     url: str | None = None  # the saved record's page: /runs/{id} or /probes/{id}
+    # Set once the stream has handed the message to the client (see RunManager._execute).
+    delivered: threading.Event = field(default_factory=threading.Event, compare=False)
 
     @classmethod
     def queued(cls, position: int) -> RunMessage:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.run_messages import MessageKind, RunMessage
+from app.run_messages import MessageKind, RunMessage, timeline_scale_ms
 from engine.decoder.common import encode_prompt
 from engine.decoder.events import (
     CycleEvent,
@@ -31,9 +31,12 @@ from engine.decoder.events import (
 from engine.decoder.loading import ModelPair
 from engine.decoder.ngram import PromptLookup
 from engine.decoder.stats import acceptance
-from engine.measure.interleaved import PairedCycle, interleaved, measured_summary, pair_up
+from engine.measure.interleaved import interleaved, measured_summary, pair_up
 
 log = logging.getLogger("specscope.runs")
+# Before a timed pass: how long to wait for the stream to send what came before, and then
+# for the page to draw it (a browser draws a cycle in a few ms; this leaves it room).
+QUIET_WAIT_S, SETTLE_S = 2.0, 0.05
 
 
 class QueueFull(Exception):
@@ -58,7 +61,7 @@ class LiveRun:
     loop: asyncio.AbstractEventLoop
     messages: asyncio.Queue[RunMessage] = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
-    repeats: int = 1  # times the run is measured; the first is streamed cycle by cycle
+    repeats: int = 1  # quiet passes timed after the streamed one
     scale_ms: float | None = None  # what the page's per-cycle timeline bars are drawn against
     cycles: int = 0  # cycles computed so far
     cycles_after_cancel: int = 0
@@ -214,47 +217,59 @@ class RunManager:
                     self.completed += 1
 
     def _execute(self, run: LiveRun) -> None:
-        """Measure the run ``run.repeats`` times, the target-only baseline interleaved with
-        the speculative cycles; stream the first repeat's cycles, each once its baseline
-        tokens are timed, and then one summary over all repeats."""
+        """Measure the run: one streamed pass, whose cycles the client sees as they come,
+        then ``run.repeats`` quiet passes that the speedup, its interval, ``c`` and ``v`` are
+        taken from (docs/design.md, "The data flow of a live run"). Every pass interleaves
+        the target-only baseline with the speculative cycles. Then one summary."""
         pair = self.pairs[run.pair_name]
         deadline = time.monotonic() + (run.timeout_s or self.run_timeout_s)
         if run.job is not None:
             run.job(run, pair, lambda events: self._guarded(run, events, deadline))
             return
-        repeats: list[list[PairedCycle]] = []
+        streamed: list[CycleEvent | StepEvent] = []
+        cycles: list[CycleEvent] = []
         step_ms: list[float] = []
-        for repeat in range(run.repeats):
-            if repeat:
-                run.post(RunMessage.measuring_again(repeat + 1, run.repeats))
-            events: list[CycleEvent | StepEvent] = []
-            cycles: list[CycleEvent] = []
-            pending, pending_ms = None, 0.0  # the newest cycle, until its steps are all in
-            speculative = interleaved(pair, run.config, run.lookup)
-            for event in self._guarded(run, speculative, deadline):
-                events.append(event)
-                if isinstance(event, CycleEvent):
-                    pending, pending_ms, pending_steps = event, 0.0, 0
-                    cycles.append(event)
-                    continue
-                step_ms.append(event.step_ms)
-                pending_ms += event.step_ms
-                pending_steps += 1
-                if repeat == 0 and pending_steps == pending.n_emitted:
-                    if run.scale_ms is None:
-                        # The first cycle fixes the timeline's scale, with room for slower ones.
-                        run.scale_ms = 2.0 * max(pending.cycle_ms, pending_ms)
-                    run.cycles = len(cycles)
-                    run.post(RunMessage.cycle(pending, acceptance(cycles), pending_ms,
-                                              run.scale_ms))
-            repeats.append(pair_up(events))
-            if repeat == 0:
-                first = (cycles, list(step_ms))
-        summary = measured_summary(*first, repeats, step_ms, run.config.seed)
+        pending, pending_ms, pending_steps = None, 0.0, 0  # the newest cycle, until its steps
+        def one_pass():
+            return self._guarded(run, interleaved(pair, run.config, run.lookup), deadline)
+
+        for event in one_pass():
+            streamed.append(event)
+            if isinstance(event, CycleEvent):
+                pending, pending_ms, pending_steps = event, 0.0, 0
+                cycles.append(event)
+                continue
+            step_ms.append(event.step_ms)
+            pending_ms += event.step_ms
+            pending_steps += 1
+            if pending_steps == pending.n_emitted:
+                if run.scale_ms is None:
+                    run.scale_ms = timeline_scale_ms(pending.cycle_ms, pending_ms)
+                run.cycles = len(cycles)
+                run.post(RunMessage.cycle(pending, acceptance(cycles), pending_ms, run.scale_ms))
+        repeats: list[list[CycleEvent | StepEvent]] = []
+        for repeat in range(1, run.repeats + 1):
+            message = RunMessage.measuring_again(repeat, run.repeats)
+            run.post(message)
+            self._quiet(run, message, deadline)
+            repeats.append(list(one_pass()))
+        summary = measured_summary(cycles, step_ms, repeats, run.config.seed, pair_up(streamed))
         run.post(RunMessage.summary(summary))
         if self.on_finished is not None:
-            finished = FinishedRun(run.pair_name, pair, run.config, *first, summary, run.lookup)
+            finished = FinishedRun(run.pair_name, pair, run.config, cycles, step_ms, summary,
+                                   run.lookup)
             run.post(self.on_finished(finished))
+
+    def _quiet(self, run: LiveRun, message: RunMessage, deadline: float) -> None:
+        """Wait until the stream has sent ``message`` (and so everything before it) and the
+        client has had a moment to draw it, so that rendering the stream (the server's event
+        loop, a browser on the same cores) is not timed as part of the next pass. A client
+        that does not read is not waited for beyond ``QUIET_WAIT_S``."""
+        until = min(time.monotonic() + QUIET_WAIT_S, deadline)
+        while not run.cancelled.is_set() and time.monotonic() < until:
+            if message.delivered.wait(0.05):
+                time.sleep(SETTLE_S)
+                return
 
     def _guarded(self, run: LiveRun, events, deadline: float):
         """Pass the engine's events on, stopping between two of them when the run must end."""

@@ -51,7 +51,9 @@ class SecurityHeaders:
                 headers = MutableHeaders(scope=message)
                 headers["Content-Security-Policy"] = policy
                 headers["X-Content-Type-Options"] = "nosniff"
-                headers["Referrer-Policy"] = "no-referrer"
+                # same-origin, not no-referrer: with no-referrer a form's POST carries
+                # "Origin: null", and the host guard cannot tell this page from another site.
+                headers["Referrer-Policy"] = "same-origin"
                 if not framed:
                     headers["X-Frame-Options"] = "DENY"
             await send(message)

@@ -47,5 +47,6 @@ async def run_events(
             if message.kind is MessageKind.END:
                 return
             yield sse(message.kind, render(message))
+            message.delivered.set()  # the server has sent it: the worker may go on timing
     finally:
         manager.cancel(run)

@@ -130,7 +130,7 @@
       setStatus("Generating: " + d.generated + " of " + max + " tokens.");
     },
     repeat: function (d) {
-      setStatus("Measuring again for the speedup's interval: repeat " + d.repeat + " of " + d.repeats + "…");
+      setStatus("Timing the run again, off screen, for the speedup: pass " + d.repeat + " of " + d.repeats + "…");
     },
     summary: function (d) { $("live-summary").innerHTML = d.html; setStatus("Done."); },
     saved: function (d) {
@@ -192,8 +192,12 @@
     $("live-progress").value = 0;
     setStatus("Starting…");
     running = new AbortController();
+    // The run button is disabled while the run goes: keyboard focus moves to Stop (not to
+    // the page's body) and comes back when the run ends.
+    var keyboard = document.activeElement === $("run-live");
     $("run-live").disabled = true;
     $("stop-live").disabled = false;
+    if (keyboard) $("stop-live").focus();
     try {
       var response = await fetch("/runs", {
         method: "POST", body: body(), signal: running.signal,
@@ -221,6 +225,8 @@
     } finally {
       running = null;
       $("run-live").disabled = false;
+      var focus = document.activeElement;
+      if (keyboard && (focus === $("stop-live") || focus === document.body)) $("run-live").focus();
       $("stop-live").disabled = true;
     }
   }

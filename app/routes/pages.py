@@ -16,7 +16,7 @@ from app.saved.cards import slider_preview_svg
 from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
 from app.traffic.state import parse_traffic_state, traffic_context
-from engine.analytic.theory import simulate_cycles
+from engine.analytic.theory import accepted_sd, simulate_cycles
 from engine.settings import Settings
 
 router = APIRouter()
@@ -45,6 +45,8 @@ def slider_page(request: Request) -> HTMLResponse:
         "fig": fig,
         "chart": speedup_chart(fig),
         "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
+        # How far the strip's own average may fall from the expected one by chance.
+        "strip_spread": accepted_sd(state.alpha, state.k) / SIMULATED_CYCLES**0.5,
         "sliders": SLIDERS,
         "page_title": f"{slider_title(fig)} · specscope",
         "rl_state": rl_state,

@@ -18,7 +18,7 @@ from app.render import summary_context
 from app.saved.cards import run_preview_svg
 from app.saved.csv_export import token_rows
 from app.saved.loading import SavedKind, load_record
-from app.saved.replay import cycle_events, replay_frames, summary_event
+from app.saved.replay import cycle_events, replay_frames, replay_scale_ms, summary_event
 from app.saved.titles import CHARTS, run_title, short_prompt
 from app.store import RunStore
 from app.templating import templates
@@ -139,6 +139,7 @@ def run_page(request: Request, run_id: str):
     if isinstance(record, Response):
         return record
     cycles = cycle_events(record)
+    frames = replay_frames(cycles, record.get("baseline", {}).get("step_ms"))
     summary = summary_event(record)
     charts = summary_context(summary)
     query = list(request.query_params.multi_items())
@@ -148,7 +149,8 @@ def run_page(request: Request, run_id: str):
     context = {
         "record": record,
         "run_id": run_id,
-        "frames": replay_frames(cycles),
+        "frames": frames,
+        "scale_ms": replay_scale_ms(frames),
         "shown": shown,
         "speed": speed,
         "notices": notices,

@@ -92,13 +92,25 @@ def probed(settings: dict[str, Any]) -> str:
 
 
 def probe_title(record: dict[str, Any]) -> str:
-    """What the probe shows, in one line: "probe at k 4: alpha 0.41–0.83 over 6 rows"."""
+    """What the probe found, in one sentence: "α 0.72 on python text at temperature 0, 4
+    drafts a cycle", or "α from 0.41 to 0.83 across 3 kinds of text at 2 temperatures, 4
+    drafts a cycle"."""
     rows = record["result"]["rows"]
+    k = record["result"]["k"]
+    drafts = f"{k} draft{'s' if k != 1 else ''} a cycle"
     alphas = [row["alpha_counted"] for row in rows if row["alpha_counted"] is not None]
-    spread = (f"alpha {min(alphas):.2f}–{max(alphas):.2f}" if len(alphas) > 1
-              else f"alpha {alphas[0]:.2f}" if alphas else "no alpha" if rows else "no rows")
-    return f"probe at k {record['result']['k']}: {spread} over {len(rows)} " \
-           f"row{'s' if len(rows) != 1 else ''}"
+    if not alphas:  # no rows, or none with a proposal to count alpha from
+        return f"A probe with no alpha to show, {drafts}"
+    if len(rows) == 1:
+        row = rows[0]
+        return (f"α {alphas[0]:.2f} on {row['domain']} text at temperature "
+                f"{row['temperature']:g}, {drafts}")
+    domains = len({row["domain"] for row in rows})
+    temperatures = len({row["temperature"] for row in rows})
+    texts = f"{domains} kinds of text" if domains > 1 else f"{rows[0]['domain']} text"
+    temps = (f"{temperatures} temperatures" if temperatures > 1
+             else f"temperature {rows[0]['temperature']:g}")
+    return f"α from {min(alphas):.2f} to {max(alphas):.2f} across {texts} at {temps}, {drafts}"
 
 
 @router.get("/probes/{probe_id}", response_class=HTMLResponse, include_in_schema=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.run_messages import timeline_scale_ms
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent, Token
 from engine.decoder.stats import acceptance
 
@@ -27,11 +28,28 @@ class Frame:
     delay_ms: float  # how long the cycle took when it ran
     tokens: int  # tokens generated up to and including this cycle
     running: Acceptance
+    baseline_ms: float | None = None  # the target alone on this cycle's tokens, timed after it
 
 
-def replay_frames(cycles: list[CycleEvent]) -> list[Frame]:
+def replay_frames(
+    cycles: list[CycleEvent], baseline_step_ms: list[float] | None = None
+) -> list[Frame]:
+    """The replay, cycle by cycle; with the run's target-only steps (in the order they ran,
+    each cycle followed by as many steps as it gave tokens) each frame gets its cycle's
+    target-only time, for the timeline bar the live panel drew."""
     frames, tokens = [], 0
+    steps = list(baseline_step_ms or [])
+    paired = len(steps) >= sum(c.n_emitted for c in cycles)
     for i, event in enumerate(cycles):
+        alone = sum(steps[tokens : tokens + event.n_emitted]) if paired else None
         tokens += event.n_emitted
-        frames.append(Frame(event, event.cycle_ms, tokens, acceptance(cycles[: i + 1])))
+        frames.append(Frame(event, event.cycle_ms, tokens, acceptance(cycles[: i + 1]), alone))
     return frames
+
+
+def replay_scale_ms(frames: list[Frame]) -> float | None:
+    """The timeline's scale as the live panel fixed it, or None when the record has no
+    target-only times to draw."""
+    if not frames or frames[0].baseline_ms is None:
+        return None
+    return timeline_scale_ms(frames[0].event.cycle_ms, frames[0].baseline_ms)

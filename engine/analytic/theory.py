@@ -11,6 +11,7 @@ because they are exact at ``alpha = 1`` and need no special case.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -77,6 +78,14 @@ def position_acceptance(alpha: float, k: int) -> list[float]:
 def acceptance_length_pmf(alpha: float, k: int) -> list[float]:
     """P(A = a) for a = 0..k, A the draft tokens accepted in one cycle (truncated geometric)."""
     return [alpha**a * (1.0 - alpha) for a in range(k)] + [alpha**k]
+
+
+def accepted_sd(alpha: float, k: int) -> float:
+    """Standard deviation of A, the drafts accepted in one cycle (truncated geometric): a
+    mean over n simulated cycles moves by about this / sqrt(n)."""
+    pmf = acceptance_length_pmf(alpha, k)
+    mean = sum(a * p for a, p in enumerate(pmf))
+    return math.sqrt(max(sum(a * a * p for a, p in enumerate(pmf)) - mean * mean, 0.0))
 
 
 def compute_tax(alpha: float, k: int, c_flops: float) -> float:

@@ -179,9 +179,9 @@ class SummaryEvent(Acceptance):
     # per draft position i = 1..k: the share of cycles that proposed i drafts and accepted i
     per_position_acceptance: list[float | None]
     acceptance_length_histogram: list[int]  # cycles that accepted a = 0..k drafts
-    draft_step_ms: float  # median
-    verify_ms: float  # median
-    step_ms: float  # median target-only decode step
+    draft_step_ms: float  # mean (engine.decoder.stats.costs)
+    verify_ms: float  # mean
+    step_ms: float  # mean target-only decode step
     c: float
     v: float
     baseline_tok_s: float
@@ -193,13 +193,16 @@ class SummaryEvent(Acceptance):
     speedup_low: float = 0.0  # 95% interval
     speedup_high: float = 0.0
     speedup_median_costs: float = 0.0  # tokens per cycle x median step / median cycle
-    speedup_per_repeat: list[float] = field(default_factory=list)
+    speedup_per_repeat: list[float] = field(default_factory=list)  # the counted repeats
     # Prompt lookup (drafter "ngram"): the share of cycles with a proposal and the tokens
     # proposed per such cycle; c is then the lookup's time per cycle, v the verification's
     # over the cycles with a proposal (engine.analytic.lookup).
     drafter: str = "model"
     proposal_share: float = 1.0
     proposed_per_cycle: float = 0.0
+    # The streamed pass (its cycles are the ones shown), timed but not counted: the page
+    # renders it on the same CPUs. 0: a summary with no such pass.
+    speedup_streamed: float = 0.0
     event: str = "summary"
 
 

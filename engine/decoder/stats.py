@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from engine.analytic import acceptance as estimators
 from engine.analytic import lookup, theory
@@ -38,6 +38,43 @@ def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
     )
 
 
+@dataclass(frozen=True)
+class Costs:
+    """What a cycle's parts cost, in ms and in target decode steps (docs/design.md, "The
+    estimators"). Means, not medians: the measured speedup is a ratio of total times, so the
+    costs the theory is given are totals too (a draft step's mean counts the first step of
+    each cycle, which costs more than the others; a median leaves that out)."""
+
+    draft_step_ms: float  # mean draft step, every step of every cycle
+    verify_ms: float  # mean verification pass
+    step_ms: float  # mean target-only decode step
+    c: float  # draft_step_ms / step_ms
+    v: float  # verify_ms / step_ms
+
+
+def costs(
+    draft_step_ms: Sequence[float], verify_ms: Sequence[float], baseline_step_ms: Sequence[float]
+) -> Costs:
+    """``c`` and ``v`` from every draft step, every verification pass and every target-only
+    step timed: total time over count for each, so ``k c + v`` target steps is the mean
+    cycle and ``1 / step_ms`` the target-only rate the measured speedup divides by."""
+    if not draft_step_ms or not verify_ms or not baseline_step_ms:
+        raise ValueError("no timings to cost")
+    draft, verify = statistics.fmean(draft_step_ms), statistics.fmean(verify_ms)
+    step = statistics.fmean(baseline_step_ms)
+    return Costs(draft, verify, step, draft / step, verify / step)
+
+
+def cycle_costs(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> Costs:
+    """The costs of these cycles: a draft model's steps, or prompt lookup's one lookup a
+    cycle; with prompt lookup v prices the cycles that verify a proposal (the others are plain
+    target steps, priced as such by engine.analytic.lookup)."""
+    proposing = [c for c in cycles if c.proposed > 0]
+    verified = proposing if cycles and cycles[0].drafter == "ngram" and proposing else cycles
+    return costs([ms for c in cycles for ms in c.draft_step_ms], [c.verify_ms for c in verified],
+                 baseline_step_ms)
+
+
 def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> SummaryEvent:
     """Counted and expected alpha, the vLLM-style rates, c, v, and measured against predicted
     speedup. ``baseline_step_ms``: the target-only run's per-token step times."""
@@ -50,15 +87,10 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
     histogram = estimators.acceptance_histogram(proposals(cycles), k)
     per_position = estimators.tally(proposals(cycles)).per_position(k)
 
-    step_ms = statistics.median(baseline_step_ms)
-    # A draft model's steps, or prompt lookup's one lookup per cycle.
-    draft_step_ms = statistics.median(ms for c in cycles for ms in c.draft_step_ms)
     drafter = cycles[0].drafter
     proposing = [c for c in cycles if c.proposed > 0]
-    # Prompt lookup: v prices the cycles that verify a proposal (the others are target steps).
-    verified = proposing if drafter == "ngram" and proposing else cycles
-    verify_ms = statistics.median(c.verify_ms for c in verified)
-    c_cost, v_cost = draft_step_ms / step_ms, verify_ms / step_ms
+    cost = cycle_costs(cycles, baseline_step_ms)
+    c_cost, v_cost = cost.c, cost.v
     baseline_tok_s = 1000.0 * len(baseline_step_ms) / sum(baseline_step_ms)
     pi = len(proposing) / len(cycles)
     if drafter == "ngram":
@@ -76,11 +108,11 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         **asdict(counts),
         per_position_acceptance=per_position,
         acceptance_length_histogram=histogram,
-        draft_step_ms=draft_step_ms,
-        verify_ms=verify_ms,
-        step_ms=step_ms,
-        c=c_cost,
-        v=v_cost,
+        draft_step_ms=cost.draft_step_ms,
+        verify_ms=cost.verify_ms,
+        step_ms=cost.step_ms,
+        c=cost.c,
+        v=cost.v,
         baseline_tok_s=baseline_tok_s,
         speedup_measured=(None if counts.spec_tok_s is None
                           else counts.spec_tok_s / baseline_tok_s),

@@ -17,12 +17,13 @@ import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from engine.analytic import theory
 from engine.decoder.baseline import target_only
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent, SummaryEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.ngram import PromptLookup
 from engine.decoder.speculative import speculate
-from engine.decoder.stats import summarize
+from engine.decoder.stats import cycle_costs, summarize
 
 BOOTSTRAP_SAMPLES = 400
 
@@ -121,17 +122,31 @@ def measure_speedup(
 def measured_summary(
     cycles: Sequence[CycleEvent],
     baseline_step_ms: Sequence[float],
-    repeats: Sequence[Sequence[PairedCycle]],
-    step_ms: Sequence[float],
+    repeats: Sequence[Sequence[CycleEvent | StepEvent]],
     seed: int = 0,
+    streamed: Sequence[PairedCycle] = (),
 ) -> SummaryEvent:
-    """The first repeat's summary (its ``cycles`` and target-only steps), with the speedup,
-    the two rates and the speedup's interval measured over every repeat."""
-    speedup = measure_speedup(repeats, step_ms, seed)
-    pooled = [p for repeat in repeats for p in repeat]
+    """The summary of one pass (its ``cycles`` and target-only steps: the counts, α and the
+    histogram), with everything timed taken over the counted ``repeats`` (each the events of
+    one :func:`interleaved` run): the speedup, its interval, the two rates, and ``c`` and ``v``,
+    so the prediction and the measurement come from the same cycles. ``streamed``: the paired
+    cycles of a pass that was shown while it ran, reported on its own, not counted."""
+    paired = [pair_up(events) for events in repeats]
+    steps = [e.step_ms for events in repeats for e in events if isinstance(e, StepEvent)]
+    timed = [e for events in repeats for e in events if isinstance(e, CycleEvent)]
+    speedup = measure_speedup(paired, steps, seed)
+    pooled = [p for repeat in paired for p in repeat]
     tokens = sum(p.tokens for p in pooled)
+    base = summarize(cycles, baseline_step_ms)
+    cost = cycle_costs(timed, steps)
     return dataclasses.replace(
-        summarize(cycles, baseline_step_ms),
+        base,
+        draft_step_ms=cost.draft_step_ms,
+        verify_ms=cost.verify_ms,
+        step_ms=cost.step_ms,
+        c=cost.c,
+        v=cost.v,
+        speedup_predicted=theory.speedup(base.alpha_counted, base.k, cost.c, cost.v),
         spec_tok_s=1000.0 * tokens / sum(p.cycle_ms for p in pooled),
         baseline_tok_s=1000.0 * tokens / sum(p.baseline_ms for p in pooled),
         speedup_measured=speedup.wall,
@@ -139,4 +154,6 @@ def measured_summary(
         speedup_high=speedup.high,
         speedup_median_costs=speedup.median_costs,
         speedup_per_repeat=speedup.per_repeat,
+        speedup_streamed=(sum(p.baseline_ms for p in streamed) / sum(p.cycle_ms for p in streamed)
+                          if streamed else 0.0),
     )

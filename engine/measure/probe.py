@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
@@ -43,7 +42,7 @@ from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.ngram import PromptLookup
 from engine.decoder.speculative import Outcome, speculate
-from engine.decoder.stats import proposals
+from engine.decoder.stats import costs, proposals
 from engine.measure.prompt_sets import Prompt
 
 BOOTSTRAP_SAMPLES = 1000
@@ -126,7 +125,7 @@ class ProbeRow:
     mean_acceptance_length: float | None
     c: float | None
     v: float | None
-    step_ms: float | None  # median target-only step
+    step_ms: float | None  # mean target-only step (engine.decoder.stats.costs)
     speedup_predicted: float | None  # at k, from the counted alpha, c and v
     best_k: int | None
     best_speedup: float | None
@@ -348,10 +347,10 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
     lookup = group[0].proposal_lengths is not None
     pi = proposing / cycles if cycles else 0.0
     if baseline and draft_steps:
-        step_ms = statistics.median(baseline)
-        c = statistics.median(draft_steps) / step_ms
         # no proposal at all: v is never paid; price it as one target step
-        v = statistics.median(verify_ms) / step_ms if verify_ms else 1.0
+        cost = costs(draft_steps, verify_ms or baseline, baseline)
+        step_ms, c = cost.step_ms, cost.c
+        v = cost.v if verify_ms else 1.0
         if alpha is not None and lookup:
             lengths = [sum(m.proposal_lengths[i] for m in group) for i in range(k + 1)]
             predicted = lookup_model.speedup(alpha, k, pi, c, v, lengths)

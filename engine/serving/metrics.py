@@ -16,6 +16,7 @@ and the client (:mod:`engine.serving.client`) both read the counters here.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -48,9 +49,9 @@ def read_counts(text: str, name: str = "the metrics") -> dict[tuple, Counts]:
     counts: dict[tuple, Counts] = {}
     try:
         families = list(text_string_to_metric_families(text))
-    except Exception as error:  # noqa: BLE001 - the parser raises several kinds on bad text
-        raise MetricsError(f"{name} are not Prometheus text format the parser can read "
-                           f"({type(error).__name__}: {str(error)[:160]})") from None
+    except Exception:  # noqa: BLE001 - the parser raises several kinds on bad text
+        raise MetricsError(f"{name} are not Prometheus text format: "
+                           f"{_first_bad_line(text)}") from None
     for family in families:
         for sample in family.samples:
             counter = _counter(sample.name)
@@ -76,6 +77,48 @@ def read_counts(text: str, name: str = "the metrics") -> dict[tuple, Counts]:
         raise MetricsError(f"{name} hold no {PREFIX}* counters: was the server started with "
                            "a speculative config, and is this its /metrics page?")
     return counts
+
+
+def _first_bad_line(text: str) -> str:
+    """Where the text stops being Prometheus text, and what is wrong there, in words (the
+    parser's own exception says neither)."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            list(text_string_to_metric_families(line + "\n"))
+        except Exception:  # noqa: BLE001 - this is the line the parser cannot read
+            return f"line {number} ({_shown(line)}) {_what_is_wrong(line.strip())}"
+    return ("the lines read one by one, but not together (a metric's lines interleaved with "
+            "another's, or a # TYPE after its samples?)")
+
+
+def _shown(line: str) -> str:
+    line = line.strip()
+    return repr(line if len(line) <= 60 else line[:57] + "...")
+
+
+def _what_is_wrong(line: str) -> str:
+    if line.startswith("#"):
+        return ("is a comment the format gives a meaning to (# HELP name text, or # TYPE name "
+                "counter|gauge|histogram|summary|untyped) but does not follow it")
+    if line.count("{") != line.count("}"):
+        return "opens its labels with { and does not close them with }"
+    if "{" in line and not _labels_ok(line[line.index("{") + 1 : line.rindex("}")]):
+        return 'has labels that are not name="value" pairs separated by commas'
+    parts = (line.rsplit("}", 1)[1] if "}" in line else line.split(None, 1)[-1]).split()
+    if "{" not in line and len(line.split()) < 2 or not parts:
+        return "has a metric name but no value after it"
+    try:
+        float(parts[0])
+    except ValueError:
+        return (f"has {_shown(parts[0])} where its value should be: a sample line is a name, "
+                'optional {label="value"} pairs, then a number')
+    return 'is not a sample line: a name, optional {label="value"} pairs, a number, and an ' \
+           "optional timestamp"
+
+
+def _labels_ok(inside: str) -> bool:
+    pair = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*"(?:[^"\\]|\\.)*"\s*'
+    return re.fullmatch(rf"(?:{pair}(?:,{pair})*,?)?\s*", inside) is not None
 
 
 def _counter(sample_name: str) -> str | None:

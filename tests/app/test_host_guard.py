@@ -81,3 +81,28 @@ def test_a_host_header_is_parsed_strictly(client, host):
     that name."""
     response = client.get("/api/theory", headers={"Host": host})
     assert response.status_code == 400, host
+
+def test_a_refusal_names_what_was_refused(client):
+    evil = {"Origin": "http://evil.example"}
+    calibrate = client.post("/calibrate", data={"before": "x"}, headers=evil)
+    assert calibrate.status_code == 403
+    assert "may not read vLLM counters (calibrate)" in calibrate.json()["message"]
+    probe = client.post("/api/probes", json={}, headers=evil)
+    assert probe.status_code == 403 and "may not start probes" in probe.json()["message"]
+
+
+def test_a_hidden_origin_passes_only_when_the_browser_says_same_origin(client):
+    metrics = "vllm:spec_decode_num_drafts_total 10\n"
+    own = client.post("/calibrate", data={"before": metrics},
+                      headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"})
+    assert own.status_code != 403
+    for site in ("cross-site", "same-site", None):
+        headers = {"Origin": "null"} | ({"Sec-Fetch-Site": site} if site else {})
+        refused = client.post("/calibrate", data={"before": metrics}, headers=headers)
+        assert refused.status_code == 403
+        assert refused.json()["message"].startswith("a page that hides its origin may not "
+                                                    "read vLLM counters")
+
+
+def test_pages_send_their_origin_with_a_same_origin_referrer_policy(client):
+    assert client.get("/").headers["Referrer-Policy"] == "same-origin"

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from engine.analytic import theory
+from engine.decoder.events import DEFAULT_SEED
 
 
 def figure(html: str, name: str) -> str:
@@ -88,6 +89,17 @@ def test_strip_of_simulated_cycles_is_seeded(client):
     assert a != strip(client.get("/?alpha=0.5&seed=4").text)
     expected = [kind for cycle in theory.simulate_cycles(0.5, 4, 12, seed=3) for kind in cycle]
     assert a == expected
+
+
+def test_the_strip_states_its_own_average_beside_the_expected_one(client):
+    html = client.get("/").text  # the default seed's strip accepts fewer than expected
+    cycles = theory.simulate_cycles(0.7, 4, 12, seed=DEFAULT_SEED)
+    own = sum(cycle.count("accepted") for cycle in cycles) / 12
+    assert figure(html, "strip_accepted") == f"{own:.2f}"
+    sentence = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html.split('class="sim-average">')[1]
+                                          .split("</p>")[0]))
+    assert f"the model expects {theory.expected_accepted(0.7, 4):.2f}" in sentence
+    assert f"±{theory.accepted_sd(0.7, 4) / 12**0.5:.2f}" in sentence
 
 
 def test_htmx_request_gets_only_the_results(client):

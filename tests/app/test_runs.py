@@ -32,9 +32,13 @@ def test_stream_is_cycles_then_one_summary_then_where_it_was_saved(live_server):
     events = run(live_server)
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "cycle" and kinds[-2:] == ["summary", "saved"]
-    assert set(kinds) == {"cycle", "repeat", "summary", "saved"}  # three repeats by default
+    # The streamed pass, then three quiet repeats by default, announced after every cycle.
+    assert set(kinds) == {"cycle", "repeat", "summary", "saved"}
+    assert kinds.index("repeat") > max(i for i, kind in enumerate(kinds) if kind == "cycle")
     assert [data for kind, data in events if kind == "repeat"] == [
-        {"repeat": 2, "repeats": 3}, {"repeat": 3, "repeats": 3}]
+        {"repeat": r, "repeats": 3} for r in (1, 2, 3)]
+    summary = next(data for kind, data in events if kind == "summary")
+    assert len(summary["speedup_per_repeat"]) == 3 and summary["speedup_streamed"] > 0
     assert events[-1][1]["url"] == f"/runs/{events[-1][1]['id']}"
     cycles = [data for kind, data in events if kind == "cycle"]
     assert [c["index"] for c in cycles] == list(range(len(cycles)))

@@ -129,6 +129,17 @@ def test_the_run_page_shows_every_cycle_the_summary_and_card_tags(live_server, s
     assert html.count('<template class="replay-frame"') == len(cycles)
 
 
+def test_each_saved_cycle_has_the_timeline_the_live_panel_drew(live_server, saved):
+    run_id, events = saved
+    html = get(live_server, f"/runs/{run_id}").text
+    cycles = [data for kind, data in events if kind == "cycle"]
+    assert html.count('<svg class="timeline"') == len(cycles)
+    # The "target alone" tick of each row is the target-only time streamed with that cycle.
+    ticks = re.findall(r'class="alone-time"[^>]*x1="([\d.]+)"', html)
+    assert [float(x) for x in ticks] == pytest.approx([c["baseline_ms"] for c in cycles],
+                                                      abs=1e-3)
+
+
 def test_the_replay_position_is_in_the_link_and_bad_values_are_clamped(live_server, saved):
     run_id, events = saved
     n = sum(kind == "cycle" for kind, _ in events)

@@ -188,4 +188,5 @@ def test_output_is_coloured_by_model_and_each_cycle_has_a_timeline(page):
     low, high = (float(x) for x in re.findall(r"\d+\.\d+", interval))
     measured = float(page.locator(".live-summary").get_attribute("data-speedup-measured"))
     assert low <= measured <= high
-    expect(page.locator(".how-measured")).to_contain_text("over 2 repeats")
+    expect(page.locator(".how-measured")).to_contain_text("over 2 quiet passes")
+    expect(page.locator('[data-summary="speedup_streamed"]')).to_have_text(re.compile(r"\d\.\d\d×"))

@@ -12,6 +12,13 @@ from support.browser import page_errors
 pytestmark = pytest.mark.browser
 
 CHIPS = "els => els.map(e => e.className + ':' + e.textContent)"
+# A cycle's row: its chips, its times, and its timeline (draft and verification bars, the
+# "target alone" tick), as drawn.
+ROWS = """els => els.map(e => [
+    [...e.querySelectorAll('.chip')].map(c => c.className + ':' + c.textContent).join(' '),
+    e.querySelector('.cycle-ms').textContent.replace(/\\s+/g, ' ').trim(),
+    [...e.querySelectorAll('svg.timeline, svg.timeline rect, svg.timeline line')].map(
+        b => [...b.attributes].map(a => a.name + '=' + a.value).join(' ')).join(' | ')])"""
 
 
 def test_run_share_open_in_a_fresh_context_and_replay(browser, live_server):
@@ -30,6 +37,8 @@ def test_run_share_open_in_a_fresh_context_and_replay(browser, live_server):
     assert re.fullmatch(re.escape(live_server.url) + r"/runs/[A-Za-z0-9_-]{22}", link)
     expect(page.locator("#share-url")).to_have_value(link)
     live_chips = page.locator("#live-cycles .chip").evaluate_all(CHIPS)
+    live_rows = page.locator("#live-cycles .cycle").evaluate_all(ROWS)
+    assert all("draft-time" in bars and "alone-time" in bars for _, _, bars in live_rows)
     live_text = page.locator("#live-text").inner_text()
     measured = page.locator('#live-summary [data-summary="speedup_measured"]').inner_text()
     assert errors == []
@@ -41,6 +50,8 @@ def test_run_share_open_in_a_fresh_context_and_replay(browser, live_server):
     page.goto(link)
     # The run as the live panel showed it: the same chips, text and figures.
     assert page.locator("#replay-cycles .chip").evaluate_all(CHIPS) == live_chips
+    # Row by row, bars included: the saved run as the live panel drew it.
+    assert page.locator("#replay-cycles .cycle").evaluate_all(ROWS) == live_rows
     assert page.locator("#replay-text").inner_text() == live_text
     assert page.locator('[data-summary="speedup_measured"]').inner_text() == measured
     total = page.locator("#replay-cycles .cycle").count()

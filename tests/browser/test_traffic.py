@@ -63,7 +63,9 @@ def test_probe_a_set_and_a_file_share_it_then_use_a_row(page, browser, live_serv
         assert kept.evaluate_all("rs => rs.map(r => r.dataset.alpha)") == \
             rows.evaluate_all("rs => rs.map(r => r.dataset.alpha)")
         assert stored.locator("#probe-result svg.chart").count() == 2
-        expect(stored.locator("#probe-title")).to_contain_text("Saved probe: probe at k 3")
+        expect(stored.locator("#probe-title")).to_contain_text(
+            re.compile(r"Saved probe: α from \d\.\d\d to \d\.\d\d across 2 kinds of text at 2 "
+                       r"temperatures, 3 drafts a cycle"))
         expect(stored.locator(".run-facts")).to_contain_text("prompts from tickets.jsonl")
         with stored.expect_navigation():
             stored.locator("#probe-settings-link").click()

@@ -42,6 +42,14 @@ def test_acceptance_length_pmf_matches_enumeration(alpha, k):
     assert sum(theory.acceptance_length_pmf(alpha, k)) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("k", [1, 2, 4, 7])
+def test_accepted_sd_matches_enumeration(alpha, k):
+    mean = sum(p * a for p, a in enumerate_cycles(alpha, k))
+    variance = sum(p * (a - mean) ** 2 for p, a in enumerate_cycles(alpha, k))
+    assert theory.accepted_sd(alpha, k) == pytest.approx(variance**0.5, abs=1e-9)
+
+
 @pytest.mark.parametrize("alpha", [a for a in ALPHAS if a < 1])
 @pytest.mark.parametrize("k", KS)
 def test_closed_forms_of_design_md(alpha, k):

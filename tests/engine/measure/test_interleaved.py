@@ -7,8 +7,10 @@ import dataclasses
 
 import pytest
 
+from engine.analytic import theory
 from engine.decoder.baseline import run_target_only
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent, Token
+from engine.decoder.stats import cycle_costs
 from engine.measure.interleaved import (
     PairedCycle,
     interleaved,
@@ -88,16 +90,24 @@ def test_speedup_is_target_alone_over_speculative_time_with_an_interval_around_i
 
 
 def test_the_summary_states_the_measured_speedup_and_matching_rates(good_pair):
-    repeats, step_ms = [], []
-    for _ in range(2):
-        events = list(interleaved(good_pair, CONFIG))
-        repeats.append(pair_up(events))
-        step_ms += [e.step_ms for e in events if isinstance(e, StepEvent)]
-        if len(repeats) == 1:
-            cycles = [e for e in events if isinstance(e, CycleEvent)]
-            first_steps = list(step_ms)
-    summary = measured_summary(cycles, first_steps, repeats, step_ms, seed=0)
+    passes = [list(interleaved(good_pair, CONFIG)) for _ in range(3)]
+    streamed, repeats = passes[0], passes[1:]
+    cycles = [e for e in streamed if isinstance(e, CycleEvent)]
+    first_steps = [e.step_ms for e in streamed if isinstance(e, StepEvent)]
+    summary = measured_summary(cycles, first_steps, repeats, seed=0,
+                               streamed=pair_up(streamed))
     assert summary.speedup_low <= summary.speedup_measured <= summary.speedup_high
     assert len(summary.speedup_per_repeat) == 2
     assert summary.speedup_measured == pytest.approx(summary.spec_tok_s / summary.baseline_tok_s)
     assert summary.tokens == sum(c.n_emitted for c in cycles) and summary.speedup_median_costs > 0
+    # The streamed pass is reported on its own and counted nowhere else.
+    shown = pair_up(streamed)
+    assert summary.speedup_streamed == pytest.approx(
+        sum(p.baseline_ms for p in shown) / sum(p.cycle_ms for p in shown))
+    # c, v and the prediction come from the counted repeats' timings, like the measurement.
+    timed = [e for events in repeats for e in events if isinstance(e, CycleEvent)]
+    steps = [e.step_ms for events in repeats for e in events if isinstance(e, StepEvent)]
+    cost = cycle_costs(timed, steps)
+    assert (summary.c, summary.v, summary.step_ms) == (cost.c, cost.v, cost.step_ms)
+    assert summary.speedup_predicted == pytest.approx(
+        theory.speedup(summary.alpha_counted, CONFIG.k, cost.c, cost.v))

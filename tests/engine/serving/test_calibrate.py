@@ -122,9 +122,17 @@ GOOD = exposition(counters([1, 2, 0, 3], 3))
     [
         ("", "hold no vllm:spec_decode_* counters"),
         ("# just a comment\nsome_other_metric 1\n", "hold no vllm:spec_decode_* counters"),
-        ("vllm:spec_decode_num_drafts_total{engine= 3\n", "not Prometheus text format"),
-        ("this is not { prometheus at all", "not Prometheus text format"),
-        ("<html><body>502 Bad Gateway</body></html>", "not Prometheus text format"),
+        ("vllm:spec_decode_num_drafts_total{engine= 3\n",
+         "not Prometheus text format: line 1 ('vllm:spec_decode_num_drafts_total{engine= 3') "
+         "opens its labels with { and does not close them with }"),
+        ("this is not { prometheus at all", "line 1 ('this is not { prometheus at all') opens"),
+        ("<html><body>502 Bad Gateway</body></html>", "line 1 ('<html><body>502 Bad Gateway"
+         "</body></html>') has 'Bad' where its value should be"),
+        ("# HELP a counter\na_total 1\nvllm:spec_decode_num_drafts_total three\n",
+         "line 3 ('vllm:spec_decode_num_drafts_total three') has 'three' where its value "
+         "should be"),
+        ('a{model_name=m} 1\n', 'line 1 (\'a{model_name=m} 1\') has labels that are not '
+         'name="value" pairs'),
         (GOOD.replace(" 4.0\n", " NaN\n", 1), "is nan"),
         (GOOD.replace(" 4.0\n", " +Inf\n", 1), "is inf"),
         (GOOD.replace(" 4.0\n", " -4.0\n", 1), "cannot be negative"),
@@ -145,6 +153,7 @@ def test_hostile_text_gets_a_clear_error(text, message):
     with pytest.raises(MetricsError) as error:
         calibrate(text)
     assert message in str(error.value)
+    assert "Error" not in str(error.value) and "could not convert" not in str(error.value)
 
 
 def test_huge_text_is_refused_before_parsing():

@@ -1,0 +1,74 @@
+"""An accessibility audit (axe-core: WCAG 2.1 A and AA, and best practice) of every kind of
+page: the slider page after a live run, a saved run, a saved probe, the embeds, and the pages
+a browser without JavaScript gets."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+from support.axe import audit, audit_as_without_javascript
+from support.browser import checked_page
+from support.probes import FAST, probe
+
+pytestmark = pytest.mark.browser
+
+METRICS = "\n".join(
+    ['vllm:spec_decode_num_drafts_total{model_name="m"} 10',
+     'vllm:spec_decode_num_draft_tokens_total{model_name="m"} 30',
+     'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 15']) + "\n"
+
+
+@pytest.fixture(scope="module")
+def saved_run(browser, live_server) -> str:
+    """A run made on the page; the link it was saved under."""
+    with checked_page(browser, live_server.url) as page:
+        page.goto("/?temperature=1&run_k=3&max_new_tokens=30&run_seed=2&repeats=1")
+        page.locator("#prompt").fill("the quick brown fox")
+        page.locator("#run-live").click()
+        expect(page.locator("#share-run")).to_be_visible(timeout=60_000)
+        return page.locator("#share-run").get_attribute("href")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_page_after_a_live_run(browser, live_server, scheme):
+    context = browser.new_context(base_url=live_server.url, color_scheme=scheme)
+    page = context.new_page()
+    page.goto("/?temperature=1&run_k=3&max_new_tokens=30&run_seed=2&repeats=1")
+    page.locator("#prompt").fill("the quick brown fox")
+    page.locator("#run-live").click()
+    expect(page.locator("#live-summary .live-summary")).to_be_visible(timeout=60_000)
+    expect(page.locator("#share-run")).to_be_visible()
+    assert audit(page) == []
+    context.close()
+
+
+@pytest.mark.parametrize("path", ["{run}", "{run}?embed=1", "/?embed=1"])
+def test_a_saved_run_and_the_embeds(browser, live_server, saved_run, path):
+    with checked_page(browser, live_server.url) as page:
+        page.goto(path.format(run=saved_run))
+        assert audit(page) == []
+
+
+def test_a_saved_probe(browser, live_server):
+    saved = next(data for kind, data in probe(live_server, FAST) if kind == "saved")
+    with checked_page(browser, live_server.url) as page:
+        page.goto(saved["url"])
+        expect(page.locator(".probe-table").first).to_be_visible()
+        assert audit(page) == []
+
+
+def test_the_pages_without_javascript(browser, live_server, saved_run):
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    page: Page = context.new_page()
+    shown = []
+    for path in ("/", saved_run):
+        page.goto(path)
+        shown.append((page.url, page.content()))
+    page.goto("/")
+    page.locator("#metrics-before").fill(METRICS)
+    page.locator("#run-calibrate").click()
+    expect(page.locator(".calibrate-table")).to_be_visible()
+    shown.append((page.url, page.content()))
+    context.close()
+    for url, html in shown:
+        assert audit_as_without_javascript(browser, url, html) == [], url
