@@ -1,7 +1,7 @@
 """How close a measured target step comes to the memory-bandwidth limit.
 
 A decode step of one sequence reads every weight once plus the KV cache so far, so it cannot
-take less than ``(N b + L kv) / BW`` (DESIGN.md, the roofline model at B = 1, T = 1): ``N``
+take less than ``(N b + L kv) / BW`` (docs/design.md, the roofline model at B = 1, T = 1): ``N``
 parameters of ``b`` bytes, ``L`` tokens of context, ``kv = 2 x layers x kv_heads x head_dim x b``
 bytes per token. Reads a ``specscope bench --out`` JSON file and prints the bound, the median
 measured target step (greedy) and their ratio, the fraction of the bandwidth achieved.

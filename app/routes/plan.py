@@ -87,8 +87,8 @@ def plan_api(
     """For every batch from 1 to `max_num_seqs`, the k in 0..`k_max` with the highest
     throughput speedup `S(B, k) = E_k / (k c(B) + v(B, k))` on the roofline model (k = 0 is
     speculation off), neighbours with the same k merged into vLLM's inclusive ranges
-    (`num_speculative_tokens_per_batch_size`). Formulas: DESIGN.md, "Batched speculation and
-    a batch-size schedule"."""
+    (`num_speculative_tokens_per_batch_size`). Formulas: docs/design.md, "The batch-size
+    schedule"."""
     domains, notices = mix_domains(mix) if mix else (single(alpha), [])
     try:
         return report(domains, setting_costs(setting), k_max, max_num_seqs, notices=notices)

@@ -1,8 +1,8 @@
 """Batch size and hardware: the roofline model of speculative decoding, in pure Python.
 
 The slider model (:mod:`engine.analytic.theory`) prices a cycle in target steps. This module
-says what those steps cost on given hardware at batch ``B`` (DESIGN.md, "Batch size and
-hardware"). One forward pass of a model with ``N`` parameters of ``b`` bytes, over ``B``
+says what those steps cost on given hardware at batch ``B`` (docs/design.md, "At a batch
+size"). One forward pass of a model with ``N`` parameters of ``b`` bytes, over ``B``
 sequences of ``T`` new tokens each, with ``L`` tokens of context in the KV cache:
 
 - bytes read: ``N b + B L kv``, ``kv = 2 x layers x kv_heads x head_dim x b`` per token
@@ -19,7 +19,7 @@ sequences of ``T`` new tokens each, with ``L`` tokens of context in the KV cache
   through each GPU's link at its per-direction bandwidth, plus a fixed latency per all-reduce.
   Decode overlaps it poorly, so it adds to the pass.
 
-``N`` counts every parameter, embeddings included, as the formula in DESIGN.md does.
+``N`` counts every parameter, embeddings included, as the formula in docs/design.md does.
 
 Memory capacity (docs/design.md, "Memory capacity and tensor parallelism"): per GPU, the
 weights of both models divided by the tensor-parallel degree ``G`` plus the KV cache of both

@@ -1,8 +1,8 @@
 """A batch-size schedule for speculative decoding: the draft length k to use at each batch.
 
 All ``B`` rows of a batch draft and verify in lockstep, and each row accepts its own prefix,
-so the batch advances at a mean of ``E_k`` tokens per row per cycle (DESIGN.md, "Batched
-speculation and a batch-size schedule"). Against plain decoding at the same batch the
+so the batch advances at a mean of ``E_k`` tokens per row per cycle (docs/design.md, "The
+batch-size schedule"). Against plain decoding at the same batch the
 throughput speedup is
 
     S(B, k) = E_k / cycle(B, k),   cycle(B, k) = k c(B) + v(B, k)   (target steps at batch B)

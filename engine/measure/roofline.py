@@ -4,7 +4,7 @@ speculation stops paying on this machine.
 For each batch B it times the target's pass over T = 1..k+1 new tokens per sequence and the
 draft's single step, all after a KV cache of ``context`` tokens, with warm-up passes and
 repeats (medians; the spread is the interquartile range). From the medians: c(B), v(B), the
-speedup S(B) they predict at the given alpha (DESIGN.md, "the roofline model"), and the
+speedup S(B) they predict at the given alpha (docs/design.md, "At a batch size"), and the
 bandwidth and FLOP/s of the roofline that best fits every pass ("this machine").
 """
 

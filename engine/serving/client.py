@@ -37,7 +37,7 @@ class Completion:
 
 @dataclass
 class SpecCounters:
-    """vLLM's speculative-decoding counters (all label sets summed; see DESIGN.md, "vLLM").
+    """vLLM's speculative-decoding counters (all label sets summed; see docs/design.md, "vLLM").
 
     ``per_position[i]``: drafts whose token at 0-based position ``i`` was accepted.
     """

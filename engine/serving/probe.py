@@ -1,7 +1,7 @@
 """``specscope probe --engine vllm``: the probe's report through a vLLM server.
 
 Each prompt is sent alone, and the server's speculative-decoding counters are read before and
-after it (DESIGN.md, "vLLM"): their change is that prompt's cycles, drafted and accepted
+after it (docs/design.md, "vLLM"): their change is that prompt's cycles, drafted and accepted
 tokens and per-position acceptance. From those come the draft acceptance rate, the mean
 acceptance length and the counted alpha, pooled by (domain, temperature) with the same
 bootstrap over prompts as our engine's probe. The sum-min alpha and top-1 agreement need both
