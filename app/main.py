@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -35,6 +35,7 @@ from app.run_queue import RunManager
 from app.saved.archive import Archiver
 from app.security import SecurityHeaders
 from app.store import RunStore, StoreUnavailable
+from app.strict_query import known_query_only
 from engine.decoder.loading import ModelPair, load_pair, set_threads
 from engine.settings import REPO_ROOT, Settings
 
@@ -82,7 +83,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if store is not None:
             store.close()
 
-    app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  dependencies=[Depends(known_query_only)])
     app.state.settings = settings
     app.state.store, app.state.store_error = store, store_error
     app.state.archiver = archiver

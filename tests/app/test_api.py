@@ -58,3 +58,17 @@ def test_api_is_in_the_openapi_schema(client):
 def test_docs_page_uses_vendored_swagger(client):
     html = client.get("/docs").text
     assert "/static/vendor/swagger-ui-bundle-" in html and "cdn" not in html
+
+
+@pytest.mark.parametrize("path", ["/api/theory?alhpa=0.9", "/api/roofline?gpu=8",
+                                  "/api/plan?kmax=4"])
+def test_a_parameter_the_operation_does_not_take_is_refused_by_name(client, path):
+    response = client.get(path)
+    assert response.status_code == 422
+    name = path.split("?")[1].split("=")[0]
+    assert response.json()["detail"][0]["loc"] == ["query", name]
+    assert f"{name}: is not a parameter of this operation" in response.json()["message"]
+
+
+def test_pages_still_read_a_link_with_parameters_they_do_not_know(client):
+    assert client.get("/?alpha=0.8&utm_source=review").status_code == 200
