@@ -69,7 +69,7 @@ class Settings(BaseSettings):
     # Record the decode steps as CUDA graphs (engine.decoder.forward); off until
     # benchmarks/gpu_check.sh has validated them on the GPU in use.
     cuda_graphs: bool = False
-    # Measured speedup-against-batch curves (JSON, README "Measured curves") the roofline
+    # Measured speedup-against-batch curves (JSON, docs/api.md "Measured curves") the roofline
     # chart overlays; the default holds this project's own sweep of the shipped pair.
     measurements_dir: Path = SHIPPED_MEASUREMENTS
     # Saved runs: a SQLite file (":memory:" keeps them for the life of the process).

@@ -1,6 +1,6 @@
 """Measured speedup-against-batch curves: the JSON file format, and loading a folder of them.
 
-One file holds one curve (README, "Measured curves"):
+One file holds one curve (docs/api.md, "Measured curves"):
 
     {"label": "...", "hardware": "...", "target": "...", "draft": "...", "k": 4, "alpha": 0.7,
      "points": [{"batch": 1, "speedup": 1.31, "tok_s_spec": 260.0, "tok_s_base": 198.5}, ...]}
