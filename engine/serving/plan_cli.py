@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.analytic import schedule
+from engine.cli_options import MODEL_HELP
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
     ACHIEVED_FLOPS,
@@ -69,8 +70,11 @@ def add_parser(sub, d: dict) -> None:
     plan.add_argument("--max-num-seqs", type=int, default=schedule.MAX_NUM_SEQS,
                       help="vLLM's max_num_seqs: the plan covers batches 1 to this "
                            f"(default {schedule.MAX_NUM_SEQS})")
-    plan.add_argument("--target", help="the target's name in the config (default: the preset's)")
-    plan.add_argument("--draft", help="the draft's name in the config (default: the preset's)")
+    # Names for the config only: the plan loads no model.
+    plan.add_argument("--target", help=f"{MODEL_HELP}: the target the config names "
+                                       "(default: the preset's)")
+    plan.add_argument("--draft", help=f"{MODEL_HELP}: the draft the config names "
+                                      "(default: the preset's)")
     plan.add_argument("--json", action="store_true", help="print one JSON object instead")
 
 

@@ -1,6 +1,6 @@
 """vLLM missing, not answering, answering garbage, hanging or dying: a clear VllmError, no
 hang, and every process specscope started is stopped. A stand-in server
-(tests/support/fake_vllm.py) plays vLLM here; the real one is in test_vllm_peer.py."""
+(tests/support/fake_vllm.py) plays vLLM here; the real one is in test_peer.py."""
 
 from __future__ import annotations
 
