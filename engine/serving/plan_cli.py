@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.analytic import schedule
-from engine.cli_options import MODEL_HELP
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
     ACHIEVED_FLOPS,
@@ -33,6 +32,7 @@ from engine.analytic.roofline import (
     this_machine,
 )
 from engine.analytic.schedule import Domain, PlanError
+from engine.cli_options import MODEL_HELP
 
 DEFAULT_HARDWARE, DEFAULT_MODELS, DEFAULT_CONTEXT = "h100-sxm", "llama-8b-1b", 512
 
