@@ -222,7 +222,7 @@ def run_sweep(args) -> int:
     import torch
 
     from engine.decoder.loading import load_pair, set_threads
-    from engine.measure.prompt_sets import pair_prompts
+    from engine.measure.prompt_sets import load_source, pair_prompts
 
     def log(message: str) -> None:
         print(f"specscope sweep: {message}", file=sys.stderr, flush=True)
@@ -236,10 +236,15 @@ def run_sweep(args) -> int:
     except (OSError, ValueError) as error:
         print(f"specscope: error: {error}", file=sys.stderr)
         return 2
+    try:
+        prompts = ([p.text for p in load_source(args.prompts)] if args.prompts
+                   else pair_prompts(args.target, per_domain=20))
+    except ValueError as error:  # an unknown set, a missing or malformed file
+        print(f"specscope: error: {error}", file=sys.stderr)
+        return 2
     threads = set_threads(args.threads, args.device)
     lookup = PromptLookup() if args.drafter == "ngram" else None
     pair = load_pair(args.target, None if lookup else args.draft, device=args.device)
-    prompts = pair_prompts(args.target, per_domain=20)
     log(f"{len(policies)} policies x {len(args.batch)} batch sizes x {args.repeats} repeats, "
         f"{args.new_tokens} new tokens per row, {threads} thread(s)")
     cells = sweep(pair, prompts, args.batch, policies, args.new_tokens, args.repeats,
@@ -255,7 +260,7 @@ def run_sweep(args) -> int:
     draft = (f"prompt lookup (n = {lookup.prompt_lookup_min}..{lookup.prompt_lookup_max})"
              if lookup else args.draft)
     meta = {"hardware": hardware, "target": args.target, "draft": draft,
-            "drafter": args.drafter,
+            "drafter": args.drafter, "prompts": args.prompts or "the pair's held-out prompts",
             "temperature": args.temperature, "new_tokens": args.new_tokens,
             "repeats": args.repeats, "threads": threads,
             "command": "specscope " + " ".join(sys.argv[1:])}

@@ -92,3 +92,15 @@ def test_the_sweep_drafts_by_prompt_lookup_with_no_draft_model(capsys, tmp_path,
     assert data["drafter"] == "ngram" and data["draft"].startswith("prompt lookup")
     assert "prompt lookup, k = 3" in curve.label and [p.batch for p in curve.points] == [1, 3]
     assert 0 <= data["alpha"] <= 1
+
+
+def test_the_sweep_takes_a_prompt_set_and_names_a_bad_one(capsys, tmp_path, model_dirs):
+    out = tmp_path / "set.json"
+    base = ["sweep", "--engine", "specscope", "--target", model_dirs["target"], "--drafter",
+            "ngram", "--device", "cpu", "--batch", "2", "--policies", "off,2",
+            "--new-tokens", "4", "--repeats", "1", "--temperature", "0"]
+    assert cli.main([*base, "--prompts", "lookup", "--out", str(out)]) == 0
+    assert json.loads((tmp_path / "set-k2.json").read_text())["prompts"] == "lookup"
+    capsys.readouterr()
+    assert cli.main([*base, "--prompts", "no-such-set"]) == 2
+    assert "no-such-set: no such file, and not a built-in set" in capsys.readouterr().err
