@@ -33,7 +33,7 @@ from engine.analytic.roofline import (
     this_machine,
 )
 from engine.analytic.theory import CURVE_MAX_K
-from engine.measure.curves import MeasuredCurve
+from engine.measure.curves import MeasuredCurve, MeasuredPoint
 
 NUMBERS: dict[str, Slider] = {
     s.name: s
@@ -199,11 +199,59 @@ def place_labels(frame: Frame, lines: list[tuple[str, str, float]],
     return placed
 
 
+# Every measured curve gets its own marker: a shape and a colour (CSS class measured-N) that
+# change together, so curves stay apart in grey print and for colour-blind readers.
+MARKER_SHAPES = ("square", "diamond", "circle", "triangle", "triangle-down", "plus")
+MARKER_COLOURS = 6  # .measured-0 ... .measured-5 in static/specscope.css
+
+
+def marker_style(index: int) -> tuple[str, int]:
+    """The ``index``-th curve's (shape, colour): distinct for the first 36 curves."""
+    n = len(MARKER_SHAPES)
+    return MARKER_SHAPES[index % n], (index + index // n) % MARKER_COLOURS
+
+
+def marker_path(shape: str, x: float, y: float, r: float = 4.5) -> str:
+    """An SVG path ``d`` for a marker of ``shape`` centred on (x, y), about 2r across."""
+    if shape == "square":
+        return f"M{x - r:.1f},{y - r:.1f}h{2 * r:.1f}v{2 * r:.1f}h{-2 * r:.1f}Z"
+    if shape == "diamond":
+        d = r * 1.35
+        return f"M{x:.1f},{y - d:.1f}L{x + d:.1f},{y:.1f}L{x:.1f},{y + d:.1f}L{x - d:.1f},{y:.1f}Z"
+    if shape == "circle":
+        return (f"M{x - r:.1f},{y:.1f}a{r:.1f},{r:.1f} 0 1,0 {2 * r:.1f},0"
+                f"a{r:.1f},{r:.1f} 0 1,0 {-2 * r:.1f},0Z")
+    if shape in ("triangle", "triangle-down"):
+        s = 1 if shape == "triangle" else -1
+        return (f"M{x:.1f},{y - s * 1.3 * r:.1f}L{x + 1.2 * r:.1f},{y + s * 0.9 * r:.1f}"
+                f"L{x - 1.2 * r:.1f},{y + s * 0.9 * r:.1f}Z")
+    if shape == "plus":
+        a, w = r * 1.25, r * 0.45
+        return (f"M{x - w:.1f},{y - a:.1f}h{2 * w:.1f}v{a - w:.1f}h{a - w:.1f}v{2 * w:.1f}"
+                f"h{w - a:.1f}v{a - w:.1f}h{-2 * w:.1f}v{w - a:.1f}h{w - a:.1f}v{-2 * w:.1f}"
+                f"h{a - w:.1f}Z")
+    raise ValueError(f"no marker shape {shape!r}")
+
+
+@dataclass(frozen=True)
+class MeasuredMarker(Marker):
+    d: str  # the marker's SVG path
+
+
 @dataclass(frozen=True)
 class MeasuredSeries:
     label: str
     method: str
-    points: list[Marker]
+    points: list[MeasuredMarker]
+    policy: str | None = None
+    shape: str = "square"
+    colour: int = 0
+    key: str = ""  # the same marker, centred on (0, 0), for the legend
+
+    @property
+    def name(self) -> str:
+        """What the legend calls it: the policy when the curve has one, else its label."""
+        return self.policy or self.label
 
 
 @dataclass(frozen=True)
@@ -245,12 +293,14 @@ def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width:
     x_ticks = [Tick(2**i, x_of(2**i), f"{2**i}") for i in range(0, 11, 2)]  # 1, 4, ..., 1024
     y_ticks = [Tick(i * step, y_of(i * step), f"{i * step:g}×")
                for i in range(int(round(y_max / step)) + 1)]
-    series = [
-        MeasuredSeries(c.label, c.method, [
-            Marker(x_of(p.batch), y_of(p.speedup), f"B = {p.batch}: {p.speedup:.2f}×")
-            for p in c.points if 1 <= p.batch <= BATCH_MAX])
-        for c in measured
-    ]
+    series = []
+    for index, c in enumerate(measured):
+        shape, colour = marker_style(index)
+        series.append(MeasuredSeries(c.label, c.method, [
+            MeasuredMarker(x_of(p.batch), y_of(p.speedup), _point_label(p),
+                           marker_path(shape, x_of(p.batch), y_of(p.speedup)))
+            for p in c.points if 1 <= p.batch <= BATCH_MAX], c.policy, shape, colour,
+            marker_path(shape, 0.0, 0.0)))
     be = fig.break_even_batch
     most = fig.max_batch_that_fits
     no_fit_x = left if most is None else x_of(most) if most < BATCH_MAX else None
@@ -365,6 +415,13 @@ def handoff(s: Setting, fig: Roofline, state: RooflineState, slider: PageState) 
     held = HeldCosts(v_by_k, fig.batch, where(s, state))
     return replace(slider, c=c, v=float(SLIDERS["v"].setting(v_by_k[slider.k - 1])),
                    step_ms=float(f"{fig.t_target_ms:.9g}"), held=held)
+
+
+def _point_label(p: MeasuredPoint) -> str:
+    text = f"B = {p.batch}: {p.speedup:.2f}×"
+    if p.tok_s_spec is not None and p.tok_s_base is not None:
+        text += f" ({p.tok_s_spec:.0f} against {p.tok_s_base:.0f} tokens/s off)"
+    return text
 
 
 def _others(query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -19,6 +19,12 @@ draws (k draft samples, then the rule's k uniforms and one sample), so with the 
 step a row's tokens are those of :func:`engine.decoder.speculative.speculate` with its seed,
 whatever its companions (up to the ~1e-6 rounding by which batched logits differ).
 
+With prompt lookup as the drafter (``lookup``, :mod:`engine.decoder.ngram`) there is no draft
+model: each row proposes its own 0..k tokens from its own context, the target verifies every
+row's ``[last_b, x_b1..x_bm_b]`` in one ragged pass (rows padded to the longest proposal),
+and each row goes through the single stream's rule with a one-hot ``q``, so a row's tokens
+are those of ``speculate(..., lookup=...)`` with its seed.
+
 The per-row state sits in :class:`engine.decoder.forward.RaggedCache` (lengths, scattered
 writes, masks); models the engine's fast forward pass does not cover decode one row only.
 """
@@ -40,6 +46,7 @@ from engine.decoder.events import (
 )
 from engine.decoder.forward import FastDecoder, RaggedCache, forward, new_cache, rollback
 from engine.decoder.loading import ModelPair
+from engine.decoder.ngram import PromptLookup, one_hot_q
 from engine.decoder.sampling import check_finite, sample_rows, warp
 from engine.decoder.sampling import greedy as greedy_probs
 from engine.decoder.verify import verify, verify_greedy
@@ -163,33 +170,41 @@ VerifyHook = Callable[[int, list[int], list[int], torch.Tensor, torch.Tensor, in
 
 
 def speculate_batch(
-    pair: ModelPair, config: BatchConfig, *, on_verify: VerifyHook | None = None
+    pair: ModelPair, config: BatchConfig, *, on_verify: VerifyHook | None = None,
+    lookup: PromptLookup | None = None,
 ) -> Iterator[BatchStepEvent | BatchDoneEvent]:
     """Decode ``config.prompts`` together: a :class:`BatchStepEvent` per step, then a
     :class:`BatchDoneEvent`. Bad settings raise ``ValueError`` here, before anything runs.
 
     ``on_verify(row, context_ids, drafts, q, p, n_accepted)`` sees each speculative cycle of
     each row (``q [k, V]``, ``p [k+1, V]``) before its tokens are emitted (tests, debugging).
+
+    ``lookup``: each row drafts by prompt lookup (0..k tokens) instead of with the pair's
+    draft model (which may be None); ``q`` and ``p`` of a row then have its own length.
     """
     config.validate()
     k_max = config.k_max()
-    if k_max > 0 and pair.draft is None:
+    if lookup is not None:
+        lookup.validate()
+    elif k_max > 0 and pair.draft is None:
         raise ValueError("speculative decoding needs a draft model; this pair has none "
-                         "(k = 0 on every step decodes with the target alone)")
+                         "(k = 0 on every step decodes with the target alone; prompt lookup "
+                         "needs none)")
     models = [(pair.target_name or "the target", pair.target)]
-    if k_max > 0:
+    if k_max > 0 and lookup is None:
         models.append((pair.draft_name or "the draft", pair.draft))
     if len(config.prompts) > 1:
         for name, model in models:
             check_batchable(name, model)
     prompt_ids = [encode_prompt(pair, config.row(b), lookahead=k_max)
                   for b in range(len(config.prompts))]
-    return _speculate_batch(pair, config, prompt_ids, k_max, on_verify)
+    return _speculate_batch(pair, config, prompt_ids, k_max, on_verify, lookup)
 
 
-def run_batch(pair: ModelPair, config: BatchConfig) -> tuple[list[BatchStepEvent], BatchDoneEvent]:
+def run_batch(pair: ModelPair, config: BatchConfig, lookup: PromptLookup | None = None
+              ) -> tuple[list[BatchStepEvent], BatchDoneEvent]:
     """:func:`speculate_batch` run to the end."""
-    *steps, done = speculate_batch(pair, config)
+    *steps, done = speculate_batch(pair, config, lookup=lookup)
     return steps, done
 
 
@@ -263,7 +278,7 @@ def _padded(lists: list[list[int]], device) -> torch.Tensor:
     return torch.tensor([ids + [0] * (width - len(ids)) for ids in lists], device=device)
 
 
-def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify):
+def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify, lookup):
     clock = Clock(pair.device)
     size = len(prompt_ids)
     limits = config.per_row(config.max_new_tokens)
@@ -274,7 +289,7 @@ def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify):
         pending=[[ids[-1]] for ids in prompt_ids],
         generators=[new_generator(pair, seed) for seed in config.per_row(config.seeds)],
         target=_rows(pair.target, capacity, size),
-        draft=_rows(pair.draft, capacity, size) if k_max > 0 else None,
+        draft=_rows(pair.draft, capacity, size) if k_max > 0 and lookup is None else None,
     )
     start = clock()
     with torch.inference_mode():
@@ -296,11 +311,16 @@ def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify):
         if k == 0:
             drafts, outcomes = _plain_step(pair, batch, config)
             mid = start
+        elif lookup is not None:
+            contexts = [prompt_ids[row] + out[row] for row in batch.rows]
+            drafts = [lookup.propose(context, k).tokens for context in contexts]
+            mid = clock()
+            outcomes = _verify_lookup(pair, batch, config, drafts, contexts, on_verify)
         else:
             proposed, q, mid = _draft(pair, batch, config, k, clock)
             outcomes = _verify(pair, batch, config, proposed, q, prompt_ids, out, on_verify)
             drafts = proposed.tolist()
-        tally.add(k, [n for n, _ in outcomes])
+        tally.add(k, [n for n, _ in outcomes], [len(d) for d in drafts] if lookup else None)
         verify_end = clock()
         emitted_counts, live = [], []
         for i, (row, (n, token)) in enumerate(zip(batch.rows, outcomes, strict=True)):
@@ -350,7 +370,8 @@ def _plain_step(pair, batch: _Batch, config: BatchConfig):
         check_finite(probs)  # tolist below waits for the device anyway
         tokens = drawn.tolist()
     for i, token in enumerate(tokens):
-        batch.pending[i].append(token)
+        if batch.draft is not None:
+            batch.pending[i].append(token)
         batch.last[i] = token
     return [[] for _ in tokens], [(0, token) for token in tokens]
 
@@ -410,6 +431,39 @@ def _verify(pair, batch: _Batch, config, drafts, q, prompt_ids, out, on_verify):
     return outcomes
 
 
+@torch.inference_mode()
+def _verify_lookup(pair, batch: _Batch, config, drafts: list[list[int]], contexts, on_verify):
+    """Prompt lookup's verification: ONE target pass over every row's ``[last_b, x_b1..x_bm]``
+    (``m`` = 0..k tokens that row's lookup proposed; shorter rows padded), the single
+    stream's rule per row with ``q`` one-hot at its proposal, each row's target cache rolled
+    back to its accepted prefix. ``[(n_accepted, next_token)]`` per row."""
+    vocab = pair.shared_vocab_size
+    sizes = [len(d) + 1 for d in drafts]
+    keep = max(sizes)
+    ids = _padded([[last] + d for last, d in zip(batch.last, drafts, strict=True)], pair.device)
+    logits = batch.target.run(ids, sizes, keep)[..., :vocab]  # [B, keep, V]
+    outcomes = []
+    for i, proposal in enumerate(drafts):
+        row_logits = logits[i, keep - sizes[i]:]  # this row's m + 1 real positions
+        x = torch.tensor(proposal, dtype=torch.long, device=pair.device)
+        q = one_hot_q(x, vocab)
+        if config.greedy:
+            p = greedy_probs(row_logits)
+            outcome = verify_greedy(proposal, row_logits.argmax(dim=-1).tolist())
+        else:
+            p = warp(row_logits, config.temperature, config.top_k, config.top_p)  # [m+1, V]
+            check_finite(p, q)
+            outcome = verify(x, q, p, batch.generators[i])
+        if on_verify is not None:
+            on_verify(batch.rows[i], contexts[i], proposal, q, p, outcome[0])
+        outcomes.append(outcome)
+    # The target cache holds ..., last, x_1..x_m of each row; keep ..., last, x_1..x_n.
+    batch.target.rollback([len(d) - n for d, (n, _) in zip(drafts, outcomes, strict=True)])
+    for i, (_, token) in enumerate(outcomes):
+        batch.last[i] = token
+    return outcomes
+
+
 def _retire(batch: _Batch, live: list[int]) -> None:
     """Keep only the rows at positions ``live`` (rows that stopped leave both caches)."""
     for model_rows in (batch.target, batch.draft):
@@ -428,9 +482,12 @@ class _Tally:
     def __init__(self) -> None:
         self.accepted = self.trials = self.drafted = 0
 
-    def add(self, k: int, accepted: list[int]) -> None:
+    def add(self, k: int, accepted: list[int], proposed: list[int] | None = None) -> None:
+        """``proposed``: each row's number of drafts when it is not ``k`` (prompt lookup)."""
         if k == 0:
             return
+        proposed = proposed or [k] * len(accepted)
         self.accepted += sum(accepted)
-        self.trials += sum(n + (n < k) for n in accepted)  # accepted, plus the rejected one
-        self.drafted += k * len(accepted)
+        # accepted, plus the rejected one
+        self.trials += sum(n + (n < m) for n, m in zip(accepted, proposed, strict=True))
+        self.drafted += sum(proposed)

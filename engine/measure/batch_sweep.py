@@ -23,6 +23,7 @@ from pathlib import Path
 
 from engine.decoder.batched import BatchConfig, BatchStepEvent, speculate_batch
 from engine.decoder.loading import ModelPair
+from engine.decoder.ngram import PromptLookup
 
 Ranges = list[tuple[int, int, int]]
 
@@ -116,12 +117,14 @@ class Cell:
 
 
 def time_batch(pair: ModelPair, prompts: Sequence[str], batch: int, policy: Policy,
-               new_tokens: int, temperature: float, seed: int) -> tuple[float, float, int, int]:
-    """Tokens/s of wall and of CPU time, accepted drafts and trials, for one batch."""
+               new_tokens: int, temperature: float, seed: int,
+               lookup: PromptLookup | None = None) -> tuple[float, float, int, int]:
+    """Tokens/s of wall and of CPU time, accepted drafts and trials, for one batch
+    (``lookup``: every row drafts by prompt lookup instead of with the draft model)."""
     config = BatchConfig([prompts[i % len(prompts)] for i in range(batch)], k=policy.k,
                          temperature=temperature, max_new_tokens=new_tokens,
                          seeds=[seed * 1000 + i for i in range(batch)])
-    events = speculate_batch(pair, config)
+    events = speculate_batch(pair, config, lookup=lookup)
     next(events)  # the prefill and the first step
     wall, cpu, tokens = time.perf_counter(), time.thread_time(), 0
     done = None
@@ -136,16 +139,18 @@ def time_batch(pair: ModelPair, prompts: Sequence[str], batch: int, policy: Poli
 
 def sweep(pair: ModelPair, prompts: Sequence[str], batches: Sequence[int],
           policies: Sequence[Policy], new_tokens: int, repeats: int, temperature: float,
-          log: Callable[[str], None] = lambda message: None) -> dict[tuple[str, int], Cell]:
+          log: Callable[[str], None] = lambda message: None,
+          lookup: PromptLookup | None = None) -> dict[tuple[str, int], Cell]:
     pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # fixed tokens per row
     cells = {(p.name, b): Cell([], []) for p in policies for b in batches}
     for policy in policies:  # warm-up: caches, rope tables, the allocator
-        time_batch(pair, prompts, max(batches), policy, min(new_tokens, 8), temperature, 0)
+        time_batch(pair, prompts, max(batches), policy, min(new_tokens, 8), temperature, 0,
+                   lookup)
     for repeat in range(repeats):
         for batch in batches:
             for policy in policies:
                 wall, cpu, accepted, trials = time_batch(
-                    pair, prompts, batch, policy, new_tokens, temperature, repeat + 1)
+                    pair, prompts, batch, policy, new_tokens, temperature, repeat + 1, lookup)
                 cell = cells[policy.name, batch]
                 cell.wall.append(wall)
                 cell.cpu.append(cpu)
@@ -178,8 +183,9 @@ def curves(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
                  for c in ("wall", "cpu")})
         k = policy.fixed if policy.fixed is not None else max(r[2] for r in policy.ranges)
         per = "CPU-second" if clock == "cpu" else "second"
+        drafter = ", prompt lookup" if meta.get("drafter") == "ngram" else ""
         out.append(meta | {
-            "label": f"specscope engine, {policy.name} (tokens per {per})",
+            "label": f"specscope engine{drafter}, {policy.name} (tokens per {per})",
             "policy": policy.name,
             "clock": clock,
             "k": k,
@@ -216,7 +222,7 @@ def run_sweep(args) -> int:
     import torch
 
     from engine.decoder.loading import load_pair, set_threads
-    from engine.measure.prompt_sets import pair_prompts
+    from engine.measure.prompt_sets import load_source, pair_prompts
 
     def log(message: str) -> None:
         print(f"specscope sweep: {message}", file=sys.stderr, flush=True)
@@ -230,13 +236,19 @@ def run_sweep(args) -> int:
     except (OSError, ValueError) as error:
         print(f"specscope: error: {error}", file=sys.stderr)
         return 2
+    try:
+        prompts = ([p.text for p in load_source(args.prompts)] if args.prompts
+                   else pair_prompts(args.target, per_domain=20))
+    except ValueError as error:  # an unknown set, a missing or malformed file
+        print(f"specscope: error: {error}", file=sys.stderr)
+        return 2
     threads = set_threads(args.threads, args.device)
-    pair = load_pair(args.target, args.draft, device=args.device)
-    prompts = pair_prompts(args.target, per_domain=20)
+    lookup = PromptLookup() if args.drafter == "ngram" else None
+    pair = load_pair(args.target, None if lookup else args.draft, device=args.device)
     log(f"{len(policies)} policies x {len(args.batch)} batch sizes x {args.repeats} repeats, "
         f"{args.new_tokens} new tokens per row, {threads} thread(s)")
     cells = sweep(pair, prompts, args.batch, policies, args.new_tokens, args.repeats,
-                  args.temperature, log)
+                  args.temperature, log, lookup)
     for which, clock in (("wall", "wall time"), ("cpu", "CPU time of the decoding thread")):
         print(f"\ntokens/s per second of {clock}: median (interquartile range)\n")
         print(table(cells, policies, args.batch, which))
@@ -245,7 +257,10 @@ def run_sweep(args) -> int:
     dtype = str(pair.dtype).removeprefix("torch.")
     hardware = args.hardware or (f"this machine ({where}, {dtype}, {threads} torch thread(s), "
                                  "specscope engine)")
-    meta = {"hardware": hardware, "target": args.target, "draft": args.draft,
+    draft = (f"prompt lookup (n = {lookup.prompt_lookup_min}..{lookup.prompt_lookup_max})"
+             if lookup else args.draft)
+    meta = {"hardware": hardware, "target": args.target, "draft": draft,
+            "drafter": args.drafter, "prompts": args.prompts or "the pair's held-out prompts",
             "temperature": args.temperature, "new_tokens": args.new_tokens,
             "repeats": args.repeats, "threads": threads,
             "command": "specscope " + " ".join(sys.argv[1:])}

@@ -9,9 +9,11 @@ One file holds one curve (docs/api.md, "Measured curves"):
 ``pair`` (the roofline pair preset the curve belongs to; without it the curve is shown with
 every pair), ``method`` (``"end-to-end"``: B concurrent requests served with and without
 speculation; ``"predicted"``: S(B) from measured c(B) and v(B) at the file's alpha),
-``context`` (tokens in the KV cache) and ``fit`` (``{"bandwidth_gb_s", "gflops"}``, the
-roofline fitted to the measured passes). Unknown keys are kept out of the way, not refused, so
-writers may add their own (``specscope roofline`` adds its timing table as ``passes``).
+``context`` (tokens in the KV cache), ``policy`` (how k was chosen: ``"k = 2"``,
+``"schedule"``, ...; the page names it in the chart's legend) and ``fit``
+(``{"bandwidth_gb_s", "gflops"}``, the roofline fitted to the measured passes). Unknown keys
+are kept out of the way, not refused, so writers may add their own (``specscope roofline``
+adds its timing table as ``passes``).
 
 Nothing here imports torch: the web app loads these files too.
 """
@@ -63,6 +65,7 @@ class MeasuredCurve:
     context: int | None = None
     fit: Fit | None = None
     source: str = ""  # the file it came from
+    policy: str | None = None  # how k was chosen ("k = 2", "schedule"); None: one fixed k
 
     def to_json(self) -> dict:
         data: dict = {
@@ -76,6 +79,8 @@ class MeasuredCurve:
             data["pair"] = self.pair
         if self.context is not None:
             data["context"] = self.context
+        if self.policy is not None:
+            data["policy"] = self.policy
         if self.fit is not None:
             data["fit"] = {"bandwidth_gb_s": self.fit.bandwidth / 1e9,
                            "gflops": self.fit.flops / 1e9}
@@ -132,6 +137,9 @@ def parse_curve(data: object, source: str = "") -> MeasuredCurve:
     pair = data.get("pair")
     if pair is not None and not isinstance(pair, str):
         raise CurveError('"pair" must be a string')
+    policy = data.get("policy")
+    if policy is not None and (not isinstance(policy, str) or not policy.strip()):
+        raise CurveError('"policy" must be a non-empty string')
     context = data.get("context")
     if context is not None:
         context = int(_number(context, '"context"', positive=False, whole=True))
@@ -145,7 +153,7 @@ def parse_curve(data: object, source: str = "") -> MeasuredCurve:
         label=_text(data, "label"), hardware=_text(data, "hardware"),
         target=_text(data, "target"), draft=_text(data, "draft"), k=k, alpha=alpha,
         points=tuple(sorted(parsed, key=lambda p: p.batch)), pair=pair, method=method,
-        context=context, fit=fit, source=source,
+        context=context, fit=fit, source=source, policy=policy,
     )
 
 

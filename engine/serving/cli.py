@@ -95,6 +95,13 @@ def add_parser(sub, d: dict) -> None:
     ours.add_argument("--schedule", type=Path,
                       help="a batch-size schedule to run as one more policy: a JSON file "
                            "holding [[lo, hi, k], ...] (num_speculative_tokens_per_batch_size)")
+    ours.add_argument("--prompts", default=None,
+                      help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
+                           "pair's held-out prompts)")
+    ours.add_argument("--drafter", choices=["model", "ngram"], default="model",
+                      help="who proposes: the draft model (the default) or prompt lookup "
+                           "(each row proposes 0..k tokens from its own context; no draft "
+                           "model is loaded)")
     ours.add_argument("--threads", type=int, default=None,
                       help="CPU threads (default: 1 on a CPU)")
     ours.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")

@@ -156,6 +156,36 @@ def test_measured_points_show_for_their_pair_and_bad_files_give_a_notice(tmp_pat
     assert "broken.json was skipped" in other
 
 
+POLICIES = ("k = 2", "k = 4", "schedule", None, "k = 8", "k = 1", "k = 3")
+
+
+def test_every_measured_curve_has_its_own_marker_and_a_legend_naming_its_policy(tmp_path):
+    for i, policy in enumerate(POLICIES):  # more curves than marker shapes or colours
+        curve = CURVE | {"label": f"curve {i}", "method": "end-to-end",
+                         "points": [{"batch": 2 ** j, "speedup": 1 + i / 10 + j / 100}
+                                    for j in range(i + 1)]}
+        (tmp_path / f"c{i}.json").write_text(json.dumps(curve | ({"policy": policy}
+                                                                 if policy else {})))
+    settings = Settings(load_models=False, measurements_dir=tmp_path)
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
+        html = c.get("/?models=shipped&hardware=this-machine").text
+    groups = re.findall(r'<g class="measured-series" data-policy="([^"]*)" data-shape="([^"]*)"'
+                        r' data-colour="(\d)">(.*?)</g>', html, re.S)
+    names = [policy or f"curve {i}" for i, policy in enumerate(POLICIES)]
+    assert [g[0] for g in groups] == names
+    assert len({(g[1], g[2]) for g in groups}) == len(POLICIES)  # no two look alike
+    for i, (name, _, colour, body) in enumerate(groups):
+        assert body.count(f'<path class="measured measured-{colour}"') == i + 1
+        assert body.count(f"<title>{name}: B = ") == i + 1
+    legend = re.findall(r'<span class="measured-legend" data-policy="([^"]*)" data-shape='
+                        r'"([^"]*)" data-colour="(\d)">(.*?)</span>', html, re.S)
+    assert [(n, s, c) for n, s, c, _ in legend] == [g[:3] for g in groups]
+    for i, ((*_, body), policy) in enumerate(zip(legend, POLICIES, strict=True)):
+        text = " ".join(re.sub(r"<[^>]+>", "", body).split())
+        assert text.startswith(f"{policy}: Measured (end-to-end): curve {i};" if policy
+                               else f"Measured (end-to-end): curve {i};")
+
+
 def test_a_pair_that_does_not_fit_says_so_and_where_it_would(client):
     html = client.get("/?models=llama-70b-1b&gpus=1&context=8192&batch=32").text
     pair = PAIRS["llama-70b-1b"]

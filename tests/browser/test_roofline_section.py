@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from urllib.parse import parse_qs, urlparse
@@ -9,9 +10,12 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import Page, expect
 from support.browser import checked_page
+from support.live_server import LiveServer
 
+from app.main import create_app
 from app.roofline import NUMBERS, SLIDER_BATCHES
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
+from engine.settings import Settings
 
 pytestmark = pytest.mark.browser
 
@@ -188,3 +192,42 @@ def test_chart_labels_never_overlap_one_another(browser, slider_server, width, s
             if "break-even" in boxes:
                 be = boxes["break-even"]
                 assert not be["x"] < lines["ridge"] < be["x"] + be["width"], state
+
+
+MEASURED = {"hardware": "this machine", "target": "t", "draft": "d", "k": 4, "alpha": 0.62,
+            "pair": "shipped", "method": "end-to-end"}
+POLICIES = ("k = 2", "k = 4", "schedule", "vLLM k = 4")
+
+
+@pytest.fixture
+def measured_server(tmp_path_factory) -> LiveServer:
+    folder = tmp_path_factory.mktemp("measurements")
+    for i, policy in enumerate(POLICIES):
+        points = [{"batch": 2 ** j, "speedup": 0.6 + i / 5 + j / 20} for j in range(7)]
+        (folder / f"c{i}.json").write_text(json.dumps(
+            MEASURED | {"label": f"sweep {i}", "policy": policy, "points": points}))
+    with LiveServer(create_app(Settings(load_models=False, measurements_dir=folder))) as server:
+        yield server
+
+
+def test_each_measured_policy_is_drawn_with_its_own_marker_and_named_in_the_legend(
+        browser, measured_server):
+    with checked_page(browser, measured_server.url) as page:
+        page.goto("/?models=shipped&hardware=this-machine")
+        looks = set()
+        for policy in POLICIES:
+            series = page.locator(f'.rl-chart g.measured-series[data-policy="{policy}"]')
+            expect(series.locator("path")).to_have_count(7)
+            expect(series.locator("path").first).to_be_visible()
+            key = page.locator(f'.measured-legend[data-policy="{policy}"]')
+            expect(key).to_be_visible()
+            expect(key.locator("strong.policy")).to_have_text(policy)
+            shape = series.get_attribute("data-shape")
+            assert key.get_attribute("data-shape") == shape
+            # the colour the reader sees, in the chart and in the legend
+            fill = series.locator("path").first.evaluate("e => getComputedStyle(e).fill")
+            assert key.locator("path").evaluate("e => getComputedStyle(e).fill") == fill
+            looks.add((shape, fill))
+            assert series.locator("title").first.text_content().startswith(f"{policy}: B = 1:")
+        assert len(looks) == len(POLICIES)  # no two policies look alike
+        assert len({fill for _, fill in looks}) == len(POLICIES)

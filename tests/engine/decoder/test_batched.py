@@ -27,6 +27,7 @@ from engine.decoder.common import encode_prompt
 from engine.decoder.events import GenerationConfig
 from engine.decoder.forward import forward, new_cache
 from engine.decoder.loading import load_pair
+from engine.decoder.ngram import PromptLookup
 from engine.decoder.sampling import sample, warp
 from engine.decoder.speculative import speculate
 from engine.decoder.verify import verify
@@ -346,3 +347,139 @@ def test_bad_settings_raise_clear_errors_before_running(good_pair, settings, mes
 def test_speculation_needs_a_draft(target_only_pair):
     with pytest.raises(ValueError, match="needs a draft"):
         batched.speculate_batch(target_only_pair, BatchConfig([PROMPT, "the"], k=2))
+
+
+# ---- prompt lookup: each row proposes 0..k tokens of its own -----------------------------
+
+# Rows whose contexts repeat themselves (so the lookup proposes) beside rows that never do.
+LOOKUP_PROMPTS = [
+    "the cat sat on the mat and the cat",
+    "the",
+    "abc abc abc abc abc abc",
+    "speculative decoding drafts tokens with a small model and verifies them with a large one",
+    "the quick brown fox and the quick brown",
+]
+
+
+def alone_lookup(pair, prompt: str, k: int, **settings) -> list[int]:
+    """The row decoded by the single stream with prompt lookup as its drafter."""
+    config = GenerationConfig(prompt=prompt, k=k, **settings)
+    return list(speculate(pair, config, lookup=PromptLookup()))[-1].token_ids
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_lookup_greedy_rows_equal_each_row_decoded_alone(target_only_pair, k):
+    """No draft model at all; rows of different lengths, budgets and proposal sizes (0..k a
+    step, per row), and an end-of-sequence token stopping some rows early."""
+    pair = target_only_pair
+    budgets = [40, 1, 23, 9, 31]
+    probe = alone_lookup(pair, LOOKUP_PROMPTS[0], k, temperature=0.0, max_new_tokens=40)
+    pair = dataclasses.replace(pair, stop_token_ids=frozenset({probe[12]}))
+    sizes_seen: set[int] = set()
+
+    def seen(row, context, drafts, q, p, n):
+        sizes_seen.add(len(drafts))
+        assert q.shape == (len(drafts), pair.shared_vocab_size) and p.shape[0] == len(drafts) + 1
+
+    config = BatchConfig(LOOKUP_PROMPTS, k=k, temperature=0.0, max_new_tokens=budgets)
+    steps = list(batched.speculate_batch(pair, config, on_verify=seen,
+                                         lookup=PromptLookup()))
+    done = steps.pop()
+    equal = 0
+    for prompt, budget, tokens in zip(LOOKUP_PROMPTS, budgets, done.token_ids, strict=True):
+        solo = alone_lookup(pair, prompt, k, temperature=0.0, max_new_tokens=budget)
+        equal += assert_same_or_near_tie(pair, prompt, solo, tokens)
+    assert equal >= len(LOOKUP_PROMPTS) - 1
+    assert 0 in sizes_seen and k in sizes_seen  # ragged: rows with nothing and with k drafts
+    assert done.drafted > 0 and done.trials >= done.accepted > 0
+    assert "eos" in done.stop_reasons and "length" in done.stop_reasons
+    assert len({len(s.rows) for s in steps}) >= 3
+
+
+def test_lookup_rows_equal_the_single_stream_whatever_their_companions(good_pair):
+    """Sampled (temperature 0.8, top-k, top-p): a row's tokens with its seed are those of the
+    single stream's lookup run, alone or among other rows, and depend on the seed."""
+    settings = dict(temperature=0.8, top_k=50, top_p=0.95)
+    prompt = LOOKUP_PROMPTS[2]
+
+    def row_in(companions: list[str], seed: int = 7) -> list[int]:
+        prompts = companions[:1] + [prompt] + companions[1:]
+        seeds = [100 + i for i in range(len(prompts))]
+        seeds[min(1, len(companions))] = seed
+        config = BatchConfig(prompts, k=4, max_new_tokens=40, seeds=seeds, **settings)
+        return run_batch(good_pair, config, lookup=PromptLookup())[1].token_ids[
+            min(1, len(companions))]
+
+    by_itself = row_in([])
+    assert len(by_itself) == 40
+    assert alone_lookup(good_pair, prompt, 4, max_new_tokens=40, seed=7, **settings) == by_itself
+    assert row_in(LOOKUP_PROMPTS[:2] + LOOKUP_PROMPTS[3:]) == by_itself
+    assert row_in([LOOKUP_PROMPTS[0], prompt, LOOKUP_PROMPTS[1]]) == by_itself
+    assert row_in([], seed=8) != by_itself
+
+
+def lookup_first_two_counts(pair, prompt: str, copies: int, batches: int,
+                            k: int = 3) -> torch.Tensor:
+    """``[2, V]``: first and second tokens of rows of ``prompt`` drafted by prompt lookup,
+    each between rows of other prompts, lengths and budgets (temperature 1)."""
+    pair = dataclasses.replace(pair, stop_token_ids=frozenset())
+    counts = torch.zeros(2, pair.shared_vocab_size)
+    for batch in range(batches):
+        prompts, budgets, mine = [], [], []
+        for i in range(copies):
+            mine.append(len(prompts))
+            prompts += [prompt, LOOKUP_PROMPTS[1 + i % 4]]
+            budgets += [2, 1 + i % 5]
+        seeds = [batch * len(prompts) + i for i in range(len(prompts))]
+        config = BatchConfig(prompts, k=k, temperature=1.0, max_new_tokens=budgets, seeds=seeds)
+        _, done = run_batch(pair, config, lookup=PromptLookup())
+        assert done.drafted > 0  # the lookup did propose: the rule, not plain steps, ran
+        for row in mine:
+            first, second = done.token_ids[row]
+            counts[0, first] += 1
+            counts[1, second] += 1
+    return counts
+
+
+@torch.inference_mode()
+def marginals_after(pair, prompt: str, temperature: float = 1.0):
+    """``p(x1)`` and ``p(x2)`` after ``prompt`` (as :func:`target_marginals`)."""
+    vocab = pair.shared_vocab_size
+    ids = torch.tensor([encode_prompt(pair, GenerationConfig(prompt=prompt))])
+    p1 = (pair.target(input_ids=ids).logits[0, -1, :vocab].double() / temperature).softmax(-1)
+    both = torch.cat([ids.expand(vocab, -1), torch.arange(vocab)[:, None]], dim=1)
+    given = (pair.target(input_ids=both).logits[:, -1, :vocab].double() / temperature
+             ).softmax(-1)
+    return p1, p1 @ given
+
+
+def test_lookup_sampled_rows_in_a_mixed_batch_are_distributed_as_the_target(target_only_pair):
+    """2000 rows of a prompt whose end repeats an earlier n-gram, so every row's first cycle
+    verifies a proposal: the one-hot q's residual carries the rejections."""
+    prompt = LOOKUP_PROMPTS[0]
+    counts = lookup_first_two_counts(target_only_pair, prompt, copies=50, batches=40)
+    p1, p2 = marginals_after(target_only_pair, prompt)
+    assert chi_square_pvalue(counts[0], p1) > 1e-3
+    assert chi_square_pvalue(counts[1], p2) > 1e-3
+    assert chi_square_pvalue(counts[0], marginals_after(target_only_pair, prompt, 0.7)[0]) < 1e-6
+
+
+def test_the_harness_rejects_a_lookup_batch_with_a_broken_rule(target_only_pair, monkeypatch):
+    """The acceptance ratio upside down (accept x when u < q(x) / p(x)): with a one-hot q
+    every proposal is accepted, and the first token's chi-square fails. (Resampling from p
+    after a rejection would not show here: the tiny target's p is too flat for the rejected
+    token's p(x)^2 to be seen in 2000 rows.)"""
+
+    def upside_down(draft_tokens, q, p, generator):
+        n = len(draft_tokens)
+        for i in range(n):
+            x = int(draft_tokens[i])
+            u = torch.rand((), generator=generator, device=p.device)
+            if u >= q[i, x] / p[i, x]:
+                return i, int(sample(p[i], generator))
+        return n, int(sample(p[n], generator))
+
+    monkeypatch.setattr(batched, "verify", upside_down)
+    prompt = LOOKUP_PROMPTS[0]
+    counts = lookup_first_two_counts(target_only_pair, prompt, copies=50, batches=40, k=1)
+    assert chi_square_pvalue(counts[0], marginals_after(target_only_pair, prompt)[0]) < 1e-6

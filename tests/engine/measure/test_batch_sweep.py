@@ -74,3 +74,33 @@ def test_bad_sweep_arguments_exit_with_a_clear_message(capsys, tmp_path, model_d
     code = cli.main(["sweep", "--engine", "specscope", "--target", model_dirs["target"],
                      "--draft", model_dirs["good"], "--schedule", str(tmp_path / "none.json")])
     assert code == 2 and "none.json" in capsys.readouterr().err
+
+
+def test_the_sweep_drafts_by_prompt_lookup_with_no_draft_model(capsys, tmp_path, model_dirs):
+    out = tmp_path / "lookup.json"
+    code = cli.main([
+        "sweep", "--engine", "specscope", "--target", model_dirs["target"], "--draft",
+        str(tmp_path / "no-such-draft"), "--drafter", "ngram", "--device", "cpu", "--batch",
+        "1,3", "--policies", "off,3", "--new-tokens", "6", "--repeats", "1",
+        "--temperature", "0", "--out", str(out),
+    ])
+    printed = capsys.readouterr().out
+    assert code == 0  # the draft's path is never read
+    assert "| B | off | k = 3 | best |" in printed
+    data = json.loads((tmp_path / "lookup-k3.json").read_text())
+    curve = parse_curve(data, "lookup-k3.json")
+    assert data["drafter"] == "ngram" and data["draft"].startswith("prompt lookup")
+    assert "prompt lookup, k = 3" in curve.label and [p.batch for p in curve.points] == [1, 3]
+    assert 0 <= data["alpha"] <= 1
+
+
+def test_the_sweep_takes_a_prompt_set_and_names_a_bad_one(capsys, tmp_path, model_dirs):
+    out = tmp_path / "set.json"
+    base = ["sweep", "--engine", "specscope", "--target", model_dirs["target"], "--drafter",
+            "ngram", "--device", "cpu", "--batch", "2", "--policies", "off,2",
+            "--new-tokens", "4", "--repeats", "1", "--temperature", "0"]
+    assert cli.main([*base, "--prompts", "lookup", "--out", str(out)]) == 0
+    assert json.loads((tmp_path / "set-k2.json").read_text())["prompts"] == "lookup"
+    capsys.readouterr()
+    assert cli.main([*base, "--prompts", "no-such-set"]) == 2
+    assert "no-such-set: no such file, and not a built-in set" in capsys.readouterr().err

@@ -28,9 +28,12 @@ def test_a_good_curve_parses_with_points_in_batch_order_and_round_trips():
 
 def test_optional_fields_are_read():
     curve = parse_curve(GOOD | {"pair": "shipped", "method": "predicted", "context": 256,
-                                "fit": {"bandwidth_gb_s": 2.5, "gflops": 40}, "passes": []})
+                                "fit": {"bandwidth_gb_s": 2.5, "gflops": 40}, "passes": [],
+                                "policy": "schedule"})
     assert curve.fit == Fit(2.5e9, 40e9)
     assert (curve.pair, curve.method, curve.context) == ("shipped", "predicted", 256)
+    assert curve.policy == "schedule" and parse_curve(GOOD).policy is None
+    assert parse_curve(curve.to_json()).policy == "schedule"
 
 
 @pytest.mark.parametrize(("change", "named"), [
@@ -44,6 +47,8 @@ def test_optional_fields_are_read():
     ({"points": [{"batch": 1, "speedup": 1, "tok_s_spec": "fast"}]}, '"tok_s_spec"'),
     ({"method": "guessed"}, '"method" must be one of'),
     ({"fit": {"bandwidth_gb_s": 1}}, '"fit"."gflops"'),
+    ({"policy": 2}, '"policy" must be a non-empty string'),
+    ({"policy": " "}, '"policy" must be a non-empty string'),
 ])
 def test_malformed_curves_name_what_is_wrong(change, named):
     with pytest.raises(CurveError, match=None) as caught:
