@@ -305,7 +305,7 @@ def _policy_sweep(args) -> int:
         with VllmServer(policy.spec(args.target, args.draft, python=args.python)) as server:
             results[policy.name] = ps.sweep_server(
                 server.client, prompts, args.batch, args.new_tokens, args.temperature,
-                args.repeats, log)
+                args.repeats, policy.k > 0, log)
     print("\ntokens/s: median (interquartile range)\n")
     print(ps.table(results, policies))
     if any(p.k for p in policies):
@@ -415,7 +415,12 @@ def probe_command(args, argv: list[str] | None, d: dict) -> int:
                 raise VllmError(f"the vLLM server at {client.url} does not answer /health")
         else:
             print(f"specscope probe: starting vLLM (k = {config.k}) ...", file=sys.stderr)
-            client = stack.enter_context(VllmServer(ServerSpec(target, draft, k=config.k))).client
+            spec = ServerSpec(target, draft, k=config.k)
+            if config.lookup is not None:  # prompt lookup with the probe's n-gram bounds
+                spec = ServerSpec(target, None, k=config.k, method="ngram",
+                                  prompt_lookup_min=config.lookup.prompt_lookup_min,
+                                  prompt_lookup_max=config.lookup.prompt_lookup_max)
+            client = stack.enter_context(VllmServer(spec)).client
         # The server (one started here) stays up while our engine probes for the comparison.
         found = probe_and_compare(client, pair, prompts, config, pool, notices=notices,
                                   compare=args.compare)

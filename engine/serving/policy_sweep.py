@@ -112,20 +112,23 @@ class VllmCell:
 
 
 def sweep_server(client: VllmClient, prompts: Sequence[list[int]], batches: Sequence[int],
-                 new_tokens: int, temperature: float, repeats: int,
+                 new_tokens: int, temperature: float, repeats: int, speculative: bool = True,
                  log: Callable[[str], None] = lambda message: None) -> list[VllmCell]:
-    """Every batch on one server (after an untimed warm-up request), counters around each."""
+    """Every batch on one server (after an untimed warm-up request), the counters of a
+    ``speculative`` one (a server without a speculative config exports none) around each."""
     client.complete(prompts[0], new_tokens, temperature)
     cells = []
     for batch in check_batches(batches):
         cell = VllmCell(batch, batch * new_tokens)
-        before = client.counters()
+        before = client.counters() if speculative else None
         for _ in range(repeats):
             cell.seconds.append(_time_batch(client, prompts, batch, new_tokens, temperature))
-        cell.counts = client.counters() - before
+        drafted = ""
+        if speculative:
+            cell.counts = client.counters() - before
+            drafted = f", drafts {cell.counts.drafts}, draft tokens {cell.counts.draft_tokens}"
         q1, median, q3 = cell.tok_s()
-        log(f"B = {batch}: {median:.1f} tok/s ({q1:.1f}-{q3:.1f}), drafts "
-            f"{cell.counts.drafts}, draft tokens {cell.counts.draft_tokens}")
+        log(f"B = {batch}: {median:.1f} tok/s ({q1:.1f}-{q3:.1f}){drafted}")
         cells.append(cell)
     return cells
 
@@ -191,11 +194,15 @@ def curves(results: dict[str, list[VllmCell]], policies: Sequence[VllmPolicy],
     for policy in policies:
         if policy.k == 0:
             continue
-        points, accepted, draft_tokens = [], 0, 0
+        points = []
+        total = SpecCounters(0, 0, 0, [0] * policy.k)
         for cell, base in zip(results[policy.name], off, strict=True):
             spec, plain = cell.tok_s(), base.tok_s()
-            accepted += cell.counts.accepted
-            draft_tokens += cell.counts.draft_tokens
+            c = cell.counts
+            total = SpecCounters(total.drafts + c.drafts, total.draft_tokens + c.draft_tokens,
+                                 total.accepted + c.accepted,
+                                 [a + b for a, b in zip(total.per_position,
+                                                        c.per_position[:policy.k], strict=False)])
             points.append({"batch": cell.batch, "speedup": spec[1] / plain[1],
                            "tok_s_spec": spec[1], "tok_s_base": plain[1],
                            "tok_s_spec_iqr": [spec[0], spec[2]],
@@ -203,13 +210,17 @@ def curves(results: dict[str, list[VllmCell]], policies: Sequence[VllmPolicy],
                            "drafts": cell.counts.drafts,
                            "draft_tokens": cell.counts.draft_tokens})
         k_max = max((r[2] for r in policy.schedule), default=0) if policy.schedule else policy.k
+        # A fixed k: the counted alpha of its counters. A schedule's drafts mix several k,
+        # which vLLM's counters do not tell apart: its draft acceptance rate instead.
+        alpha = (total.alpha_counted if policy.schedule is None
+                 else total.draft_acceptance_rate)
         out.append(meta | {
             "label": f"vLLM, {policy.name}",
             "policy": policy.name,
             "k": k_max,
-            # vLLM's draft acceptance rate (accepted / draft tokens): a schedule's drafts mix
-            # several k, so no counted alpha is claimed here.
-            "alpha": round(accepted / draft_tokens, 4) if draft_tokens else 0.0,
+            "alpha": round(alpha, 4) if alpha is not None else 0.0,
+            "alpha_measure": ("counted alpha" if policy.schedule is None
+                              else "draft acceptance rate"),
             "method": "end-to-end",
             "points": points,
         } | ({"schedule": [list(r) for r in policy.schedule]} if policy.schedule else {}))

@@ -88,3 +88,22 @@ def test_vllms_costs_put_each_measured_step_on_the_planners_cycle():
 def test_costs_need_a_fixed_k():
     with pytest.raises(ValueError, match="at least one fixed k"):
         costs_file({"off": []}, parse_vllm_policies("off", None), 10, {})
+
+
+def test_curves_give_speedups_over_off_and_say_which_acceptance_figure_they_carry():
+    from engine.serving.policy_sweep import curves
+
+    policies = parse_vllm_policies("off,2", [[1, 2, 2], [3, 256, 0]])
+    results = {
+        "off": [VllmCell(1, 10, [1.0]), VllmCell(4, 40, [2.0])],
+        # k = 2: 4 drafts, 3 accepted at position 1, 1 at position 2: trials 4 + 4 - 1 = 7
+        "k = 2": [VllmCell(1, 10, [0.5], SpecCounters(4, 8, 4, [3, 1])),
+                  VllmCell(4, 40, [4.0], SpecCounters(0, 0, 0, [0, 0]))],
+        "schedule": [VllmCell(1, 10, [0.8], SpecCounters(2, 4, 1, [1, 0])),
+                     VllmCell(4, 40, [2.0], SpecCounters(0, 0, 0, [0, 0]))],
+    }
+    fixed, planned = curves(results, policies, {"hardware": "test"})
+    assert [p["speedup"] for p in fixed["points"]] == [2.0, 0.5]
+    assert fixed["alpha"] == round(4 / 7, 4) and fixed["alpha_measure"] == "counted alpha"
+    assert planned["alpha"] == 0.25 and planned["alpha_measure"] == "draft acceptance rate"
+    assert planned["schedule"] == [[1, 2, 2], [3, 256, 0]] and planned["k"] == 2
