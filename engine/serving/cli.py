@@ -114,9 +114,11 @@ def add_parser(sub, d: dict) -> None:
     ours.add_argument("--threads", type=int, default=None,
                       help="CPU threads (default: 1 on a CPU)")
     ours.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
-    ours.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                      help="the curves' tokens/s: per second of wall time (the default) or of "
-                           "the decoding thread's CPU time (steadier on a shared CPU)")
+    sweep.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                       help="the curves' (and --costs-out's) tokens/s: per second of wall time "
+                            "(the default) or of CPU time (our engine: the decoding thread's; "
+                            "vLLM with --policies: its server's processes'), steadier on a "
+                            "shared CPU")
 
 
 def _batches(text: str) -> list[int]:
@@ -305,9 +307,16 @@ def _policy_sweep(args) -> int:
         with VllmServer(policy.spec(args.target, args.draft, python=args.python)) as server:
             results[policy.name] = ps.sweep_server(
                 server.client, prompts, args.batch, args.new_tokens, args.temperature,
-                args.repeats, policy.k > 0, log)
-    print("\ntokens/s: median (interquartile range)\n")
-    print(ps.table(results, policies))
+                args.repeats, policy.k > 0, log, server.cpu_seconds, args.clock)
+    for clock, what in (("wall", "wall time"), ("cpu", "the server's CPU time")):
+        for cells in results.values():
+            for cell in cells:
+                cell.clock = clock
+        print(f"\ntokens/s per second of {what}: median (interquartile range)\n")
+        print(ps.table(results, policies))
+    for cells in results.values():
+        for cell in cells:
+            cell.clock = args.clock
     if any(p.k for p in policies):
         print("\nvLLM's speculative counters per batch\n")
         print(ps.counters_table(results, policies))
@@ -318,7 +327,7 @@ def _policy_sweep(args) -> int:
     hardware = args.hardware or f"{platform.processor() or platform.machine()} (vLLM, CPU)"
     meta = {"hardware": hardware, "target": args.target, "draft": args.draft,
             "temperature": args.temperature, "new_tokens": args.new_tokens,
-            "repeats": args.repeats, "load_average": load,
+            "repeats": args.repeats, "load_average": load, "clock": args.clock,
             "command": "specscope " + " ".join(sys.argv[1:])}
     if args.pair_preset:
         meta["pair"] = args.pair_preset

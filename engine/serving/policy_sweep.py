@@ -87,10 +87,15 @@ class VllmCell:
     tokens: int  # per repeat: batch x new tokens
     seconds: list[float] = field(default_factory=list)
     counts: SpecCounters | None = None
+    cpu_seconds: list[float] = field(default_factory=list)  # the server's CPU time
+    clock: str = "wall"  # which the figures use: "wall" or "cpu"
+
+    def times(self) -> list[float]:
+        return self.cpu_seconds if self.clock == "cpu" else self.seconds
 
     def tok_s(self) -> tuple[float, float, float]:
         """Tokens/s: first quartile, median, third quartile (one repeat: itself thrice)."""
-        rates = sorted(self.tokens / s for s in self.seconds)
+        rates = sorted(self.tokens / max(s, 1e-9) for s in self.times())
         if len(rates) == 1:
             return rates[0], rates[0], rates[0]
         q1, median, q3 = statistics.quantiles(rates, n=4)
@@ -107,22 +112,28 @@ class VllmCell:
     def step_ms(self, new_tokens: int) -> float:
         """The median batch step's time: the batch's wall time over its steps (the prefill
         is spread over them; the same for every policy, so differences are the cycles')."""
-        seconds = statistics.median(self.seconds)
+        seconds = statistics.median(self.times())
         return 1000 * seconds / (new_tokens / self.tokens_per_step())
 
 
 def sweep_server(client: VllmClient, prompts: Sequence[list[int]], batches: Sequence[int],
                  new_tokens: int, temperature: float, repeats: int, speculative: bool = True,
-                 log: Callable[[str], None] = lambda message: None) -> list[VllmCell]:
+                 log: Callable[[str], None] = lambda message: None,
+                 cpu_seconds: Callable[[], float] | None = None,
+                 clock: str = "wall") -> list[VllmCell]:
     """Every batch on one server (after an untimed warm-up request), the counters of a
-    ``speculative`` one (a server without a speculative config exports none) around each."""
+    ``speculative`` one (a server without a speculative config exports none) around each;
+    with ``cpu_seconds`` (the server's CPU time so far) also the CPU time of each repeat."""
     client.complete(prompts[0], new_tokens, temperature)
     cells = []
     for batch in check_batches(batches):
-        cell = VllmCell(batch, batch * new_tokens)
+        cell = VllmCell(batch, batch * new_tokens, clock=clock)
         before = client.counters() if speculative else None
         for _ in range(repeats):
+            cpu = cpu_seconds() if cpu_seconds else 0.0
             cell.seconds.append(_time_batch(client, prompts, batch, new_tokens, temperature))
+            if cpu_seconds:
+                cell.cpu_seconds.append(cpu_seconds() - cpu)
         drafted = ""
         if speculative:
             cell.counts = client.counters() - before

@@ -210,6 +210,14 @@ class VllmServer:
                 continue
         _kill_group(process.pid)
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) of every process in the server's process group so far:
+        the API server, the engine core and its worker. On a shared machine it counts the
+        server's own work, not the time other processes held the cores. 0 when stopped."""
+        if self.process is None:
+            return 0.0
+        return group_cpu_seconds(self.process.pid)
+
     def log_text(self) -> str:
         """Everything the server has printed so far (vLLM's log, its plugins' lines)."""
         self._log.seek(0)
@@ -239,3 +247,21 @@ def _kill_group(pgid: int) -> None:
     if _group_alive(pgid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of the live processes in process group ``pgid`` (Linux
+    ``/proc``; 0 elsewhere). A process that exits between two readings takes its time along."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # gone since the listing
+        # the command name (field 2) is in parentheses and may hold spaces
+        fields = text[text.rindex(")") + 2:].split()
+        # fields[0] is field 3 (state): pgrp is field 5, utime 14, stime 15
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks

@@ -107,3 +107,10 @@ def test_curves_give_speedups_over_off_and_say_which_acceptance_figure_they_carr
     assert fixed["alpha"] == round(4 / 7, 4) and fixed["alpha_measure"] == "counted alpha"
     assert planned["alpha"] == 0.25 and planned["alpha_measure"] == "draft acceptance rate"
     assert planned["schedule"] == [[1, 2, 2], [3, 256, 0]] and planned["k"] == 2
+
+
+def test_the_cpu_clock_uses_the_servers_cpu_time():
+    cell = VllmCell(4, 40, seconds=[4.0, 4.0, 4.0], cpu_seconds=[1.0, 2.0, 2.0], clock="cpu")
+    assert cell.tok_s()[1] == 20.0
+    cell.clock = "wall"
+    assert cell.tok_s() == (10.0, 10.0, 10.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -299,3 +300,27 @@ def test_a_schedule_goes_to_vllm_as_num_speculative_tokens_per_batch_size():
     config = served.speculative_config()
     assert config["num_speculative_tokens_per_batch_size"] == schedule
     assert config["num_speculative_tokens"] == 4
+
+
+def test_a_process_groups_cpu_time_counts_its_own_work_only():
+    """The vLLM sweep's CPU clock: a child in its own group that burns CPU shows it there;
+    an idle one does not (so nothing of this test's own process is counted)."""
+    from engine.serving.server import group_cpu_seconds
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"],
+                            start_new_session=True)
+    try:
+        time.sleep(1.0)
+        assert group_cpu_seconds(idle.pid) < 0.3
+        busy2 = subprocess.Popen([sys.executable, "-c", burn + "time.sleep(2)\n"],
+                                 start_new_session=True)
+        deadline = time.monotonic() + 60
+        while group_cpu_seconds(busy2.pid) < 0.45 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert group_cpu_seconds(busy2.pid) >= 0.45
+        busy2.kill()
+        busy2.wait()
+    finally:
+        idle.kill()
+        idle.wait()
