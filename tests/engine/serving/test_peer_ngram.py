@@ -22,8 +22,10 @@ from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig
 from engine.decoder.loading import load_pair
 from engine.decoder.ngram import PromptLookup
 from engine.decoder.speculative import speculate
-from engine.measure.prompt_sets import builtin, heldout_prompts
+from engine.measure.probe import ProbeConfig, summarize_probe
+from engine.measure.prompt_sets import Prompt, builtin, heldout_prompts
 from engine.serving.client import SpecCounters
+from engine.serving.probe import probe_vllm
 from engine.serving.server import VLLM_PYTHON, ServerSpec, VllmServer
 
 pytestmark = pytest.mark.slow
@@ -125,3 +127,22 @@ def test_counters_equal_our_lookup_cycles(pair, prompt_ids, greedy_runs):
           f"draft tokens {total.draft_tokens}, accepted {total.accepted}, per position "
           f"{total.per_position}; draft acceptance rate {total.draft_acceptance_rate:.3f}, "
           f"mean acceptance length {total.mean_acceptance_length:.2f}")
+
+
+def test_the_probe_through_vllm_reports_rates_not_an_alpha(server, pair, prompt_ids, greedy_runs):
+    """``specscope probe --engine vllm --drafter ngram`` on the same prompts at T = 0: the
+    same requests as above, so its draft acceptance rate and mean acceptance length are the
+    counters' above; counted alpha is not given (no per-position draft counts in vLLM)."""
+    prompts = [Prompt(pair.tokenizer.decode(ids), "all") for ids in prompt_ids]
+    config = ProbeConfig(k=K, temperatures=[0.0], max_new_tokens=NEW_TOKENS, bootstrap=20,
+                         lookup=LOOKUP)
+    measures = list(probe_vllm(server.client, prompts, prompt_ids, config))
+    row = summarize_probe(measures, config, engine="vllm", target=TARGET, draft="",
+                          runs_planned=len(measures)).rows[0]
+    accepted = sum(c.accepted for _, c in greedy_runs)
+    drafted = sum(c.draft_tokens for _, c in greedy_runs)
+    drafts = sum(c.drafts for _, c in greedy_runs)
+    assert row.drafter == "ngram" and row.alpha_counted is None
+    assert (row.accepted, row.drafted) == (accepted, drafted)
+    assert row.draft_acceptance_rate == pytest.approx(accepted / drafted)
+    assert row.mean_acceptance_length == pytest.approx(1 + accepted / drafts)
