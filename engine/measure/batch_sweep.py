@@ -232,7 +232,7 @@ def run_sweep(args) -> int:
             raise ValueError("--new-tokens and --repeats must be at least 1, --temperature "
                              "at least 0")
         schedule = read_schedule(args.schedule) if args.schedule else None
-        policies = parse_policies(args.policies, schedule)
+        policies = parse_policies(args.policies or "off,2,4", schedule)
     except (OSError, ValueError) as error:
         print(f"specscope: error: {error}", file=sys.stderr)
         return 2

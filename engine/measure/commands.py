@@ -137,12 +137,19 @@ def prepare_probe(args, d: dict):
     from engine.measure.prompt_sets import load_source
 
     drafters = drafter_list(getattr(args, "drafter", "model"))
-    if args.engine == "vllm" and "ngram" in drafters:
-        raise ValueError("--engine vllm probes the draft model only; prompt lookup through "
-                         "vLLM is not built yet")
+    if args.engine == "vllm" and len(drafters) > 1:
+        raise ValueError("--engine vllm probes one drafter per server: --drafter model or "
+                         "--drafter ngram")
     config = ProbeConfig(k=args.k, temperatures=args.temperatures, top_p=args.top_p,
                          max_new_tokens=args.max_new_tokens, seed=args.seed,
                          bootstrap=args.bootstrap).validate()
+    if args.engine == "vllm" and drafters == ["ngram"]:
+        from dataclasses import replace
+
+        from engine.decoder.ngram import PromptLookup
+
+        lookup = PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
+        config = replace(config, lookup=lookup)
     if args.max_prompts is not None and args.max_prompts < 1:
         raise ValueError("--max-prompts must be at least 1")
     prompts = [p for source in args.sources

@@ -308,6 +308,8 @@ def summarize_probe(
     for m in measures:
         groups.setdefault((m.domain, m.temperature), []).append(m)
     rows = [pool(group, config.k, config.bootstrap, config.seed) for group in groups.values()]
+    if config.lookup is not None:  # vLLM's lookup measures carry no proposal lengths
+        rows = [replace(r, drafter="ngram") for r in rows]
     rows.sort(key=lambda r: (r.temperature, _first(groups, r)))
     return ProbeResult(
         engine=engine, target=target, draft=draft, k=config.k,

@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from engine.cli_options import add_pair_options
+from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, PromptLookup
 from engine.measure.commands import measure, prepare_probe, read_text, report
 from engine.serving.calibrate import calibrate, markdown
 from engine.serving.client import SpecCounters, VllmClient, VllmError
@@ -45,6 +46,15 @@ def add_parser(sub, d: dict) -> None:
     )
     add_pair_options(serve, d["target"], d["draft"],
                      k_help="draft tokens per cycle (num_speculative_tokens); 0 = no draft")
+    serve.add_argument("--method", choices=["draft_model", "ngram"], default="draft_model",
+                       help="the drafter: the draft model (the default) or prompt lookup "
+                            "(vLLM's ngram; no draft model)")
+    serve.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
+                       help=f"--method ngram: shortest n-gram matched (default "
+                            f"{PROMPT_LOOKUP_MIN}, as in specscope's engine)")
+    serve.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
+                       help=f"--method ngram: longest n-gram matched (default "
+                            f"{PROMPT_LOOKUP_MAX})")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8100)
     serve.add_argument("--python", type=Path, default=VLLM_PYTHON,
@@ -89,12 +99,18 @@ def add_parser(sub, d: dict) -> None:
                        help="the page's model-pair preset this curve belongs to (e.g. shipped)")
     sweep.add_argument("--hardware", default=None, help="default: this machine's CPU")
     sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here")
+    sweep.add_argument("--policies", default=None,
+                       help="speculation policies: off and fixed k, e.g. off,2,4 (the default "
+                            "with --engine specscope); with --engine vllm one server per "
+                            "policy, and 0 = a speculative config whose k is 0 at every batch")
+    sweep.add_argument("--schedule", type=Path,
+                       help="a batch-size schedule to run as one more policy: a JSON file "
+                            "holding [[lo, hi, k], ...] (num_speculative_tokens_per_batch_size"
+                            "; a plan's --json output will do)")
+    sweep.add_argument("--costs-out", type=Path,
+                       help="--engine vllm with --policies: write vLLM's measured step costs "
+                            "here, for specscope plan --costs")
     ours = sweep.add_argument_group("--engine specscope")
-    ours.add_argument("--policies", default="off,2,4",
-                      help="speculation policies: off and fixed k (default: off,2,4)")
-    ours.add_argument("--schedule", type=Path,
-                      help="a batch-size schedule to run as one more policy: a JSON file "
-                           "holding [[lo, hi, k], ...] (num_speculative_tokens_per_batch_size)")
     ours.add_argument("--prompts", default=None,
                       help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
                            "pair's held-out prompts)")
@@ -105,9 +121,11 @@ def add_parser(sub, d: dict) -> None:
     ours.add_argument("--threads", type=int, default=None,
                       help="CPU threads (default: 1 on a CPU)")
     ours.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
-    ours.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                      help="the curves' tokens/s: per second of wall time (the default) or of "
-                           "the decoding thread's CPU time (steadier on a shared CPU)")
+    sweep.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                       help="the curves' (and --costs-out's) tokens/s: per second of wall time "
+                            "(the default) or of CPU time (our engine: the decoding thread's; "
+                            "vLLM with --policies: its server's processes'), steadier on a "
+                            "shared CPU")
 
 
 def _batches(text: str) -> list[int]:
@@ -123,6 +141,8 @@ def run(args) -> int:
             from engine.measure.batch_sweep import run_sweep
 
             return run_sweep(args)
+        if args.command == "sweep" and (args.policies or args.schedule):
+            return _policy_sweep(args)
         if args.command == "sweep":
             return _sweep(args)
         if args.vllm_command == "serve":
@@ -138,9 +158,17 @@ def serve_spec(args) -> ServerSpec:
     if args.k < 0:
         raise VllmError("--k must be 0 (no draft) or more")
     extra = [a for a in args.vllm_args if a != "--"]
+    if args.method == "ngram":
+        try:
+            PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
+        except ValueError as error:
+            raise VllmError(str(error)) from None
     return ServerSpec(
         target=args.target,
-        draft=args.draft if args.k else None,
+        draft=args.draft if args.k and args.method == "draft_model" else None,
+        method=args.method,
+        prompt_lookup_min=args.prompt_lookup_min,
+        prompt_lookup_max=args.prompt_lookup_max,
         k=args.k,
         host=args.host,
         port=args.port,
@@ -157,7 +185,8 @@ def _serve(args) -> int:
     # SIGTERM ends the wait below like Ctrl-C does, so the server is stopped either way.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     server = VllmServer(spec, startup_timeout_s=args.startup_timeout)
-    what = f"k = {spec.k}, draft {spec.draft}" if spec.speculative else "no speculation"
+    drafter = "prompt lookup" if spec.method == "ngram" else f"draft {spec.draft}"
+    what = f"k = {spec.k}, {drafter}" if spec.speculative else "no speculation"
     if not spec.fix:
         what += f"; {FIX_ENV}=0: the expand-kernel fix is off"
     print(f"specscope vllm: starting vLLM for {spec.target} ({what}) ...", file=sys.stderr)
@@ -251,6 +280,81 @@ def _sweep(args) -> int:
     return 0
 
 
+def _policy_sweep(args) -> int:
+    """vLLM, one server per policy (:mod:`engine.serving.policy_sweep`)."""
+    import os
+
+    from engine.measure.batch_sweep import read_schedule
+    from engine.measure.prompt_sets import FALLBACK_PROMPTS, heldout_prompts
+    from engine.serving import policy_sweep as ps
+
+    if args.new_tokens < 1 or args.repeats < 1 or args.temperature < 0:
+        raise VllmError("--new-tokens and --repeats must be at least 1, --temperature at "
+                        "least 0")
+    if args.url:
+        raise VllmError("--policies and --schedule start their own servers (one per "
+                        "policy): leave out --url")
+    try:
+        schedule = read_schedule(args.schedule) if args.schedule else None
+        policies = ps.parse_vllm_policies(args.policies or "off", schedule)
+    except (OSError, ValueError) as error:
+        raise VllmError(str(error)) from None
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.target)
+    texts = heldout_prompts(args.target, per_domain=20) or FALLBACK_PROMPTS
+    prompts = [list(tokenizer(t).input_ids) for t in texts]
+
+    def log(message: str) -> None:
+        print(f"specscope sweep: {message}", file=sys.stderr, flush=True)
+
+    results: dict[str, list[ps.VllmCell]] = {}
+    for policy in policies:
+        log(f"starting vLLM for policy {policy.name} ...")
+        with VllmServer(policy.spec(args.target, args.draft, python=args.python)) as server:
+            results[policy.name] = ps.sweep_server(
+                server.client, prompts, args.batch, args.new_tokens, args.temperature,
+                args.repeats, policy.k > 0, log, server.cpu_seconds, args.clock)
+    for clock, what in (("wall", "wall time"), ("cpu", "the server's CPU time")):
+        for cells in results.values():
+            for cell in cells:
+                cell.clock = clock
+        print(f"\ntokens/s per second of {what}: median (interquartile range)\n")
+        print(ps.table(results, policies))
+    for cells in results.values():
+        for cell in cells:
+            cell.clock = args.clock
+    if any(p.k for p in policies):
+        print("\nvLLM's speculative counters per batch\n")
+        print(ps.counters_table(results, policies))
+        for line in ps.drafting_mismatches(results, policies):
+            print(f"note: {line}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nload average at the end (1, 5, 15 min): {load}")
+    hardware = args.hardware or f"{platform.processor() or platform.machine()} (vLLM, CPU)"
+    meta = {"hardware": hardware, "target": args.target, "draft": args.draft,
+            "temperature": args.temperature, "new_tokens": args.new_tokens,
+            "repeats": args.repeats, "load_average": load, "clock": args.clock,
+            "command": "specscope " + " ".join(sys.argv[1:])}
+    if args.pair_preset:
+        meta["pair"] = args.pair_preset
+    if args.out:
+        for curve in ps.curves(results, policies, meta):
+            slug = curve["policy"].replace("k = ", "k").replace(" ", "-")
+            path = args.out.with_name(f"{args.out.stem}-{slug}{args.out.suffix or '.json'}")
+            path.write_text(json.dumps(curve, indent=1) + "\n", encoding="utf-8")
+            log(f"wrote {path}")
+    if args.costs_out:
+        try:
+            costs = ps.costs_file(results, policies, args.new_tokens,
+                                  meta | {"label": "vLLM's measured steps"})
+        except ValueError as error:
+            raise VllmError(str(error)) from None
+        args.costs_out.write_text(json.dumps(costs, indent=1) + "\n", encoding="utf-8")
+        log(f"wrote {args.costs_out}")
+    return 0
+
+
 def _measure(client: VllmClient, prompts, args, log, speculative: bool):
     if not client.healthy():
         raise VllmError(f"the vLLM server at {client.url} does not answer /health")
@@ -327,7 +431,12 @@ def probe_command(args, argv: list[str] | None, d: dict) -> int:
                 raise VllmError(f"the vLLM server at {client.url} does not answer /health")
         else:
             print(f"specscope probe: starting vLLM (k = {config.k}) ...", file=sys.stderr)
-            client = stack.enter_context(VllmServer(ServerSpec(target, draft, k=config.k))).client
+            spec = ServerSpec(target, draft, k=config.k)
+            if config.lookup is not None:  # prompt lookup with the probe's n-gram bounds
+                spec = ServerSpec(target, None, k=config.k, method="ngram",
+                                  prompt_lookup_min=config.lookup.prompt_lookup_min,
+                                  prompt_lookup_max=config.lookup.prompt_lookup_max)
+            client = stack.enter_context(VllmServer(spec)).client
         # The server (one started here) stays up while our engine probes for the comparison.
         found = probe_and_compare(client, pair, prompts, config, pool, notices=notices,
                                   compare=args.compare)

