@@ -192,7 +192,7 @@ def place_labels(frame: Frame, lines: list[tuple[str, str, float]],
         # failing that, over its own line between its neighbours, then against the nearer edge
         others = sorted((o for k, o in xs.items() if k != kind), key=lambda o: abs(o - x))
         between = [Label(kind, text, o + (4 if o < x else -4), y, "start" if o < x else "end")
-                   for y in rows for o in others]
+                   for o in others for y in rows]  # the nearest neighbour first, in any row
         edge = ((frame.right - 2, "end") if x > frame.middle_x else (frame.left + 4, "start"))
         placed.append(first(beside, between,
                             [Label(kind, text, edge[0], y, edge[1]) for y in rows]))

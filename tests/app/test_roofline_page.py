@@ -273,3 +273,27 @@ def test_chart_labels_are_placed_apart_in_every_preset():
             assert chart.left <= x0 and x1 <= chart.right and chart.top <= y0 <= y1 <= chart.bottom
         checked += 1
     assert checked == 4 * 3 * 2 * 3 * 4
+
+
+def test_each_line_label_sits_by_its_own_line_in_every_preset():
+    # When nothing fits, the memory limit is the plot's left edge; the break-even label once
+    # went there too, some 200 units from its own line, beside the wrong marker.
+    import itertools
+
+    from app.roofline import batch_chart
+
+    for models, hw, gpus, context, batch in itertools.product(
+            PAIRS, ("h100-sxm", "l4", "a100-80gb"), (1, 8), (0, 512, 8192), (1, 64, 512, 1024)):
+        pair = PAIRS[models]
+        s = Setting(HARDWARE[hw], pair.target, pair.draft, gpus=gpus, context=context,
+                    **ACHIEVED)
+        chart = batch_chart(s, roofline(s, batch), [])
+        line_x = {"ridge": chart.ridge_x, "break-even": chart.break_even_x,
+                  "memory": chart.no_fit_x}
+        for label in chart.labels:
+            if label.kind == "current":
+                continue
+            x0, _, x1, _ = label.box()
+            x = line_x[label.kind]
+            apart = 0.0 if x0 <= x <= x1 else min(abs(x - x0), abs(x - x1))
+            assert apart <= 32, (label.text, models, hw, gpus, context, batch)  # of 440

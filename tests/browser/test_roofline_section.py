@@ -231,3 +231,22 @@ def test_each_measured_policy_is_drawn_with_its_own_marker_and_named_in_the_lege
             assert series.locator("title").first.text_content().startswith(f"{policy}: B = 1:")
         assert len(looks) == len(POLICIES)  # no two policies look alike
         assert len({fill for _, fill in looks}) == len(POLICIES)
+
+def test_the_pass_table_reads_on_a_phone(browser, slider_server):
+    with checked_page(browser, slider_server.url) as page:
+        page.set_viewport_size({"width": 390, "height": 900})
+        page.goto("/?models=llama-70b-1b&gpus=8&context=8192")
+        # The page never scrolls sideways; the table does, inside its box.
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        scroller = page.locator(".rl-passes-box .table-scroll")
+        expect(scroller).to_be_visible()
+        assert scroller.evaluate("s => s.scrollWidth > s.clientWidth")
+        box = scroller.bounding_box()
+        # Its caption is read whole, not cut at the box's edge.
+        caption = page.locator(".rl-passes caption").bounding_box()
+        assert box["x"] <= caption["x"] and caption["x"] + caption["width"] <= box["x"] + \
+            box["width"]
+        # Scrolled to its end, the pass names stay in view.
+        scroller.evaluate("s => { s.scrollLeft = s.scrollWidth; }")
+        name = page.locator(".rl-passes th[scope=row]").first.bounding_box()
+        assert box["x"] - 1 <= name["x"] <= box["x"] + 20
