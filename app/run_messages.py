@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 from engine.measure.probe import ProbeResult, report_json
+from engine.measure.probe_compare import comparison_json
 
 
 class MessageKind(StrEnum):
@@ -47,6 +48,8 @@ class RunMessage:
     error: str | None = None
     progress: dict[str, Any] | None = None  # done, total, domain, temperature
     probe: ProbeResult | None = None
+    # Both drafters probed: prompt lookup's result beside the draft model's ``probe``.
+    probe_ngram: ProbeResult | None = None
     baseline_ms: float | None = None  # target-only time for the cycle's tokens, taken after it
     scale_ms: float | None = None  # the time the page's timeline bars are drawn against
     repeat: int | None = None
@@ -109,6 +112,8 @@ def message_json(message: RunMessage) -> dict[str, Any]:
     if message.kind is MessageKind.PROGRESS:
         return message.progress
     if message.kind is MessageKind.PROBE:
+        if message.probe_ngram is not None:
+            return comparison_json(message.probe, message.probe_ngram)
         return report_json(message.probe)
     if message.kind is MessageKind.REPEAT:
         return {"repeat": message.repeat, "repeats": message.repeats}
