@@ -98,7 +98,8 @@ def message_json(message: RunMessage) -> dict[str, Any]:
                 "draft_ms": e.draft_ms, "verify_ms": e.verify_ms,
                 "baseline_ms": message.baseline_ms, "running": asdict(message.running),
                 "drafter": e.drafter, "n_proposed": e.proposed, "match_n": e.match_n,
-                "match_start": e.match_start}
+                "match_start": e.match_start, "match_text": e.match_text,
+                "match_before": e.match_before}
     if message.kind is MessageKind.SUMMARY:
         return asdict(message.event)
     if message.kind is MessageKind.SAVED:
