@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
-from app.params import SLIDERS
+from app.params import LOOKUP_SLIDERS, SLIDERS
 from app.plan import PLAN_NUMBERS
 from app.roofline import NUMBERS
 
@@ -67,7 +67,8 @@ def _message(error: dict) -> str:
     name = ".".join(p for p in path if not p.isdigit()) or where  # ("body", 0): the body
     given = str(error.get("input"))[:40]
     # The theory API's query parameters are the sliders: state their range in full.
-    ranged = SLIDERS | NUMBERS | PLAN_NUMBERS  # the roofline's gpus, context and batch too
+    # The roofline's gpus, context and batch too, and prompt lookup's pi.
+    ranged = SLIDERS | LOOKUP_SLIDERS | NUMBERS | PLAN_NUMBERS
     if where == "query" and name in ranged:
         return f"{ranged[name].describe_range()} (got {given!r})"
     blank = error.get("type") in ("string_pattern_mismatch", "string_too_short")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from engine.analytic import lookup
 from engine.analytic.theory import CURVE_MAX_K, Figures, figures
 from engine.decoder.events import DEFAULT_SEED
 
@@ -71,6 +72,23 @@ SLIDERS: dict[str, Slider] = {
 }
 
 
+# The slider model's drafter preset. A draft model proposes k tokens every cycle and each draft
+# step costs c; prompt lookup proposes in a share pi of cycles and its lookup costs c once a
+# cycle (engine.analytic.lookup). The preset sets c (the page's script moves the c slider).
+# In the link it is ``preset``: ``drafter`` is the live run's.
+SLIDER_DRAFTERS = {"model": "draft model", "ngram": "prompt lookup"}
+PRESET_C = {
+    "model": SLIDERS["c"].default,
+    # The probe measured the lookup at 0.001-0.003 target steps a cycle on the shipped pair
+    # (README, "Prompt lookup against the draft model"): 0.00 at the c slider's step.
+    "ngram": 0.0,
+}
+LOOKUP_SLIDERS: dict[str, Slider] = {
+    # 0.25: the probe's share of greedy cycles with a proposal on Scripture (0.24); it ranged
+    # 0.01-0.41 over the built-in sets and temperatures.
+    "pi": Slider("pi", "cycles with a proposal π", 0.0, 1.0, 0.01, 0.25),
+}
+
 HELD_MAX = 1e6  # the largest v(k) a link may carry
 HELD_WHERE_CHARS = 160
 
@@ -102,11 +120,18 @@ class PageState:
     tokens: int
     seed: int
     held: HeldCosts | None = None
+    drafter: str = "model"  # a key of SLIDER_DRAFTERS; "preset" in the link (the live run's
+    # own drafter is "drafter")
+    pi: float = LOOKUP_SLIDERS["pi"].default  # prompt lookup only
 
     def query(self, **changes: float) -> str:
         values = {name: getattr(self, name) for name in SLIDERS} | changes
         held = self.held.items() if self.held is not None else []
-        return urlencode([(name, fmt(value)) for name, value in values.items()] + held)
+        # The draft model's link is the page's link as it always was: drafter and pi only
+        # travel with prompt lookup.
+        lookup = ([("preset", self.drafter), ("pi", fmt(self.pi))]
+                  if self.drafter == "ngram" else [])
+        return urlencode([(name, fmt(value)) for name, value in values.items()] + held + lookup)
 
     @property
     def v_by_k(self) -> tuple[float, ...] | None:
@@ -193,14 +218,33 @@ def parse_held_costs(query: Sequence[tuple[str, str]]) -> tuple[HeldCosts | None
     return HeldCosts(tuple(values), int(batch), where), []
 
 
+def parse_drafter(query: Sequence[tuple[str, str]]) -> tuple[str, list[str]]:
+    """The slider model's drafter preset (``preset`` in the link), "model" unless the link
+    names another."""
+    raws = [raw.strip() for key, raw in query if key == "preset"]
+    if not raws or raws[0] in ("", "model"):
+        return "model", []
+    if raws[0] in SLIDER_DRAFTERS:
+        return raws[0], []
+    return "model", [f"preset={_short(raws[0])!r} is not one of "
+                     f"{', '.join(SLIDER_DRAFTERS)}; using the draft model."]
+
+
 def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[str]]:
     """The slider page's state from a link, and what had to be changed to read it."""
     values, notices = parse_controls(query, SLIDERS)
     held, held_notices = parse_held_costs(query)
-    return PageState(**values, held=held), notices + held_notices
+    drafter, drafter_notices = parse_drafter(query)
+    lookup, lookup_notices = parse_controls(query, LOOKUP_SLIDERS)
+    return (PageState(**values, held=held, drafter=drafter, pi=float(lookup["pi"])),
+            notices + held_notices + drafter_notices + lookup_notices)
 
 
 def page_figures(state: PageState) -> Figures:
-    """The slider model's figures for a state, with the batch section's v(k) when it holds it."""
+    """The slider model's figures for a state, with the batch section's v(k) when it holds it:
+    the draft model's (engine.analytic.theory) or prompt lookup's (engine.analytic.lookup)."""
+    if state.drafter == "ngram":
+        return lookup.figures(state.alpha, state.k, state.pi, state.c, state.v, state.step_ms,
+                              state.tokens, state.v_by_k)
     return figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens,
                    state.v_by_k)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.charts import measured_vs_model
-from app.params import SLIDERS
+from app.params import LOOKUP_SLIDERS, SLIDERS
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.templating import templates
 from engine.analytic import theory
@@ -27,9 +27,14 @@ def summary_context(summary: SummaryEvent) -> dict[str, Any]:
                 "step_ms": summary.step_ms}
     # Without a counted alpha (no draft was ever tried) there is no model to draw.
     no_model = [None] * (k + 1)
+    use = {name: SLIDERS[name].setting(value) for name, value in measured.items()
+           if value is not None}
+    # The slider model's drafter preset follows the run's drafter; prompt lookup brings its pi.
+    use["preset"] = "ngram" if summary.drafter == "ngram" else "model"
+    if summary.drafter == "ngram":
+        use["pi"] = LOOKUP_SLIDERS["pi"].setting(summary.proposal_share)
     return {
-        "use": {name: SLIDERS[name].setting(value) for name, value in measured.items()
-                if value is not None},
+        "use": use,
         "positions": measured_vs_model(
             [str(i) for i in range(1, k + 1)], summary.per_position_acceptance,
             no_model[:k] if alpha is None else theory.position_acceptance(alpha, k)),

@@ -27,6 +27,7 @@ from engine.analytic.roofline import (
     Roofline,
     Setting,
     costs,
+    lookup_speedup_at,
     max_batch_that_fits,
     roofline,
     speedup_at,
@@ -385,6 +386,18 @@ def _speed_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
     return f"{first}; it pays only below batch {be}."
 
 
+def lookup_line(fig: Roofline, lookup_speedup: float, pi: float) -> str:
+    """Prompt lookup with the same target: no draft passes to pay, so a later break-even."""
+    be = fig.lookup_break_even_batch
+    where = (f"from batch {be} on it costs throughput" if be is not None and be > 1
+             else "it does not pay at any batch here" if be == 1
+             else f"it pays at every batch up to {BATCH_MAX}")
+    later = ("" if be is None or fig.break_even_batch is None or be == fig.break_even_batch
+             else f", {be / fig.break_even_batch:.1f}× the draft model's batch")
+    return (f"Prompt lookup (no draft passes; a proposal in π = {pi:.2f} of cycles) gives "
+            f"{lookup_speedup:.2f}× at batch {fig.batch}: {where}{later}.")
+
+
 def capacity_line(fig: Roofline, state: RooflineState) -> str:
     """How many sequences fit, and how many fewer because of the draft."""
     with_draft, alone = fig.max_batch_that_fits, fig.max_batch_without_draft
@@ -441,6 +454,8 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
                 state.flops_share)
     fig = roofline(s, state.batch)
     shown = [c for c in curves if c.pair in (None, state.models)]
+    # Prompt lookup verifying with the same target, at the slider model's share pi.
+    lookup_s = lookup_speedup_at(s, state.batch, slider.pi)
     use_costs = "&".join([handoff(s, fig, state, slider).query(),
                           urlencode(state.items() + _others(query))])
     return {
@@ -450,6 +465,9 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_headline": headline(s, fig, state),
         "rl_memory_headline": memory_headline(s, fig, state),
         "rl_capacity": capacity_line(fig, state),
+        "rl_lookup_speedup": lookup_s,
+        "rl_lookup_pi": slider.pi,
+        "rl_lookup_line": lookup_line(fig, lookup_s, slider.pi),
         "rl_chart": batch_chart(s, fig, shown),
         "rl_measured": shown,
         "rl_use_costs": use_costs,

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 from engine.measure.probe import ProbeResult, report_json
+from engine.measure.probe_compare import comparison_json
 
 
 class MessageKind(StrEnum):
@@ -47,6 +48,8 @@ class RunMessage:
     error: str | None = None
     progress: dict[str, Any] | None = None  # done, total, domain, temperature
     probe: ProbeResult | None = None
+    # Both drafters probed: prompt lookup's result beside the draft model's ``probe``.
+    probe_ngram: ProbeResult | None = None
     baseline_ms: float | None = None  # target-only time for the cycle's tokens, taken after it
     scale_ms: float | None = None  # the time the page's timeline bars are drawn against
     repeat: int | None = None
@@ -95,7 +98,8 @@ def message_json(message: RunMessage) -> dict[str, Any]:
                 "draft_ms": e.draft_ms, "verify_ms": e.verify_ms,
                 "baseline_ms": message.baseline_ms, "running": asdict(message.running),
                 "drafter": e.drafter, "n_proposed": e.proposed, "match_n": e.match_n,
-                "match_start": e.match_start}
+                "match_start": e.match_start, "match_text": e.match_text,
+                "match_before": e.match_before}
     if message.kind is MessageKind.SUMMARY:
         return asdict(message.event)
     if message.kind is MessageKind.SAVED:
@@ -109,6 +113,8 @@ def message_json(message: RunMessage) -> dict[str, Any]:
     if message.kind is MessageKind.PROGRESS:
         return message.progress
     if message.kind is MessageKind.PROBE:
+        if message.probe_ngram is not None:
+            return comparison_json(message.probe, message.probe_ngram)
         return report_json(message.probe)
     if message.kind is MessageKind.REPEAT:
         return {"repeat": message.repeat, "repeats": message.repeats}

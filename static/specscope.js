@@ -22,7 +22,27 @@
     document.querySelectorAll("#controls .held-cost").forEach(function (input) { input.remove(); });
   }, true);
 
-  // Resample: take the next seed and refresh the results (the link works without JS).
+  // The drafter preset: prompt lookup's c is near 0 and it has a share π of cycles with a
+  // proposal; the draft model's c is the page's default. Capture phase: before htmx reads
+  // the form for the request this change triggers.
+  document.addEventListener("input", function (event) {
+    var select = event.target;
+    if (select.id !== "preset") return;
+    var option = select.options[select.selectedIndex];
+    var c = document.getElementById("c");
+    if (c && option && option.dataset.c !== undefined) {
+      c.value = option.dataset.c;
+      var output = document.getElementById("c-value");
+      if (output) output.value = Number(c.value).toFixed(2);
+    }
+    document.querySelectorAll("#controls .lookup-only").forEach(function (el) {
+      el.hidden = select.value !== "ngram";
+      // Disabled, pi stays out of the draft model's link.
+      el.querySelectorAll("input").forEach(function (input) { input.disabled = el.hidden; });
+    });
+  }, true);
+
+    // Resample: take the next seed and refresh the results (the link works without JS).
   document.addEventListener("click", function (event) {
     var link = event.target.closest("#resample");
     if (!link) return;
@@ -249,7 +269,15 @@
   function useNumbers(source) {
     var controls = $("controls");
     if (!controls || !window.htmx) return false;
-    ["alpha", "k", "c", "v", "step_ms"].forEach(function (name) {
+    var preset = $("preset");
+    if (preset && source.dataset.preset) {
+      preset.value = source.dataset.preset;
+      controls.querySelectorAll(".lookup-only").forEach(function (el) {
+        el.hidden = preset.value !== "ngram";
+        el.querySelectorAll("input").forEach(function (input) { input.disabled = el.hidden; });
+      });
+    }
+    ["alpha", "k", "c", "v", "step_ms", "pi"].forEach(function (name) {
       if (source.dataset[name] === undefined) return;
       var input = $(name);
       input.value = source.dataset[name];

@@ -23,6 +23,7 @@
     params.set("prompts_per_set", data.get("probe_prompts"));
     if (data.get("probe_pair")) params.set("pair", data.get("probe_pair"));
     if (data.get("probe_engine")) params.set("engine", data.get("probe_engine"));
+    if (data.get("probe_drafter")) params.set("drafter", data.get("probe_drafter"));
     if (file) params.set("file_name", file.name);
     return params.toString();
   }
@@ -107,6 +108,9 @@
     params.delete("probe_engine");
     var engine = data.get("probe_engine");
     if (engine && engine !== "specscope") params.set("probe_engine", engine);  // as the server writes it
+    params.delete("probe_drafter");
+    var drafter = data.get("probe_drafter");
+    if (drafter && drafter !== "model") params.set("probe_drafter", drafter);
     history.replaceState(null, "", "/?" + params.toString());
   }
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from app.errors import error_responses
-from app.params import SLIDERS
+from app.params import LOOKUP_SLIDERS, SLIDERS
+from engine.analytic import lookup
 from engine.analytic.theory import CURVE_MAX_K, figures
 
 router = APIRouter(prefix="/api", tags=["theory"])
 
 
 def _query(name: str) -> Any:
-    s = SLIDERS[name]
+    s = (SLIDERS | LOOKUP_SLIDERS)[name]
     return Query(ge=s.minimum, le=s.maximum,
                  description=f"{s.label}; {s.describe_range()}")
 
@@ -24,7 +25,8 @@ def _query(name: str) -> Any:
 class CurvePoint(BaseModel):
     k: int = Field(ge=1, le=CURVE_MAX_K)
     expected_tokens: float = Field(description="1 + alpha + ... + alpha^k")
-    cycle_cost: float = Field(description="k c + v, in target steps")
+    cycle_cost: float = Field(
+        description="k c + v (prompt lookup: pi v + 1 - pi + c), in target steps")
     speedup: float
 
 
@@ -33,7 +35,8 @@ class Theory(BaseModel):
 
     expected_accepted: float = Field(description="draft tokens accepted per cycle")
     expected_tokens: float = Field(description="tokens per cycle: accepted drafts + 1")
-    cycle_cost: float = Field(description="k c + v, in target steps")
+    cycle_cost: float = Field(
+        description="k c + v (prompt lookup: pi v + 1 - pi + c), in target steps")
     speedup: float = Field(description="expected tokens / cycle cost")
     baseline_tok_s: float = Field(description="plain decoding: 1000 / step_ms")
     spec_tok_s: float = Field(description="speculative decoding: baseline_tok_s x speedup")
@@ -42,6 +45,8 @@ class Theory(BaseModel):
     best_k: int = Field(ge=1, le=CURVE_MAX_K, description="the fastest k (ties: the smaller)")
     best_speedup: float
     curve: list[CurvePoint] = Field(description=f"k = 1..{CURVE_MAX_K}")
+    pi: float | None = Field(default=None, description="prompt lookup: the share of cycles with "
+                             "a proposal (null for the draft model)")
 
 
 @router.get("/theory", summary="Figures of the analytic model for one setting",
@@ -53,7 +58,15 @@ def theory(
     v: Annotated[float, _query("v")] = SLIDERS["v"].default,
     step_ms: Annotated[float, _query("step_ms")] = SLIDERS["step_ms"].default,
     tokens: Annotated[int, _query("tokens")] = int(SLIDERS["tokens"].default),
+    drafter: Annotated[Literal["model", "ngram"], Query(
+        description="model: a draft model proposing k tokens a cycle, each draft step costing "
+                    "c; ngram: prompt lookup, proposing in a share pi of cycles, its lookup "
+                    "costing c once a cycle")] = "model",
+    pi: Annotated[float, _query("pi")] = LOOKUP_SLIDERS["pi"].default,
 ) -> Theory:
     """Expected tokens per cycle, cycle cost, speedup, rates, times and the best k,
-    with the speedup curve over k = 1..16. Formulas: Leviathan et al. (2023)."""
+    with the speedup curve over k = 1..16. Formulas: Leviathan et al. (2023); for prompt
+    lookup S = [pi E(T | proposal) + (1 - pi)] / [pi v + (1 - pi) + c] (docs/design.md)."""
+    if drafter == "ngram":
+        return Theory.model_validate(asdict(lookup.figures(alpha, k, pi, c, v, step_ms, tokens)))
     return Theory.model_validate(asdict(figures(alpha, k, c, v, step_ms, tokens)))

@@ -8,7 +8,15 @@ from fastapi.responses import HTMLResponse
 from app.charts import speedup_chart
 from app.live import DRAFTERS, PRESETS, parse_live_state, run_controls
 from app.measurements import measurement_store
-from app.params import SLIDERS, page_figures, parse_page_state
+from app.params import (
+    LOOKUP_SLIDERS,
+    PRESET_C,
+    SLIDER_DRAFTERS,
+    SLIDERS,
+    PageState,
+    page_figures,
+    parse_page_state,
+)
 from app.plan import parse_plan_state, plan_context
 from app.preview import draw_soon
 from app.roofline import parse_roofline_state, section_context
@@ -16,6 +24,7 @@ from app.saved.cards import slider_preview_svg
 from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
 from app.traffic.state import parse_traffic_state, traffic_context
+from engine.analytic import lookup
 from engine.analytic.theory import accepted_sd, simulate_cycles
 from engine.settings import Settings
 
@@ -25,6 +34,19 @@ SIMULATED_CYCLES = 12
 # htmx asks for one region only, so a slider drag re-renders neither the controls nor the
 # batch-size section: that section follows alpha and k with its own request, once they rest.
 FRAGMENTS = {"results": "_results.html", "roofline": "_roofline.html"}
+
+
+def _simulated(state: PageState) -> list[list[str]]:
+    if state.drafter == "ngram":
+        return lookup.simulate_cycles(state.alpha, state.k, state.pi, SIMULATED_CYCLES,
+                                      state.seed)
+    return simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed)
+
+
+def _strip_sd(state: PageState) -> float:
+    if state.drafter == "ngram":
+        return lookup.accepted_sd(state.alpha, state.k, state.pi)
+    return accepted_sd(state.alpha, state.k)
 
 
 @router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse,
@@ -44,10 +66,13 @@ def slider_page(request: Request) -> HTMLResponse:
         "notices": notices,
         "fig": fig,
         "chart": speedup_chart(fig),
-        "cycles": simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed),
+        "cycles": _simulated(state),
         # How far the strip's own average may fall from the expected one by chance.
-        "strip_spread": accepted_sd(state.alpha, state.k) / SIMULATED_CYCLES**0.5,
+        "strip_spread": _strip_sd(state) / SIMULATED_CYCLES**0.5,
         "sliders": SLIDERS,
+        "lookup_sliders": LOOKUP_SLIDERS,
+        "slider_drafters": SLIDER_DRAFTERS,
+        "preset_c": PRESET_C,
         "page_title": f"{slider_title(fig)} · specscope",
         "rl_state": rl_state,
         # The address bar is rewritten to this, so a shared link carries the clamped values.

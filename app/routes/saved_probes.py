@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from app.errors import Problem, error_responses
 from app.plan import mix_hrefs
@@ -33,12 +33,15 @@ class SavedProbeOut(BaseModel):
     pair: dict[str, Any]
     settings: dict[str, Any]
     machine: dict[str, Any]
-    result: dict[str, Any]
+    result: dict[str, Any] = Field(description="the draft model's result (or prompt lookup's, "
+                                   "settings.drafter = ngram); with both drafters "
+                                   "(settings.drafter = both) prompt lookup's is its `ngram`")
 
 
-def probe_result(record: dict[str, Any]) -> ProbeResult:
-    """The stored result as the engine's :class:`ProbeResult` again, for the page's template."""
-    fields = {key: value for key, value in record["result"].items() if key != "charts"}
+def probe_result(stored: dict[str, Any]) -> ProbeResult:
+    """A stored result (a record's ``result``, or its ``ngram`` when both drafters were
+    probed) as the engine's :class:`ProbeResult` again, for the page's template."""
+    fields = {name: value for name, value in stored.items() if name not in ("charts", "ngram")}
     return ProbeResult(**{**fields, "rows": [ProbeRow(**row) for row in fields["rows"]]})
 
 
@@ -48,11 +51,13 @@ def panel_query(settings: dict[str, Any]) -> str:
     return TrafficState(tuple(settings["sets"]), tuple(settings["temperatures"]),
                         settings["k"], settings["max_new_tokens"],
                         settings["prompts_per_set"],
-                        settings.get("engine", "specscope")).query()
+                        settings.get("engine", "specscope"),
+                        settings.get("drafter", "model")).query()
 
 
 PROBES = SavedKind("probe", RunStore.get_probe,
-                   lambda r: (probe_result(r), panel_query(r["settings"]), probed(r["settings"])),
+                   lambda r: (probe_result(r["result"]), panel_query(r["settings"]),
+                              probed(r["settings"])),
                    "new probes still work; they are not saved")
 
 
@@ -125,7 +130,9 @@ def probe_page(request: Request, probe_id: str):
         "page_title": f"{probe_title(record)} · specscope",
         "title": probe_title(record),
         "probed": probed(record["settings"]),
-        "result_html": render_probe(probe_result(record)),
+        "result_html": render_probe(probe_result(record["result"]),
+                                    probe_result(record["result"]["ngram"])
+                                    if "ngram" in record["result"] else None),
         "panel_link": f"/?{panel_query(record['settings'])}#traffic",
         "plan_mixes": mix_hrefs(record["result"]["rows"]),
     })

@@ -9,7 +9,7 @@ message a person can act on.
 
 from dataclasses import asdict
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Query, Request
@@ -29,7 +29,7 @@ from app.templating import templates
 from app.traffic.job import probe_job
 from app.traffic.numbers import calibration_numbers, href
 from app.traffic.render import render_probe
-from app.traffic.state import DEFAULT_SETS, TEMPERATURES, engines
+from app.traffic.state import DEFAULT_SETS, PROBE_DRAFTERS, TEMPERATURES, engines
 from engine.decoder.loading import ModelPair
 from engine.measure.probe import ProbeConfig, ProbeResult, report_json
 from engine.measure.prompt_sets import (
@@ -118,7 +118,7 @@ def _render_page(message: RunMessage) -> Any:
     """The API's JSON; a probe's result as the page's HTML instead, and where it was saved
     with the share link's HTML added."""
     if message.kind is MessageKind.PROBE:
-        return {"html": render_probe(message.probe)}
+        return {"html": render_probe(message.probe, message.probe_ngram)}
     data = message_json(message)
     if message.kind is MessageKind.SAVED:
         data["html"] = templates.get_template("_share_probe.html").render(**data)
@@ -133,10 +133,13 @@ def _keeper(request: Request, pair_name: str, described: dict):
         return None
     settings: Settings = request.app.state.settings
 
-    def keep(result: ProbeResult, pair: ModelPair) -> RunMessage:
-        return archiver.probe({"pair": pair_record(pair_name, pair, settings),
-                               "settings": described, "machine": describe_machine(pair),
-                               "result": report_json(result)})
+    def keep(result: ProbeResult, pair: ModelPair,
+             ngram: ProbeResult | None = None) -> RunMessage:
+        record = {"pair": pair_record(pair_name, pair, settings), "settings": described,
+                  "machine": describe_machine(pair), "result": report_json(result)}
+        if ngram is not None:  # both drafters: prompt lookup's result inside the model's
+            record["result"]["ngram"] = report_json(ngram)
+        return archiver.probe(record)
 
     return keep
 
@@ -145,12 +148,22 @@ async def _probe_stream(request: Request, render, **params) -> Any:
     settings: Settings = request.app.state.settings
     pair = params.pop("pair") or settings.default_pair
     engine = params.pop("engine")
+    drafter = params.pop("drafter")
+    if drafter not in PROBE_DRAFTERS:
+        return _problem(422, f"drafter: choose one of {', '.join(PROBE_DRAFTERS)}",
+                        ("query", "drafter"))
+    if engine == "vllm" and drafter != "model":
+        return _problem(422, "drafter: a vLLM probe measures the draft model only; probe "
+                             "prompt lookup with specscope's engine", ("query", "drafter"))
     if engine not in engines(settings):
         return _problem(422, f"engine: choose one of {', '.join(engines(settings))} (vLLM needs "
                              "the server's SPECSCOPE_VLLM_URL setting)", ("query", "engine"))
     if pair not in settings.pairs:
         return _problem(422, f"pair: choose one of {', '.join(sorted(settings.pairs))}",
                         ("query", "pair"))
+    if drafter != "ngram" and settings.pairs[pair].draft is None:
+        return _problem(422, f"drafter: the pair {pair!r} has no draft model; probe it with "
+                             "prompt lookup (drafter=ngram)", ("query", "drafter"))
     try:
         prompts, config, notices, described = await _probe_request(request, **params)
     except BadProbe as bad:
@@ -160,9 +173,10 @@ async def _probe_stream(request: Request, render, **params) -> Any:
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
         return _problem(503, f"probes are unavailable on this server: {reason}")
     try:
-        keep = _keeper(request, pair, described | {"engine": engine})
+        keep = _keeper(request, pair, described | {"engine": engine, "drafter": drafter})
         vllm_url = settings.vllm_url if engine == "vllm" else None
-        run = manager.submit(pair, None, job=probe_job(prompts, config, notices, keep, vllm_url),
+        run = manager.submit(pair, None, job=probe_job(prompts, config, notices, keep, vllm_url,
+                                                       drafter),
                              timeout_s=settings.probe_timeout_s)
     except QueueFull:
         return engine_busy(manager)
@@ -177,9 +191,15 @@ PROMPT_FILE = {"content": {"text/plain": {"schema": {
     "type": "string", "description": "JSONL ({\"text\": ..., \"domain\": ...} per line) or "
                                     "plain text (one prompt per line), UTF-8"}}},
     "required": False}
-PROBE_EVENTS = ("events `queued`, `progress` (done, total, domain, temperature), `probe` (the "
-                "result and chart data), `saved` (`id` and `url` of the saved probe, see "
+PROBE_EVENTS = ("events `queued`, `progress` (done, total, domain, temperature, drafter), "
+                "`probe` (the result and chart data; with drafter=both `drafters` {model, ngram} "
+                "and `comparison`, the winner of each domain and temperature), `saved` (`id` "
+                "and `url` of the saved probe, see "
                 "`GET /api/probes/{probe_id}`, or `error`: why it was not saved), `error`")
+
+
+PROBE_PARAMETERS = {"sets", "temperatures", "k", "max_new_tokens", "prompts_per_set", "seed",
+                    "pair", "file_name", "engine", "drafter"}
 
 
 def probes_api(settings: Settings) -> APIRouter:
@@ -224,16 +244,25 @@ def probes_api(settings: Settings) -> APIRouter:
             description="specscope's engine, or (when the server has SPECSCOPE_VLLM_URL) that "
                         "vLLM server, checked against specscope's engine on the same prompts"),
         ] = EngineName("specscope"),  # noqa: B008 - an enum member, not a call per request
+        drafter: Annotated[Literal["model", "ngram", "both"], Query(
+            description="model: the draft model; ngram: prompt lookup (vLLM's rule, n-grams of "
+                        "2 to 4); both: the two on the same prompts, side by side with the "
+                        "winner of each domain and temperature")] = "model",
     ):
         """The request body, when not empty, is a prompt file. The stream ends with one
         `probe` event and then a `saved` event (where the result is kept), or with an `error`
         event."""
+        unknown = sorted(set(request.query_params) - PROBE_PARAMETERS)
+        if unknown:  # a misspelt setting would otherwise be ignored without a word
+            return _problem(422, f"{unknown[0][:40]!r} is not a probe setting; the settings "
+                                 f"are {', '.join(sorted(PROBE_PARAMETERS))}",
+                            ("query", unknown[0][:40]))
         chosen = [s.value for s in sets] if sets is not None else None
         return await _probe_stream(
             request, message_json, sets=chosen, temperatures=temperatures, k=k,
             max_new_tokens=min(max_new_tokens, settings.probe_max_new_tokens),
             prompts_per_set=prompts_per_set, seed=seed, pair=pair.value, file_name=file_name,
-            engine=engine.value)
+            engine=engine.value, drafter=drafter)
 
     return api
 
@@ -250,10 +279,12 @@ async def create_page_probe(
     pair: str | None = None,
     file_name: str = "uploaded",
     engine: str = "specscope",
+    drafter: str = "model",
 ):
     return await _probe_stream(request, _render_page, sets=sets, temperatures=temperatures, k=k,
                                max_new_tokens=max_new_tokens, prompts_per_set=prompts_per_set,
-                               seed=seed, pair=pair, file_name=file_name, engine=engine)
+                               seed=seed, pair=pair, file_name=file_name, engine=engine,
+                               drafter=drafter)
 
 
 # ---- calibration from vLLM /metrics ---------------------------------------------------------

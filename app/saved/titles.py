@@ -28,14 +28,18 @@ def run_title(record: dict[str, Any]) -> str:
     def num(key: str, unit: str = "") -> str:  # None: nothing to estimate from
         return "n/a" if s[key] is None else f"{s[key]:.2f}{unit}"
 
-    return (f"k {s['k']}: measured {num('speedup_measured', 'x')}, predicted "
+    # Prompt lookup names itself; a draft model's run reads as it always has.
+    drafter = ("prompt lookup, " if record.get("settings", {}).get("drafter") == "ngram"
+               else "")
+    return (f"{drafter}k {s['k']}: measured {num('speedup_measured', 'x')}, predicted "
             f"{num('speedup_predicted', 'x')}, alpha {num('alpha_counted')}")
 
 
 def slider_title(fig: Figures) -> str:
     """The slider state in one line: "alpha 0.70, k 4: 1.61x, best k 3"."""
     best = f"best k {fig.best_k}" if fig.worth_speculating else "do not speculate"
-    return f"alpha {fig.alpha:.2f}, k {fig.k}: {fig.speedup:.2f}x, {best}"
+    drafter = "" if fig.pi is None else f"prompt lookup (pi {fig.pi:.2f}), "
+    return f"{drafter}alpha {fig.alpha:.2f}, k {fig.k}: {fig.speedup:.2f}x, {best}"
 
 
 def slider_headline(fig: Figures) -> str:
@@ -43,6 +47,9 @@ def slider_headline(fig: Figures) -> str:
     verdict = (f"Best k = {fig.best_k}, worth {fig.best_speedup:.2f}×." if fig.worth_speculating
                else f"Do not speculate: even the best k ({fig.best_k}) gives "
                     f"{fig.best_speedup:.2f}×.")
-    return (f"At α = {fig.alpha:.2f} and k = {fig.k}, a cycle yields {fig.expected_tokens:.2f} "
-            f"tokens for {fig.cycle_cost:.2f} target steps: {fig.speedup:.2f}× plain decoding. "
-            + verdict)
+    drafter = ("" if fig.pi is None else
+               f"With prompt lookup proposing in π = {fig.pi:.2f} of cycles, at")
+    opening = f"{drafter} α" if drafter else "At α"
+    return (f"{opening} = {fig.alpha:.2f} and k = {fig.k}, a cycle yields "
+            f"{fig.expected_tokens:.2f} tokens for {fig.cycle_cost:.2f} target steps: "
+            f"{fig.speedup:.2f}× plain decoding. " + verdict)

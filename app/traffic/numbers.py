@@ -25,7 +25,12 @@ def use_numbers_query(alpha: float, k: int, c: float | None = None, v: float | N
 
 
 def row_numbers(row: ProbeRow) -> dict[str, str]:
-    return use_numbers_query(row.alpha_counted, row.k, row.c, row.v, row.step_ms)
+    """A probe row's numbers, with the slider model's drafter preset; prompt lookup's row
+    also brings pi, its share of cycles with a proposal."""
+    values = use_numbers_query(row.alpha_counted, row.k, row.c, row.v, row.step_ms)
+    if row.drafter == "ngram":
+        return values | {"preset": "ngram", "pi": f"{min(max(row.proposal_share, 0.0), 1.0):.2f}"}
+    return values | {"preset": "model"}
 
 
 def href(values: dict[str, str]) -> str:

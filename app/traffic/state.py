@@ -25,6 +25,11 @@ DEFAULT_SETS = tuple(s for s in BUILTIN_SETS if s != "lookup")  # that one on re
 DEFAULT_TEMPERATURES = (0.0, 0.7, 1.0)
 
 
+# The drafters a probe measures: "both" runs the draft model and prompt lookup on the same
+# prompts and names the winner of each domain (engine.measure.probe_compare).
+PROBE_DRAFTERS = {"model": "the draft model", "ngram": "prompt lookup (n-gram)",
+                  "both": "both, side by side"}
+
 ENGINES = {"specscope": "specscope's engine", "vllm": "vLLM (this server's SPECSCOPE_VLLM_URL)"}
 
 
@@ -55,6 +60,7 @@ class TrafficState:
     probe_tokens: int
     probe_prompts: int
     engine: str = "specscope"
+    drafter: str = "model"  # a key of PROBE_DRAFTERS
 
     def query(self) -> str:
         """This state as the link's query string (an empty ``probe_set`` first, so that no
@@ -65,6 +71,8 @@ class TrafficState:
                   for name in ("probe_k", "probe_tokens", "probe_prompts")]
         if self.engine != "specscope":
             pairs.append(("probe_engine", self.engine))
+        if self.drafter != "model":
+            pairs.append(("probe_drafter", self.drafter))
         return urlencode(pairs)
 
 
@@ -98,7 +106,13 @@ def parse_traffic_state(
         notices.append(f"probe_engine={engine[:24]!r} is not available on this server; "
                        f"the probe uses {ENGINES['specscope']}.")
         engine = "specscope"
-    return TrafficState(sets, tuple(sorted(temps)), engine=engine, **values), notices
+    drafter = next((raw for key, raw in query if key == "probe_drafter"), "model") or "model"
+    if drafter not in PROBE_DRAFTERS:
+        notices.append(f"probe_drafter={drafter[:24]!r} is not one of "
+                       f"{', '.join(PROBE_DRAFTERS)}; the probe uses the draft model.")
+        drafter = "model"
+    return (TrafficState(sets, tuple(sorted(temps)), engine=engine, drafter=drafter, **values),
+            notices)
 
 
 def _number(raw: str) -> float | None:
@@ -117,6 +131,7 @@ def traffic_context(state: TrafficState, settings: Settings) -> dict:
         "traffic_sets": SET_LABELS,
         "traffic_temperatures": TEMPERATURES,
         "traffic_engines": engines(settings),
+        "traffic_drafters": PROBE_DRAFTERS,
         "probe_limits": {"prompts": settings.probe_max_prompts,
                          "kb": settings.probe_max_bytes // 1024,
                          "tokens": settings.probe_max_new_tokens},

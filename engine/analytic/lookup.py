@@ -15,9 +15,24 @@ the proposals' lengths ``m`` (all ``k`` unless the lengths are given). With ``pi
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
-from engine.analytic.theory import CURVE_MAX_K, expected_tokens
+from engine.analytic.theory import (
+    CURVE_MAX_K,
+    TARGET,
+    CurvePoint,
+    Figures,
+    baseline_tok_s,
+    expected_accepted,
+    expected_tokens,
+    simulate_cycle,
+    time_for_tokens_s,
+    v_at,
+)
+from engine.analytic.theory import (
+    accepted_sd as theory_accepted_sd,
+)
 
 
 def expected_tokens_given_proposal(
@@ -75,3 +90,58 @@ def best_k(
         if s > best[1]:
             best = (k, s)
     return best
+
+
+def figures(
+    alpha: float, k: int, pi: float, c: float, v: float = 1.0, step_ms: float = 22.0,
+    tokens: int = 500, v_by_k: tuple[float, ...] | None = None,
+) -> Figures:
+    """The slider page's figures for prompt lookup: :func:`engine.analytic.theory.figures`
+    with a proposal in a share ``pi`` of cycles and ``c`` the lookup's cost per cycle. ``v`` is
+    the verification pass's cost at every k (or ``v_by_k[k - 1]``), as on the draft model's
+    page; the curve's proposals are all ``k`` long. Ties for the best k go to the smaller k."""
+    curve = [
+        CurvePoint(j, tokens_per_cycle(alpha, j, pi), cycle_cost(pi, c, v_at(j, v, v_by_k)),
+                   speedup(alpha, j, pi, c, v_at(j, v, v_by_k)))
+        for j in range(1, CURVE_MAX_K + 1)
+    ]
+    best = max(curve, key=lambda p: (p.speedup, -p.k))
+    here = curve[k - 1]
+    return Figures(
+        alpha=alpha,
+        k=k,
+        c=c,
+        v=v_at(k, v, v_by_k),
+        step_ms=step_ms,
+        tokens=tokens,
+        expected_accepted=pi * expected_accepted(alpha, k),
+        expected_tokens=here.expected_tokens,
+        cycle_cost=here.cycle_cost,
+        speedup=here.speedup,
+        baseline_tok_s=baseline_tok_s(step_ms),
+        spec_tok_s=baseline_tok_s(step_ms) * here.speedup,
+        baseline_s=time_for_tokens_s(tokens, step_ms),
+        spec_s=time_for_tokens_s(tokens, step_ms, here.speedup),
+        best_k=best.k,
+        best_speedup=best.speedup,
+        curve=curve,
+        pi=pi,
+    )
+
+
+def simulate_cycles(alpha: float, k: int, pi: float, n_cycles: int, seed: int) -> list[list[str]]:
+    """``n_cycles`` simulated cycles: with probability ``pi`` a proposal of ``k`` tokens judged
+    as the draft model's are (:func:`engine.analytic.theory.simulate_cycle`), else the target's
+    own token alone. The same seed gives the same cycles."""
+    rng = random.Random(seed)
+    return [simulate_cycle(alpha, k, rng) if rng.random() < pi else [TARGET]
+            for _ in range(n_cycles)]
+
+
+def accepted_sd(alpha: float, k: int, pi: float) -> float:
+    """Standard deviation of the drafts accepted in one cycle, ``B A`` with ``B`` a proposal
+    (probability ``pi``) and ``A`` the draft model's accepted count:
+    ``Var = pi E[A^2] - (pi E[A])^2``."""
+    mean = expected_accepted(alpha, k)
+    second = theory_accepted_sd(alpha, k) ** 2 + mean**2
+    return max(pi * second - (pi * mean) ** 2, 0.0) ** 0.5

@@ -37,6 +37,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from engine.analytic import lookup
 from engine.analytic.theory import CURVE_MAX_K, expected_tokens
 
 BATCH_MAX = 1024
@@ -456,19 +457,35 @@ def best_k_at(s: Setting, batch: float) -> tuple[int, float]:
     return best
 
 
-def _deficit_pieces(s: Setting) -> tuple[list[float], object]:
+def lookup_speedup_at(s: Setting, batch: float, pi: float, k: int | None = None) -> float:
+    """Prompt lookup's ``S(B)``: no draft pass (the lookup runs on the host, taken as free:
+    c = 0), and a verification pass over ``k + 1`` positions in a share ``pi`` of cycles,
+    a plain target step in the others (:func:`engine.analytic.lookup.speedup` with
+    ``v = v(B)``)."""
+    k = s.k if k is None else k
+    step = target_pass(s, batch).seconds
+    v = target_pass(s, batch, k + 1).seconds / step
+    return lookup.speedup(s.alpha, k, pi, 0.0, v)
+
+
+def _deficit_pieces(s: Setting, draft: bool = True) -> tuple[list[float], object]:
     """``f(B) = k t_q(B,1) + t_p(B,k+1) - E t_p(B,1)``, with ``S(B) <= 1`` exactly when
     ``f(B) >= 0``, and the batches where f changes slope. Every time is the larger of two
-    lines in B plus a third line (communication), so f is linear between those batches."""
+    lines in B plus a third line (communication), so f is linear between those batches.
+    ``draft=False``: prompt lookup, without the draft term (its ``S(B) <= 1`` exactly when
+    ``v(B) >= E``, whatever its share of cycles with a proposal)."""
     tokens = expected_tokens(s.alpha, s.k)
+    drafts = s.k if draft else 0
 
     def f(batch: float) -> float:
-        return (s.k * draft_pass(s, batch).seconds + target_pass(s, batch, s.k + 1).seconds
+        return (drafts * draft_pass(s, batch).seconds + target_pass(s, batch, s.k + 1).seconds
                 - tokens * target_pass(s, batch).seconds)
 
     knees = []
-    for model, n, gpus in ((s.draft, 1, s.draft_gpus), (s.target, s.k + 1, s.gpus),
-                           (s.target, 1, s.gpus)):
+    passes = [(s.target, s.k + 1, s.gpus), (s.target, 1, s.gpus)]
+    if draft:
+        passes.append((s.draft, 1, s.draft_gpus))
+    for model, n, gpus in passes:
         # memory time a + m B meets compute time g B at B = a / (g - m); communication adds
         # a line in B and moves no knee
         at0, at1 = forward_pass(model, s, 0, n, gpus), forward_pass(model, s, 1, n, gpus)
@@ -485,19 +502,35 @@ def break_even_batch(s: Setting, batch_max: int = BATCH_MAX) -> int | None:
 
     Found segment by segment between the knees of the piecewise-linear ``f`` (see
     :func:`_deficit_pieces`), not by trying every batch."""
-    knees, f = _deficit_pieces(s)
+    return _first_losing_batch(s, batch_max, draft=True)
+
+
+def lookup_break_even_batch(s: Setting, batch_max: int = BATCH_MAX) -> int | None:
+    """:func:`break_even_batch` for prompt lookup: the smallest batch with ``v(B) >= E(T)``.
+    It has no draft passes to pay for, so it is never below the draft model's, and with the
+    lookup free it is the same for every share ``pi > 0`` of cycles with a proposal (at
+    ``pi = 0`` nothing is proposed and ``S = 1`` at every batch)."""
+    return _first_losing_batch(s, batch_max, draft=False)
+
+
+def _first_losing_batch(s: Setting, batch_max: int, draft: bool) -> int | None:
+    knees, f = _deficit_pieces(s, draft)
+
+    def loses(batch: int) -> bool:
+        return (speedup_at(s, batch) if draft else lookup_speedup_at(s, batch, 1.0)) <= 1.0
+
     edges = [1.0] + [x for x in knees if 1.0 < x < batch_max] + [float(batch_max)]
     for lo, hi in zip(edges, edges[1:], strict=False):
         first = math.ceil(lo)
         if first > hi:
             continue
-        if speedup_at(s, first) <= 1.0:
+        if loses(first):
             return first
         f_lo, f_hi = f(lo), f(hi)
         if f_hi > f_lo:  # rising on this segment: it crosses zero once, at most
             root = lo + (hi - lo) * (-f_lo) / (f_hi - f_lo)
             for candidate in (math.ceil(root), math.ceil(root) + 1):  # +1: rounding at the root
-                if first <= candidate <= math.floor(hi) and speedup_at(s, candidate) <= 1.0:
+                if first <= candidate <= math.floor(hi) and loses(candidate):
                     return candidate
     return None
 
@@ -544,6 +577,8 @@ class Roofline:
     tok_s_base_total: float  # all B sequences
     tok_s_spec_total: float
     break_even_batch: int | None
+    # Prompt lookup verifying with the same target: no draft passes, so it breaks even later.
+    lookup_break_even_batch: int | None
     ridge_tokens: float
     ridge_batch: float  # the batch at which the verification pass reaches the ridge
     bound: str  # of the verification pass: "memory", "compute" or "communication"
@@ -590,6 +625,7 @@ def roofline(s: Setting, batch: int) -> Roofline:
         tok_s_base_total=base * batch,
         tok_s_spec_total=base * speedup * batch,
         break_even_batch=break_even_batch(s),
+        lookup_break_even_batch=lookup_break_even_batch(s),
         ridge_tokens=ridge,
         ridge_batch=ridge / (s.k + 1),
         bound=verify.bound,

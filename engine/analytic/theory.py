@@ -126,6 +126,9 @@ class Figures:
     best_k: int
     best_speedup: float
     curve: list[CurvePoint]
+    # Prompt lookup only (engine.analytic.lookup.figures): the share of cycles with a proposal.
+    # None: a draft model, which proposes k tokens every cycle.
+    pi: float | None = None
 
     @property
     def worth_speculating(self) -> bool:

@@ -131,6 +131,8 @@ class CycleEvent:
     n_proposed: int | None = None
     match_n: int = 0  # prompt lookup: the length of the n-gram that matched (0: none)
     match_start: int = -1  # and where it starts in the context's ids (prompt + output)
+    match_text: str = ""  # the matched n-gram's text
+    match_before: str = ""  # the text just before its earlier occurrence (a few tokens)
     event: str = "cycle"
 
     @property

@@ -265,11 +265,21 @@ def _judge(pair, state, drafts, q, config, generator):
     return n, next_token, p
 
 
+MATCH_CONTEXT = 6  # tokens of text shown before a prompt-lookup match's earlier occurrence
+
+
 def _cycle_event(
     index, outcome: Outcome, keep, decoder: TextDecoder, cycle_ms, k, drafter
 ) -> CycleEvent:
     """The cycle as shown; ``keep`` of its ``n + 1`` output tokens made it into the output."""
     n, m = outcome.n_accepted, len(outcome.drafts)  # m = k but for prompt lookup
+    match_text = match_before = ""
+    if outcome.match.n:  # the decoder holds the context the proposal was looked up in
+        start, end = outcome.match.start, outcome.match.start + outcome.match.n
+        decode = decoder.tokenizer.decode
+        match_text = decode(decoder.ids[start:end], skip_special_tokens=True)
+        before = decode(decoder.ids[max(start - MATCH_CONTEXT, 0):end], skip_special_tokens=True)
+        match_before = before[: max(len(before) - len(match_text), 0)]
     shown = min(n, keep)  # accepted drafts inside the output
     kinds = [ACCEPTED] * shown + [REJECTED if i == n else DISCARDED for i in range(shown, m)]
     texts = [decoder.push(t) for t in outcome.drafts[:shown]]
@@ -293,4 +303,6 @@ def _cycle_event(
         n_proposed=m,
         match_n=outcome.match.n,
         match_start=outcome.match.start,
+        match_text=match_text,
+        match_before=match_before,
     )

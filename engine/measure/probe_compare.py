@@ -4,7 +4,8 @@ Both probes run on the same prompts, temperatures, k and seeds; each (domain, te
 row of one is set beside the other's. The winner of a row is the drafter with the higher
 predicted speedup at its own best k (each from its own alpha, c and v, and for prompt lookup
 its share of cycles with a proposal: :mod:`engine.analytic.lookup`); by how much is the
-ratio of the two. When neither beats plain decoding, neither wins.
+ratio of the two. A drafter with no estimate (no proposal, so no alpha) counts as plain
+decoding, 1x. When neither beats plain decoding, neither wins.
 """
 
 from __future__ import annotations
@@ -33,13 +34,19 @@ def compare(model: ProbeResult, ngram: ProbeResult) -> list[DrafterRow]:
         if n is None:
             continue
         winner = ratio = None
-        both = m.best_speedup is not None and n.best_speedup is not None
-        if both and max(m.best_speedup, n.best_speedup) > 1.0:
-            winner = "ngram" if n.best_speedup > m.best_speedup else "model"
-            high, low = sorted((m.best_speedup, n.best_speedup), reverse=True)
+        # A drafter with no estimate (prompt lookup that never proposed: no alpha) is plain
+        # decoding at best: 1x.
+        model_s, ngram_s = _or_plain(m.best_speedup), _or_plain(n.best_speedup)
+        if max(model_s, ngram_s) > 1.0:
+            winner = "ngram" if ngram_s > model_s else "model"
+            high, low = sorted((model_s, ngram_s), reverse=True)
             ratio = high / low
         out.append(DrafterRow(m.domain, m.temperature, m, n, winner, ratio))
     return out
+
+
+def _or_plain(best_speedup: float | None) -> float:
+    return 1.0 if best_speedup is None else best_speedup
 
 
 def comparison_json(model: ProbeResult, ngram: ProbeResult) -> dict:

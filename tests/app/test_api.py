@@ -7,12 +7,13 @@ import pytest
 from engine.analytic import theory
 
 KEYS = {"expected_accepted", "expected_tokens", "cycle_cost", "speedup", "baseline_tok_s",
-        "spec_tok_s", "baseline_s", "spec_s", "best_k", "best_speedup", "curve"}
+        "spec_tok_s", "baseline_s", "spec_s", "best_k", "best_speedup", "curve", "pi"}
 
 
 def test_reference_case(client):
     body = client.get("/api/theory?alpha=0.7&k=4&c=0.18&v=1&step_ms=22&tokens=500").json()
     assert set(body) == KEYS
+    assert body["pi"] is None  # a draft model: every cycle proposes
     assert round(body["speedup"], 3) == 1.612
     assert body["best_k"] == 3 and round(body["best_speedup"], 2) == 1.64
     assert round(body["spec_s"] * 1000) == 6823
@@ -30,6 +31,25 @@ def test_defaults_are_the_reference_case(client):
     assert client.get("/api/theory").json()["best_k"] == 3
 
 
+def test_prompt_lookup_prices_a_share_pi_of_cycles_with_a_proposal(client):
+    from engine.analytic import lookup
+
+    body = client.get("/api/theory?drafter=ngram&pi=0.4&alpha=0.8&k=3&c=0.01&v=1.5").json()
+    assert body["pi"] == 0.4
+    assert body["speedup"] == pytest.approx(lookup.speedup(0.8, 3, 0.4, 0.01, 1.5))
+    for p in body["curve"]:
+        assert p["speedup"] == pytest.approx(lookup.speedup(0.8, p["k"], 0.4, 0.01, 1.5))
+    # pi does nothing to the draft model
+    assert client.get("/api/theory?pi=0.1").json() == client.get("/api/theory").json()
+
+
+def test_an_unknown_drafter_is_a_422_naming_the_choices(client):
+    response = client.get("/api/theory?drafter=eagle")
+    assert response.status_code == 422
+    message = response.json()["message"]
+    assert message.startswith("drafter") and "ngram" in message
+
+
 @pytest.mark.parametrize(
     "query,name,allowed",
     [
@@ -40,6 +60,7 @@ def test_defaults_are_the_reference_case(client):
         ("v=9", "v", "from 0.5 to 3"),
         ("step_ms=0", "step_ms", "from 0.001 to 1000000"),
         ("tokens=x", "tokens", "from 1 to 100000"),
+        ("drafter=ngram&pi=1.5", "pi", "from 0 to 1"),
     ],
 )
 def test_bad_parameters_get_422_naming_the_parameter_and_range(client, query, name, allowed):
@@ -52,7 +73,7 @@ def test_bad_parameters_get_422_naming_the_parameter_and_range(client, query, na
 def test_api_is_in_the_openapi_schema(client):
     schema = client.get("/openapi.json").json()
     params = {p["name"] for p in schema["paths"]["/api/theory"]["get"]["parameters"]}
-    assert params == {"alpha", "k", "c", "v", "step_ms", "tokens"}
+    assert params == {"alpha", "k", "c", "v", "step_ms", "tokens", "drafter", "pi"}
 
 
 def test_docs_page_uses_vendored_swagger(client):

@@ -150,3 +150,53 @@ def test_page_loads_nothing_from_other_hosts(client):
 def test_vendored_htmx_is_served(client):
     response = client.get("/static/vendor/htmx-2.0.8.min.js")
     assert response.status_code == 200 and "htmx" in response.text[:2000]
+
+
+def test_the_default_page_offers_the_drafter_preset_with_the_draft_model_chosen(client):
+    html = client.get("/").text
+    assert re.search(r'<option value="model" data-c="0.18" selected>draft model</option>', html)
+    assert re.search(r'<option value="ngram" data-c="0">prompt lookup</option>', html)
+    assert re.search(r'<div class="control lookup-only" hidden>', html)
+    assert 'data-figure="lookup-note"' not in html
+
+
+def test_prompt_lookup_prices_a_cycle_with_pi(client):
+    from engine.analytic import lookup
+
+    html = client.get("/?preset=ngram&pi=0.4&alpha=0.8&k=3&c=0.01&v=1.5").text
+    fig = lookup.figures(0.8, 3, 0.4, 0.01, 1.5)
+    assert figure(html, "cycle_cost") == "0.40 × 1.50 + 0.60 + 0.01 = 1.21"
+    assert figure(html, "speedup") == f"{fig.speedup:.3f}×"
+    assert figure(html, "expected_tokens") == f"{fig.expected_tokens:.2f}"
+    assert figure(html, "best_k").startswith(f"{fig.best_k} or more")  # one v: k = 16 pays most
+    assert "prompt lookup proposing in π = 0.40" in html
+    assert re.search(r'<div class="control lookup-only">', html)
+    assert re.search(r'<option value="ngram" data-c="0" selected>', html)
+    assert 'data-figure="lookup-note"' in html
+
+
+def test_the_lookup_strip_has_cycles_with_the_target_token_alone(client):
+    html = client.get("/?preset=ngram&pi=0.3&alpha=0.6&seed=3").text
+    simulated = html.split('id="simulated-cycles"')[1].split("</ol>")[0]
+    chips = re.findall(r'class="chip (\w+)"', simulated)
+    expected = [kind for cycle in lookup_cycles(0.6, 4, 0.3, 12, 3) for kind in cycle]
+    assert chips == expected and len(chips) < 12 * 5
+
+
+def lookup_cycles(alpha, k, pi, n, seed):
+    from engine.analytic import lookup
+
+    return lookup.simulate_cycles(alpha, k, pi, n, seed)
+
+
+def test_the_canonical_link_keeps_the_preset(client):
+    response = client.get("/?preset=ngram&pi=2", headers={"HX-Request": "true",
+                                                           "HX-Target": "results"})
+    assert "preset=ngram&pi=1&" in response.headers["HX-Replace-Url"] + "&"
+    assert "pi=2 is outside" in response.text
+
+
+def test_the_live_runs_drafter_and_the_models_preset_are_separate_choices(client):
+    html = client.get("/?drafter=ngram").text
+    assert re.search(r'<option value="model" data-c="0.18" selected>', html)
+    assert figure(html, "cycle_cost") == "4 × 0.18 + 1.00 = 1.72"

@@ -89,3 +89,34 @@ def test_a_malformed_held_cost_list_is_dropped_with_a_notice(vk, problem):
     state, notices = parse_page_state([("vk", vk), ("v", "1.2")])
     assert state.held is None and state.v == 1.2
     assert len(notices) == 1 and problem in notices[0]
+
+
+def test_the_draft_model_link_is_the_page_link_as_it_always_was():
+    state, notices = parse_page_state([("preset", "model"), ("pi", "0.6")])
+    assert state.drafter == "model" and notices == []
+    assert "preset" not in state.query() and "pi" not in state.query()
+
+
+def test_prompt_lookup_travels_in_the_link_with_its_pi():
+    state, notices = parse_page_state([("preset", "ngram"), ("pi", "0.4"), ("c", "0")])
+    assert (state.drafter, state.pi, state.c) == ("ngram", 0.4, 0.0) and notices == []
+    again, _ = parse_page_state(parse_qsl(state.query()))
+    assert again == state
+
+
+def test_a_bad_drafter_or_pi_is_replaced_with_a_notice():
+    state, notices = parse_page_state([("preset", "eagle"), ("pi", "7")])
+    assert (state.drafter, state.pi) == ("model", 1.0)
+    assert any("preset='eagle'" in n and "draft model" in n for n in notices)
+    assert any("pi=7 is outside 0–1" in n for n in notices)
+
+
+def test_page_figures_use_the_lookup_model_with_prompt_lookup():
+    from app.params import page_figures
+    from engine.analytic import lookup
+
+    state, _ = parse_page_state([("preset", "ngram"), ("pi", "0.3"), ("alpha", "0.8")])
+    fig = page_figures(state)
+    assert fig.pi == 0.3
+    assert fig.speedup == lookup.speedup(0.8, 4, 0.3, state.c, state.v)
+    assert page_figures(DEFAULT_STATE).pi is None

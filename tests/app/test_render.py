@@ -67,3 +67,18 @@ def test_a_summary_without_estimates_renders_dashes_and_draws_only_what_was_meas
     assert 'class="bar"' not in positions and "model-point" not in positions
     assert lengths.count('class="bar"') == 3 and "model-point" not in lengths  # 0..k counted
     assert run_title({"summary": vars(summary)}).endswith("predicted n/a, alpha n/a")
+
+
+def test_use_these_numbers_carries_the_drafter_preset_and_a_lookup_runs_pi():
+    from dataclasses import replace
+
+    from app.render import summary_context
+    from engine.decoder.stats import summarize
+
+    event = cycle([(" the", "accepted"), ("x", "rejected"), ("y", "target")])
+    summary = summarize([event], [4.0])
+    assert summary_context(summary)["use"]["preset"] == "model"
+    assert "pi" not in summary_context(summary)["use"]
+    looked_up = replace(summary, drafter="ngram", proposal_share=0.237)
+    use = summary_context(looked_up)["use"]
+    assert (use["preset"], use["pi"]) == ("ngram", "0.24")

@@ -297,3 +297,27 @@ def test_each_line_label_sits_by_its_own_line_in_every_preset():
             x = line_x[label.kind]
             apart = 0.0 if x0 <= x <= x1 else min(abs(x - x0), abs(x - x1))
             assert apart <= 32, (label.text, models, hw, gpus, context, batch)  # of 440
+
+def test_prompt_lookup_is_priced_without_draft_passes_and_breaks_even_later(client):
+    from engine.analytic.roofline import lookup_break_even_batch, lookup_speedup_at
+
+    html = client.get("/?hardware=h100-sxm&models=llama-8b-1b&context=512&batch=64"
+                      "&alpha=0.6&k=4&preset=ngram&pi=0.3&c=0").text
+    pair = PAIRS["llama-8b-1b"]
+    s = Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, "bf16", 1, 512, 0.6, 4,
+                **ACHIEVED)
+    r = roofline(s, 64)
+    ngram = lookup_break_even_batch(s)
+    assert ngram is not None and r.break_even_batch is not None and ngram > r.break_even_batch
+    assert figure(html, "break_even_lookup") == str(ngram)
+    assert figure(html, "break_even") == str(r.break_even_batch)
+    assert figure(html, "s_b_lookup") == f"{lookup_speedup_at(s, 64, 0.3):.2f}×"
+    line = figure(html, "roofline-lookup").replace("&#39;", "'")
+    assert f"π = 0.30 of cycles) gives {lookup_speedup_at(s, 64, 0.3):.2f}× at batch 64" in line
+    assert f"from batch {ngram} on it costs throughput" in line
+    assert f"{ngram / r.break_even_batch:.1f}× the draft model's batch" in line
+
+
+def test_the_lookup_line_uses_the_default_pi_with_the_draft_model_preset(client):
+    html = client.get("/").text
+    assert "π = 0.25 of cycles" in figure(html, "roofline-lookup")

@@ -60,7 +60,15 @@ def test_the_page_marks_where_each_match_came_from(server):
     cycles = [data for kind, data in events if kind == "cycle"]
     for c in cycles:
         if c["n_proposed"]:
-            assert f'{c["match_n"]}-gram @{c["match_start"]}</span>' in c["chips"]
+            from markupsafe import escape
+
+            from app.templating import templates
+
+            label = escape(templates.env.filters["token_label"](c["match_text"]))
+            assert c["match_text"]  # the matched n-gram's text, shown, and where it was
+            assert (f'{c["match_n"]}-gram <q class="match-text">{label}</q> '
+                    f'@{c["match_start"]}</span>') in c["chips"]
+            assert f'after “…{escape(c["match_before"])}”' in c["chips"]
             assert "tokens that followed them there were proposed" in c["chips"]
         else:
             assert "no match</span>" in c["chips"]
@@ -107,3 +115,42 @@ def test_the_page_offers_the_drafter_and_keeps_it_in_the_link(server):
     assert '<option value="ngram" selected>' in page
     page = httpx.get(server.url + "/?drafter=eagle", timeout=30).text
     assert "is not offered; using the draft model" in page
+
+
+def test_a_saved_lookup_runs_csv_title_and_card_name_the_drafter_and_its_matches(server):
+    import csv
+    import io
+
+    from app.saved.cards import run_preview_svg
+
+    events = run(server)
+    cycles = [data for kind, data in events if kind == "cycle"]
+    saved = next(data for kind, data in events if kind == "saved")
+    rows = list(csv.DictReader(io.StringIO(
+        httpx.get(server.url + f"/runs/{saved['id']}.csv", timeout=30).text)))
+    assert {r["drafter"] for r in rows} == {"ngram"}
+    by_cycle = {int(r["cycle"]): r for r in rows}
+    for c in cycles:
+        row = by_cycle[c["index"]]
+        if c["match_n"]:
+            assert (int(row["match_n"]), int(row["match_start"])) == (c["match_n"],
+                                                                      c["match_start"])
+            assert row["match_text"].lstrip("'") == c["match_text"]
+        else:
+            assert (row["match_n"], row["match_text"]) == ("", "")
+    record = httpx.get(server.url + f"/api/runs/{saved['id']}", timeout=30).json()
+    assert ">prompt lookup, k " in run_preview_svg(record)
+    page = httpx.get(server.url + saved["url"], timeout=30).text
+    assert "<title>prompt lookup, k " in page
+
+
+def test_the_slider_models_card_names_prompt_lookup_and_its_pi():
+    from app.saved.cards import slider_preview_svg
+    from app.saved.titles import slider_headline, slider_title
+    from engine.analytic import lookup, theory
+
+    fig = lookup.figures(0.7, 4, 0.3, 0.0, 1.0)
+    assert slider_title(fig).startswith("prompt lookup (pi 0.30), alpha 0.70, k 4:")
+    assert slider_headline(fig).startswith("With prompt lookup proposing in π = 0.30 of cycles")
+    assert "prompt lookup (pi 0.30)" in slider_preview_svg(fig)
+    assert slider_title(theory.figures(0.7, 4, 0.18)).startswith("alpha 0.70, k 4:")

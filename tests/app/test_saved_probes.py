@@ -44,7 +44,7 @@ def test_the_api_entry_holds_the_settings_and_the_whole_result(live_server, save
     assert record["settings"] == {"sets": ["python", "jargon"], "temperatures": [0.0, 1.0],
                                   "k": 3, "max_new_tokens": 5, "prompts_per_set": 2,
                                   "seed": 1, "file_name": None, "prompts": 4,
-                                  "engine": "specscope"}
+                                  "engine": "specscope", "drafter": "model"}
     assert record["pair"]["name"] == "tiny" and record["pair"]["label"] == "tiny test pair"
     assert record["machine"]["device"] == "cpu"
     download = get(live_server, f"/probes/{probe_id}.json")

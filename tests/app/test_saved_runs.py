@@ -81,7 +81,9 @@ def test_csv_has_one_row_per_token(live_server, saved):
     cycles = [data for kind, data in events if kind == "cycle"]
     assert len(rows) == sum(len(c["tokens"]) for c in cycles)
     assert list(rows[0]) == ["cycle", "position", "kind", "token_id", "text", "step_ms",
-                             "cycle_start_ms", "cycle_ms"]
+                             "cycle_start_ms", "cycle_ms", "drafter", "match_n",
+                             "match_start", "match_text"]
+    assert {(r["drafter"], r["match_n"], r["match_text"]) for r in rows} == {("model", "", "")}
     first = cycles[0]["tokens"]
     assert [(r["kind"], int(r["token_id"]), r["text"]) for r in rows[: len(first)]] == [
         (t["kind"], t["id"], t["text"]) for t in first]

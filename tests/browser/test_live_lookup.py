@@ -34,3 +34,17 @@ def test_a_prompt_lookup_run_shows_rows_without_a_proposal_as_one_target_token(p
     expect(page.locator("#live-status")).to_have_text("Done.")
     page.reload()
     assert page.locator("#drafter").input_value() == "ngram"
+
+
+def test_a_match_shows_its_text_and_where_it_was_then_its_numbers_go_to_the_model(page):
+    page.goto("/?temperature=0&run_k=3&max_new_tokens=40&repeats=1&drafter=ngram")
+    page.locator("#prompt").fill("the quick brown fox jumps over the lazy dog and the quick brown")
+    page.locator("#run-live").click()
+    expect(page.locator("#live-summary .live-summary")).to_be_visible(timeout=60_000)
+    marker = page.locator("#live-cycles .lookup-match:has(q.match-text)").first
+    expect(marker).to_have_text(re.compile(r"^\d-gram \S.* @\d+$"))
+    expect(marker).to_have_attribute("title", re.compile(r"also occur at token \d+ .*after “…"))
+    page.locator("#use-numbers").click()
+    expect(page.locator("#preset")).to_have_value("ngram")
+    expect(page.locator("#pi")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"preset=ngram&pi=\d"))

@@ -277,3 +277,29 @@ def test_accessibility_tree_names_every_control_once(page):
     fig = theory.figures(0.8, 3, 0.18)
     expect(page.locator("#results-announcer")).to_have_text(
         f"{fig.speedup:.2f}× at k = 3; best k {fig.best_k}, {fig.best_speedup:.2f}×.")
+
+
+def test_the_prompt_lookup_preset_moves_c_shows_pi_and_prices_cycles_with_it(page):
+    from engine.analytic import lookup
+
+    page.goto("/")
+    expect(page.locator("#pi")).to_be_hidden()
+    page.locator("#preset").select_option("ngram")
+    expect(page.locator("#c-value")).to_have_text("0.00")
+    expect(page.locator("#pi")).to_be_visible()
+    fig = lookup.figures(0.7, 4, 0.25, 0.0, 1.0)
+    expect(page.locator('[data-figure="speedup"]')).to_have_text(f"{fig.speedup:.3f}×")
+    expect(page.locator('[data-figure="cycle_cost"]')).to_have_text(
+        "0.25 × 1.00 + 0.75 + 0.00 = 1.00")
+    expect(page).to_have_url(re.compile(r"preset=ngram&pi=0\.25(&|$)"))
+    page.locator("#pi").fill("0.6")
+    fig = lookup.figures(0.7, 4, 0.6, 0.0, 1.0)
+    expect(page.locator('[data-figure="speedup"]')).to_have_text(f"{fig.speedup:.3f}×")
+    expect(page.locator("#pi-value")).to_have_text("0.60")
+    expect(page).to_have_url(re.compile(r"pi=0\.6(&|$)"))
+    # Back to the draft model: today's c, today's figures, no pi in the link.
+    page.locator("#preset").select_option("model")
+    expect(page.locator('[data-figure="speedup"]')).to_have_text("1.612×")
+    expect(page.locator("#c-value")).to_have_text("0.18")
+    expect(page.locator("#pi")).to_be_hidden()
+    expect(page).not_to_have_url(re.compile(r"[?&](pi|preset)="))

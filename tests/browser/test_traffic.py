@@ -121,3 +121,25 @@ def test_choosing_the_vllm_engine_puts_it_in_the_link(browser, live_settings):
         expect(page.locator("#probe_engine")).to_have_value("vllm")
         page.locator("#probe_engine").select_option("specscope")
         expect(page).not_to_have_url(re.compile(r"probe_engine="))
+
+
+def test_both_drafters_side_by_side_then_use_prompt_lookups_row(page):
+    page.goto("/?probe_set=&probe_set=python&probe_t=0&probe_k=3&probe_tokens=8"
+              "&probe_prompts=2")
+    page.locator("#probe_drafter").select_option("both")
+    expect(page).to_have_url(re.compile(r"probe_drafter=both"))
+    page.locator("#run-probe").click()
+    compare = page.locator("#probe-result .compare-table tbody tr")
+    expect(compare).to_have_count(1, timeout=60_000)
+    expect(page.locator("#probe-status")).to_have_text("Done.")
+    expect(compare.first).to_have_attribute("data-winner", re.compile(r"^(model|ngram|neither)$"))
+    expect(page.locator('#probe-result .probe-summary[data-drafter="model"]')).to_have_count(1)
+    ngram = page.locator('#probe-result .probe-summary[data-drafter="ngram"]')
+    expect(ngram).to_have_count(1)
+    pi = ngram.locator('[data-figure="pi"]').first.inner_text()
+    ngram.locator("a.use-numbers").first.click()
+    expect(page.locator("#preset")).to_have_value("ngram")
+    expect(page.locator("#pi")).to_be_visible()
+    expect(page.locator("#pi-value")).to_have_text(pi)
+    expect(page).to_have_url(re.compile(r"preset=ngram&pi="))
+    expect(page.locator('[data-figure="cycle_cost"]')).to_contain_text(f"{pi} × ")

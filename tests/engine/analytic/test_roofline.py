@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.analytic import theory
+from engine.analytic import lookup, theory
 from engine.analytic.roofline import (
     BATCH_MAX,
     HARDWARE,
@@ -23,6 +23,8 @@ from engine.analytic.roofline import (
     break_even_batch,
     costs,
     forward_pass,
+    lookup_break_even_batch,
+    lookup_speedup_at,
     max_batch_that_fits,
     memory_at,
     ridge_tokens,
@@ -102,6 +104,46 @@ def test_break_even_is_the_first_batch_where_speculation_stops_paying():
     b = break_even_batch(s)
     assert b is not None and 1 < b < BATCH_MAX
     assert speedup_at(s, b) <= 1.0 < speedup_at(s, b - 1)
+
+
+def test_lookup_break_even_equals_a_scan_and_is_never_below_the_draft_models():
+    rng = random.Random(11)
+    found = {"none": 0, "one": 0, "inside": 0, "later": 0}
+    for _ in range(200):
+        s = setting(
+            pair=rng.choice(list(PAIRS)), hardware=rng.choice(list(HARDWARE)),
+            dtype=rng.choice(["bf16", "fp8", "int4", "fp32"]), gpus=rng.choice([1, 2, 4, 8]),
+            context=rng.choice([0, 1, 100, 512, 2048, 8192, 65536]),
+            alpha=rng.uniform(0.0, 1.0), k=rng.randint(1, 16),
+        )
+        pi = rng.uniform(0.05, 1.0)
+        scanned = next((b for b in range(1, BATCH_MAX + 1)
+                        if lookup_speedup_at(s, b, pi) <= 1.0), None)
+        ours, model = lookup_break_even_batch(s), break_even_batch(s)
+        assert ours == scanned, (s, pi)
+        assert model is not None or ours is None  # it pays wherever the draft model does
+        if ours is not None and model is not None:
+            assert ours >= model
+        found["none" if ours is None else "one" if ours == 1 else "inside"] += 1
+        found["later"] += ours != model
+    assert min(found.values()) >= 10, found
+
+
+def test_lookup_at_batch_b_is_the_lookup_model_with_v_of_b_and_no_draft_cost():
+    s = setting(context=512, alpha=0.8, k=5)
+    for batch in (1, 16, 256):
+        _, v = costs(s, batch)
+        assert lookup_speedup_at(s, batch, 0.3) == pytest.approx(
+            lookup.speedup(0.8, 5, 0.3, 0.0, v))
+    assert lookup_speedup_at(s, 64, 0.0) == 1.0  # no proposal: plain decoding
+
+
+def test_without_draft_passes_the_break_even_batch_is_higher():
+    s = setting(context=512)
+    model, ngram = break_even_batch(s), lookup_break_even_batch(s)
+    assert model is not None and ngram is not None and ngram > model
+    assert roofline(s, 8).lookup_break_even_batch == ngram
+    assert lookup_speedup_at(s, ngram, 0.5) <= 1.0 < lookup_speedup_at(s, ngram - 1, 0.5)
 
 
 # ---- monotonicity ----

@@ -144,3 +144,26 @@ def test_bad_lookup_settings_are_refused_before_running(target_only_pair):
         speculate(target_only_pair, GenerationConfig(PROMPT), lookup=PromptLookup(3, 2))
     with pytest.raises(ValueError, match="prompt lookup needs none"):
         speculate(target_only_pair, GenerationConfig(PROMPT))
+
+
+def test_a_proposing_cycle_names_the_matched_text_and_what_came_before_it(target_only_pair):
+    from engine.decoder.common import encode_prompt
+
+    config = GenerationConfig(prompt=PROMPT, k=4, temperature=0.0, max_new_tokens=40, seed=0)
+    *cycles, done = speculate(target_only_pair, config, lookup=LOOKUP)
+    context = encode_prompt(target_only_pair, config, lookahead=config.k)
+    decode = target_only_pair.tokenizer.decode
+    matched = 0
+    for cycle in cycles:
+        if cycle.match_n == 0:
+            assert (cycle.match_text, cycle.match_before) == ("", "")
+        else:
+            matched += 1
+            start, end = cycle.match_start, cycle.match_start + cycle.match_n
+            assert cycle.match_text == decode(context[start:end], skip_special_tokens=True)
+            # the n-gram is the context's own suffix, found again earlier
+            assert context[start:end] == context[-cycle.match_n:]
+            before = decode(context[max(start - 6, 0):end], skip_special_tokens=True)
+            assert before == cycle.match_before + cycle.match_text
+        context += [t.id for t in cycle.tokens if t.kind in (ACCEPTED, TARGET)]
+    assert matched >= 3

@@ -67,7 +67,8 @@ def test_side_by_side_names_a_winner_per_domain_and_temperature(model, ngram):
     assert [(r.domain, r.temperature) for r in rows] == [
         (r.domain, r.temperature) for r in model.rows]
     for r in rows:
-        m, n = r.model.best_speedup, r.ngram.best_speedup
+        # no estimate (never proposed): plain decoding, 1x
+        m, n = (1.0 if x is None else x for x in (r.model.best_speedup, r.ngram.best_speedup))
         if max(m, n) > 1:
             assert r.winner == ("ngram" if n > m else "model")
             assert r.ratio == pytest.approx(max(m, n) / min(m, n))
@@ -76,6 +77,10 @@ def test_side_by_side_names_a_winner_per_domain_and_temperature(model, ngram):
     text = probe_compare.markdown(model, ngram[0], "specscope probe --drafter model,ngram")
     assert text.count("\n| animals |") == 2 and "wins" in text
     data = probe_compare.comparison_json(model, ngram[0])
+    never = replace(ngram[0].rows[0], best_k=None, best_speedup=None, alpha_counted=None)
+    alone = probe_compare.compare(replace(model, rows=[replace(model.rows[0], best_speedup=1.3)]),
+                                  replace(ngram[0], rows=[never]))
+    assert (alone[0].winner, alone[0].ratio) == ("model", pytest.approx(1.3))
     assert set(data["drafters"]) == {"model", "ngram"} and len(data["comparison"]) == len(rows)
 
 
