@@ -198,8 +198,6 @@ PROBE_EVENTS = ("events `queued`, `progress` (done, total, domain, temperature, 
                 "`GET /api/probes/{probe_id}`, or `error`: why it was not saved), `error`")
 
 
-PROBE_PARAMETERS = {"sets", "temperatures", "k", "max_new_tokens", "prompts_per_set", "seed",
-                    "pair", "file_name", "engine", "drafter"}
 
 
 def probes_api(settings: Settings) -> APIRouter:
@@ -252,11 +250,6 @@ def probes_api(settings: Settings) -> APIRouter:
         """The request body, when not empty, is a prompt file. The stream ends with one
         `probe` event and then a `saved` event (where the result is kept), or with an `error`
         event."""
-        unknown = sorted(set(request.query_params) - PROBE_PARAMETERS)
-        if unknown:  # a misspelt setting would otherwise be ignored without a word
-            return _problem(422, f"{unknown[0][:40]!r} is not a probe setting; the settings "
-                                 f"are {', '.join(sorted(PROBE_PARAMETERS))}",
-                            ("query", unknown[0][:40]))
         chosen = [s.value for s in sets] if sets is not None else None
         return await _probe_stream(
             request, message_json, sets=chosen, temperatures=temperatures, k=k,
