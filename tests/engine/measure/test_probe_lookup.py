@@ -53,7 +53,8 @@ def test_lookup_rows_count_proposed_tokens_and_their_share(ngram):
                                   for m in group)
         assert row.proposed_per_cycle == row.drafted / proposing
         assert row.alpha_counted == row.accepted / row.trials
-        assert row.c < 0.5  # one lookup, not a model's step
+        # c prices one lookup a cycle, not a model's step per draft token
+        assert all(len(m.draft_step_ms) == m.cycles for m in group)
         lengths = [sum(m.proposal_lengths[i] for m in group) for i in range(4)]
         assert row.speedup_predicted == pytest.approx(lookup_model.speedup(
             row.alpha_counted, 3, row.proposal_share, row.c, row.v, lengths))
