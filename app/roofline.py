@@ -57,8 +57,8 @@ CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "dtype": ("bf16", DTYPES),
     "draft": ("sharded", ("sharded", "one-gpu")),
 }
-DRAFT_PLACES = {"sharded": "sharded like the target (vLLM 0.32)",
-                "one-gpu": "one GPU (not what vLLM 0.32 deploys)"}
+DRAFT_PLACES = {"sharded": "sharded (as vLLM 0.32)",
+                "one-gpu": "one GPU (not vLLM 0.32)"}
 # The batch slider moves in quarter octaves: a log scale over whole batches.
 SLIDER_BATCHES = tuple(sorted({round(2 ** (i / 4)) for i in range(41)}))
 

@@ -236,7 +236,7 @@ def test_the_table_shows_memory_compute_and_communication_for_each_pass(client):
 
 def test_the_draft_on_one_gpu_is_an_option_labelled_as_not_what_vllm_deploys(client):
     html = client.get("/?models=qwen-7b-0.5b&gpus=8&batch=1&draft=one-gpu").text
-    assert "one GPU (not what vLLM 0.32 deploys)" in html
+    assert "one GPU (not vLLM 0.32)" in html
     assert "The draft is whole on one GPU: not what vLLM 0.32 deploys" in html
     assert figure(html, "draft_comm") == "0 ms"
     sharded = client.get("/?models=qwen-7b-0.5b&gpus=8&batch=1").text
