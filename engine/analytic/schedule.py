@@ -112,19 +112,27 @@ def roofline_cycle(s: Setting) -> CycleCost:
     return cycle
 
 
+COSTS_FILE_VERSION = 2
+"""The costs file's format: ``passes`` (forward passes, version 1 and on) and ``loop`` (the
+decoding loop's own time a step outside the passes, version 2: ``specscope costs``)."""
+
+
 @dataclass(frozen=True)
 class TimedCosts:
     """Forward passes timed at a few batches, in ms: ``target[(B, T)]`` for the target over
-    ``T`` new tokens per row and ``draft[B]`` for one draft step.
+    ``T`` new tokens per row and ``draft[B]`` for one draft step; ``loop[(B, k)]``, when the
+    costs were measured through the decoding loop, its own time a step outside the passes
+    (sampling, the rule, bookkeeping; ``k = 0``: a plain step's).
 
     Between two timed batches every time is interpolated linearly in B (a pass's time is a
     line in B on either side of the ridge); past the last one it follows the line through the
     last two timed batches (never below the last time); before the first it holds the first.
-    ``k_limit`` is the longest draft whose verification was timed (``T = k + 1``)."""
+    ``k_limit`` is the longest draft whose verification (and loop time, if any) was timed."""
 
     batches: tuple[int, ...]
     target: dict[tuple[int, int], float]
     draft: dict[int, float]
+    loop: dict[tuple[int, int], float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.batches:
@@ -132,15 +140,21 @@ class TimedCosts:
         for b in self.batches:
             if (b, 1) not in self.target or b not in self.draft:
                 raise PlanError(f"the costs lack the target step or the draft step at batch {b}")
+            if self.loop and (b, 0) not in self.loop:
+                raise PlanError(f"the costs' loop times lack the plain step (k = 0) at batch {b}")
         for key, ms in [*self.target.items(), *self.draft.items()]:
             if not (isinstance(ms, int | float) and math.isfinite(ms) and ms > 0):
                 raise PlanError(f"a pass time must be a positive number (got {ms!r} at {key})")
+        for key, ms in self.loop.items():
+            if not (isinstance(ms, int | float) and math.isfinite(ms) and ms >= 0):
+                raise PlanError(f"a loop time must be a number >= 0 (got {ms!r} at {key})")
 
     @property
     def k_limit(self) -> int:
-        """The largest k whose verification pass was timed at every batch."""
+        """The largest k whose verification pass (and loop time) was timed at every batch."""
         k = 0
-        while all((b, k + 2) in self.target for b in self.batches):
+        while all((b, k + 2) in self.target and (not self.loop or (b, k + 1) in self.loop)
+                  for b in self.batches):
             k += 1
         return k
 
@@ -162,22 +176,31 @@ class TimedCosts:
     def time_draft(self, batch: int) -> float:
         return self._at(lambda b: self.draft[b], batch)
 
+    def time_loop(self, batch: int, k: int) -> float:
+        """The loop's own time a step at ``batch`` and ``k`` (0 without loop times)."""
+        return self._at(lambda b: self.loop[(b, k)], batch) if self.loop else 0.0
+
+    def step(self, batch: int) -> float:
+        """A plain decode step: the target's pass over one token and the loop around it."""
+        return self.time_target(batch, 1) + self.time_loop(batch, 0)
+
     def cycle(self, batch: int, k: int) -> float:
-        """``(k t_q(B, 1) + t_p(B, k + 1)) / t_p(B, 1)``."""
+        """``(k t_q(B, 1) + t_p(B, k + 1) + loop(B, k)) / (t_p(B, 1) + loop(B, 0))``."""
         if not 1 <= k <= self.k_limit:
             raise PlanError(f"verification over {k + 1} tokens was not timed "
                             f"(the costs go up to k = {self.k_limit})")
-        return ((k * self.time_draft(batch) + self.time_target(batch, k + 1))
-                / self.time_target(batch, 1))
+        return ((k * self.time_draft(batch) + self.time_target(batch, k + 1)
+                 + self.time_loop(batch, k)) / self.step(batch))
 
     def extrapolated_past(self) -> int:
         """The largest timed batch: costs past it follow the last two timed batches' line."""
         return self.batches[-1]
 
 
-def timed_costs(passes: Sequence[dict]) -> TimedCosts:
-    """:class:`TimedCosts` from a measured-curve file's ``passes`` (``specscope roofline``:
-    ``{"model": "target" | "draft", "batch", "tokens", "median_ms"}`` each)."""
+def timed_costs(passes: Sequence[dict], loop: Sequence[dict] = ()) -> TimedCosts:
+    """:class:`TimedCosts` from a costs file's ``passes`` (``specscope roofline``, ``specscope
+    costs``: ``{"model": "target" | "draft", "batch", "tokens", "median_ms"}`` each) and
+    ``loop`` (``specscope costs``: ``{"batch", "k", "median_ms"}`` each)."""
     target: dict[tuple[int, int], float] = {}
     draft: dict[int, float] = {}
     for i, p in enumerate(passes):
@@ -193,8 +216,17 @@ def timed_costs(passes: Sequence[dict]) -> TimedCosts:
             target[(batch, tokens)] = ms
         elif model == "draft" and tokens == 1:
             draft[batch] = ms
+    loop_ms: dict[tuple[int, int], float] = {}
+    for i, step in enumerate(loop):
+        try:
+            batch, k, ms = int(step["batch"]), int(step["k"]), step["median_ms"]
+        except (KeyError, TypeError, ValueError):
+            raise PlanError(f'"loop"[{i}] needs "batch", "k" and "median_ms"') from None
+        if batch < 1 or k < 0:
+            raise PlanError(f'"loop"[{i}]: batch must be at least 1 and k at least 0')
+        loop_ms[(batch, k)] = ms
     batches = tuple(sorted({b for b, _ in target} | set(draft)))
-    return TimedCosts(batches, target, draft)
+    return TimedCosts(batches, target, draft, loop_ms)
 
 
 # ---- the plan --------------------------------------------------------------------------------

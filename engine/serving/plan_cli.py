@@ -269,14 +269,23 @@ def file_costs(path: Path) -> Costs:
     if not isinstance(passes, list):
         raise PlanError(f"{path} holds no timed passes: write one with "
                         f"specscope roofline --out {path}")
-    timed = schedule.timed_costs(passes)
+    version = data.get("version", 1)
+    if not isinstance(version, int) or not 1 <= version <= schedule.COSTS_FILE_VERSION:
+        raise PlanError(f"{path} is a costs file of version {version!r}; this specscope reads "
+                        f"versions 1 to {schedule.COSTS_FILE_VERSION}")
+    loop = data.get("loop") or []
+    if not isinstance(loop, list):
+        raise PlanError(f'{path}: "loop" must be a list of {{"batch", "k", "median_ms"}}')
+    timed = schedule.timed_costs(passes, loop)
+    through = ("through the decoding loop" if timed.loop
+               else "forward passes only, the loop's own time not counted")
     preset = PAIRS.get(data.get("pair") or "")
     target = model_id(preset.target) if preset else str(data.get("target", "TARGET"))
     draft = model_id(preset.draft) if preset else str(data.get("draft", "DRAFT"))
     context = data.get("context")
     return Costs(timed.cycle, f"measured costs: {data.get('label', path.name)} "
                  f"({data.get('hardware', 'hardware not named')}"
-                 f"{f', context {context}' if context is not None else ''})",
+                 f"{f', context {context}' if context is not None else ''}; {through})",
                  target, draft, timed.k_limit, timed.batches)
 
 

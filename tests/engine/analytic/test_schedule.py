@@ -292,3 +292,27 @@ def test_a_mix_entry_that_does_not_fit_is_refused_with_the_format(entry):
 def test_costs_that_are_not_finite_and_positive_are_refused(bad):
     with pytest.raises(PlanError, match="finite and above 0"):
         plan(single(0.7), lambda b, k: bad if b == 3 else 1.0 + k, 4, 8)
+
+
+def test_loop_times_enter_the_cycle_and_the_plain_step_alike():
+    passes = [{"model": "target", "batch": 1, "tokens": t, "median_ms": 10.0} for t in (1, 2, 3)]
+    passes.append({"model": "draft", "batch": 1, "tokens": 1, "median_ms": 1.0})
+    without = timed_costs(passes)
+    loop = [{"batch": 1, "k": 0, "median_ms": 2.0}, {"batch": 1, "k": 1, "median_ms": 5.0},
+            {"batch": 1, "k": 2, "median_ms": 6.0}]
+    with_loop = timed_costs(passes, loop)
+    assert without.cycle(1, 2) == pytest.approx((2 * 1.0 + 10.0) / 10.0)
+    # (k t_q + t_p(k + 1) + loop(k)) / (t_p(1) + loop(0))
+    assert with_loop.cycle(1, 2) == pytest.approx((2 * 1.0 + 10.0 + 6.0) / 12.0)
+    assert with_loop.cycle(1, 1) == pytest.approx((1.0 + 10.0 + 5.0) / 12.0)
+
+
+def test_loop_times_limit_k_and_need_the_plain_step():
+    passes = [{"model": "target", "batch": 1, "tokens": t, "median_ms": 10.0} for t in (1, 2, 3)]
+    passes.append({"model": "draft", "batch": 1, "tokens": 1, "median_ms": 1.0})
+    loop = [{"batch": 1, "k": 0, "median_ms": 2.0}, {"batch": 1, "k": 1, "median_ms": 5.0}]
+    assert timed_costs(passes, loop).k_limit == 1
+    with pytest.raises(PlanError, match="k = 0"):
+        timed_costs(passes, loop[1:])
+    with pytest.raises(PlanError, match="loop"):
+        timed_costs(passes, [{"batch": 1}])
