@@ -15,6 +15,7 @@ __all__ = [
     "ACCEPTED",
     "DEFAULT_SEED",
     "DISCARDED",
+    "DRAFT_SAMPLES",
     "GREEDY_BELOW",
     "KINDS",
     "MAX_DRAFT_K",
@@ -32,6 +33,10 @@ __all__ = [
 MAX_DRAFT_K = 32  # a verification pass over more than 33 positions is never worth it
 DEFAULT_SEED = 0  # the one default seed of every generation: the page, the API, the CLI
 GREEDY_BELOW = 1e-4  # temperatures below this are greedy decoding (engine.decoder.sampling)
+DRAFT_SAMPLES = ("probabilistic", "greedy")
+"""How a draft model picks its tokens, as vLLM's ``draft_sample_method``: sample from ``q``
+and accept with ``min(1, p/q)``, or propose the argmax (``q`` one-hot) and accept with
+``p(x)``. Both are lossless; their acceptance rates differ."""
 
 
 @dataclass
@@ -50,6 +55,7 @@ class GenerationConfig:
     top_k: int = 0
     max_new_tokens: int = 64
     seed: int = DEFAULT_SEED
+    draft_sample: str = "probabilistic"  # vLLM's draft_sample_method: or "greedy" (argmax)
 
     @property
     def greedy(self) -> bool:
@@ -79,6 +85,9 @@ class GenerationConfig:
             )
         if not _is_int(self.seed):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if self.draft_sample not in DRAFT_SAMPLES:
+            raise ValueError(f"draft sampling must be one of {', '.join(DRAFT_SAMPLES)}, got "
+                             f"{self.draft_sample!r}")
         return self
 
 

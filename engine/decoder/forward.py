@@ -178,16 +178,31 @@ class RaggedCache:
         """Forget the last ``counts[b]`` positions of each row ``b``."""
         self.lengths = [max(n - c, 0) for n, c in zip(self.lengths, counts, strict=True)]
 
-    def keep_rows(self, rows: list[int]) -> None:
-        """Keep only the rows ``rows`` (indices into the batch, in the new order)."""
-        if rows == list(range(self.batch)):
+    def keep_rows(self, order: list[int]) -> None:
+        """Keep only the rows ``order`` (indices into the batch, in the new order). When every
+        row that moves comes from past the new end (as
+        :func:`engine.decoder.rows.survivors_order` arranges), the moves happen in place and
+        the slot becomes a view of its first rows: retiring rows copies only the rows that
+        move, not the cache."""
+        if order == list(range(self.batch)):
             return
-        used = max((self.lengths[r] for r in rows), default=0)
-        slot = self.decoder.new_slot(self.capacity, len(rows))
-        index = torch.tensor(rows, dtype=torch.long, device=self.kv.device)
-        slot.kv[..., :used, :] = self.kv[:, :, index, :, :used]
-        self.slot = slot
-        self.lengths = [self.lengths[r] for r in rows]
+        size = len(order)
+        moves = [(j, src) for j, src in enumerate(order) if src != j]
+        if all(src >= size for _, src in moves):
+            if moves:
+                used = max(self.lengths[src] for _, src in moves)
+                device = self.kv.device
+                dst = torch.tensor([j for j, _ in moves], dtype=torch.long, device=device)
+                src = torch.tensor([s for _, s in moves], dtype=torch.long, device=device)
+                self.kv[:, :, dst, :, :used] = self.kv[:, :, src, :, :used]
+            self.slot = KVSlot(self.kv[:, :, :size])
+        else:
+            used = max((self.lengths[r] for r in order), default=0)
+            slot = self.decoder.new_slot(self.capacity, size)
+            index = torch.tensor(order, dtype=torch.long, device=self.kv.device)
+            slot.kv[..., :used, :] = self.kv[:, :, index, :, :used]
+            self.slot = slot
+        self.lengths = [self.lengths[r] for r in order]
 
 
 def forward_ragged(cache: RaggedCache, ids: torch.Tensor, valid: list[int], keep: int
@@ -376,6 +391,9 @@ class FastDecoder:
         ``keep [B, m]`` of each row."""
         batch, n = ids.shape
         upto = mask.shape[-1] if mask is not None else where.stop
+        # The ragged pass's per-row mask [B, 1, n, upto]: grouped-query heads attend to the
+        # keys and values as stored (see _grouped_attention); elsewhere transformers' way.
+        grouped = self.groups > 1 and mask is not None and mask.dim() == 4
         rows = None
         if isinstance(where, torch.Tensor) and where.dim() == 2:  # per-row positions [B, n]
             rows = torch.arange(batch, device=ids.device)[:, None]
@@ -396,13 +414,16 @@ class FastDecoder:
                 k_cache[rows, :, where] = k.transpose(1, 2)  # indexed as [B, n, kv_heads, d]
                 v_cache[rows, :, where] = v.transpose(1, 2)
             keys, values = k_cache[:, :, :upto], v_cache[:, :, :upto]
-            gqa = self.groups > 1 and mask is None  # else repeat the heads, as transformers does
-            if self.groups > 1 and mask is not None:
-                keys, values = self._repeat_kv(keys), self._repeat_kv(values)
-            o = F.scaled_dot_product_attention(
-                q, keys, values, mask, scale=self.scale, is_causal=n > 1 and mask is None,
-                enable_gqa=gqa,
-            )
+            if grouped:
+                o = self._grouped_attention(q, keys, values, mask)
+            else:
+                gqa = self.groups > 1 and mask is None  # else repeat the heads, as transformers
+                if self.groups > 1 and mask is not None:
+                    keys, values = self._repeat_kv(keys), self._repeat_kv(values)
+                o = F.scaled_dot_product_attention(
+                    q, keys, values, mask, scale=self.scale, is_causal=n > 1 and mask is None,
+                    enable_gqa=gqa,
+                )
             x = x + F.linear(o.transpose(1, 2).reshape(batch, n, -1), wo, bo)
             h = _rms_norm(x, *norm2)
             gate, up, down = mlp
@@ -412,6 +433,18 @@ class FastDecoder:
         else:
             x = x[:, -keep:]
         return F.linear(_rms_norm(x, *self.norm), self.head)
+
+    def _grouped_attention(self, q, keys, values, mask) -> torch.Tensor:
+        """Attention of ``q [B, heads, n, d]`` over ``keys, values [B, kv_heads, L, d]`` under
+        ``mask [B, 1, n, L]`` without repeating the keys and values per query head: the
+        ``groups`` query heads that share a KV head are stacked along the query axis
+        (``[B, kv_heads, groups * n, d]``, head ``h = kv * groups + g``), so each layer reads
+        its cache once instead of copying it ``groups`` times. ``[B, heads, n, d]``."""
+        batch, heads, n, dim = q.shape
+        stacked = q.reshape(batch, self.kv_heads, self.groups * n, dim)
+        o = F.scaled_dot_product_attention(stacked, keys, values, mask.repeat(1, 1, self.groups, 1),
+                                           scale=self.scale)
+        return o.view(batch, heads, n, dim)
 
     def _repeat_kv(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, kv_heads, L, d]`` to ``[B, heads, L, d]``, as transformers' ``repeat_kv`` (by

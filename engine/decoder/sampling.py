@@ -63,22 +63,41 @@ def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """One token id per row of ``probs [..., V]``, shape ``[...]`` (int64, same device).
+    """One token id per row of ``probs [..., V]``, shape ``[...]`` (int64, same device): one
+    uniform per row from ``generator``, through :func:`sample_with`."""
+    u = torch.rand(probs.shape[:-1], generator=generator, device=probs.device,
+                   dtype=probs.dtype)
+    return sample_with(probs, u)
 
-    Inverse-transform sampling: with ``u ~ U(0, 1]`` and the running sums ``F`` of a row,
-    the first ``x`` with ``F(x) >= u F(V)`` has probability ``probs[x] / sum(probs)``. It
-    needs one uniform per row (drawing ``V`` exponentials costs ~10x more on a CPU), no
-    normalisation and, unlike ``torch.multinomial``, no host synchronisation. A token of
-    probability 0 is never picked: its ``F`` equals its predecessor's, and ``u F(V) > 0``.
+
+def sample_with(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The token of each row of ``probs [..., V]`` that the uniform ``u [...]`` in [0, 1)
+    picks, ``[...]`` int64.
+
+    Inverse-transform sampling: with the running sums ``F`` of a row, the first ``x`` with
+    ``F(x) >= (1 - u) F(V)`` has probability ``probs[x] / sum(probs)``. It needs one uniform
+    per row (drawing ``V`` exponentials costs ~10x more on a CPU), no normalisation and,
+    unlike ``torch.multinomial``, no host synchronisation. A token of probability 0 is never
+    picked: its ``F`` equals its predecessor's, and ``(1 - u) F(V) > 0``.
     """
     cdf = probs.cumsum(dim=-1)
-    u = torch.rand(
-        (*probs.shape[:-1], 1), generator=generator, device=probs.device, dtype=cdf.dtype
-    )
-    threshold = (1.0 - u) * cdf[..., -1:]  # in (0, F(V)]
+    threshold = (1.0 - u.to(cdf.dtype))[..., None] * cdf[..., -1:]  # in (0, F(V)]
     # Rows that are not finite (a faulty model) find no x; keep the index a valid id, and
-    # let check_finite, where the caller waits for the device anyway, report it.
+    # let the caller's finiteness check, where it reads the results anyway, report it.
     return torch.searchsorted(cdf, threshold).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+
+
+def row_uniforms(generators: list[torch.Generator], counts: list[int], width: int,
+                 device: torch.device) -> torch.Tensor:
+    """``[B, width]`` uniforms in [0, 1): row ``b`` draws ``counts[b]`` of them with
+    ``generators[b]`` (one call per row, as vLLM loops over seeded requests), so a row's draws
+    never depend on the rows beside it; the rest of a row is 0."""
+    draws = [torch.rand(n, generator=g, device=device)
+             for g, n in zip(generators, counts, strict=True)]
+    u = torch.nn.utils.rnn.pad_sequence(draws, batch_first=True)
+    if u.shape[1] < width:
+        u = torch.nn.functional.pad(u, (0, width - u.shape[1]))
+    return u
 
 
 def check_finite(*probs: torch.Tensor) -> None:
@@ -89,16 +108,3 @@ def check_finite(*probs: torch.Tensor) -> None:
             "the model produced probabilities that are not finite numbers (NaN or infinity); "
             "try another temperature or a full-precision dtype"
         )
-
-
-def sample_rows(probs: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
-    """One token id per row of ``probs [B, V]``, row ``b`` drawn with ``generators[b]``:
-    the same token :func:`sample` gives for ``probs[b]`` and that generator, so a row's draws
-    never depend on the rows beside it. ``[B]`` int64."""
-    u = torch.cat([
-        torch.rand((1,), generator=g, device=probs.device, dtype=probs.dtype)
-        for g in generators
-    ])[:, None]  # [B, 1]: one uniform per row, as sample draws it
-    cdf = probs.cumsum(dim=-1)
-    threshold = (1.0 - u) * cdf[..., -1:]
-    return torch.searchsorted(cdf, threshold).squeeze(-1).clamp_(max=probs.shape[-1] - 1)

@@ -4,14 +4,13 @@
     repeat until max new tokens or end of sequence:
         draft:   x_1..x_k, x_i ~ q(. | prefix, x_1..x_{i-1})      k small steps, draft KV cache
         verify:  p_1..p_{k+1} from ONE target pass over [last, x_1..x_k]
-                 (n, t) = verify(x, q, p)                          modified rejection sampling
+                 (n, t) = verify_batch(x, q, p, ...)               modified rejection sampling
         output:  x_1..x_n, t
         rollback both KV caches to the accepted prefix
 
-Cache invariant (both models): the cache holds every token of the sequence except the
-newest, which is the next input. After a cycle that accepted n < k drafts the draft cache
-holds prefix, x_1..x_{n}; after a full acceptance it lacks x_k, so the next draft step feeds
-[x_k, t] together and the draft stays in step without an extra pass.
+The cycle is the batched loop's step (:class:`engine.decoder.step.Stepper`) with one row: this
+module turns each step into the single stream's richer :class:`CycleEvent` (each token's kind,
+the cycle's times, the overlap ``sum_x min(p, q)`` at each verified position).
 
 With prompt lookup as the drafter (``lookup``, :mod:`engine.decoder.ngram`) there is no draft
 model: a cycle looks up ``m`` in ``0..k`` tokens in the context, ``q`` is one-hot at them, and
@@ -25,14 +24,13 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from engine.decoder.batched import BatchConfig, Decoding, new_stepper
 from engine.decoder.common import (
     Clock,
     TextDecoder,
     detokenizer,
     done_event,
     encode_prompt,
-    new_generator,
-    prefill,
 )
 from engine.decoder.events import (
     ACCEPTED,
@@ -45,13 +43,9 @@ from engine.decoder.events import (
     SummaryEvent,
     Token,
 )
-from engine.decoder.forward import forward, new_cache, rollback
 from engine.decoder.loading import ModelPair
-from engine.decoder.ngram import NO_PROPOSAL, PromptLookup, Proposal, one_hot_q
-from engine.decoder.sampling import check_finite, sample, warp
-from engine.decoder.sampling import greedy as greedy_probs
+from engine.decoder.ngram import NO_PROPOSAL, PromptLookup, Proposal
 from engine.decoder.stats import summarize
-from engine.decoder.verify import verify, verify_greedy
 
 
 def speculate(
@@ -82,20 +76,12 @@ def speculate(
 
 
 @dataclass
-class _State:
-    target_cache: object
-    draft_cache: object
-    last: torch.Tensor  # [1], the newest token: in neither cache yet
-    draft_input: torch.Tensor  # [1, 1] or [1, 2]: what the draft has not seen yet
-
-
-@dataclass
 class Outcome:
     """What one cycle computed, before it is turned into an event."""
 
     drafts: list[int]
-    q: torch.Tensor  # [k, V]
-    p: torch.Tensor  # [k+1, V]
+    q: torch.Tensor  # [m, V]
+    p: torch.Tensor  # [m+1, V]
     n_accepted: int
     next_token: int
     draft_step_ms: list[float]
@@ -108,47 +94,41 @@ class Outcome:
 
 def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup):
     clock = Clock(pair.device)
-    generator = new_generator(pair, config.seed)
-    capacity = len(prompt_ids) + config.max_new_tokens + config.k + 1
-    draft_cache = None if lookup is not None else new_cache(pair.draft, capacity)
-    state = _State(new_cache(pair.target, capacity), draft_cache, None, None)
-    prefill_ms = prefill(pair.target, state.target_cache, prompt_ids, clock)
-    if lookup is None:
-        prefill_ms += prefill(pair.draft, state.draft_cache, prompt_ids, clock)
-    state.last = torch.tensor([prompt_ids[-1]], device=pair.device)
-    state.draft_input = state.last.view(1, 1)
+    one = BatchConfig([config.prompt], k=config.k, temperature=config.temperature,
+                      top_p=config.top_p, top_k=config.top_k,
+                      max_new_tokens=config.max_new_tokens, seeds=config.seed,
+                      draft_sample=config.draft_sample)
+    start = clock()
+    stepper = new_stepper(pair, one, [prompt_ids], config.k, lookup, clock, distributions=True)
+    prefill_ms = clock() - start
 
     decoder = TextDecoder(detokenizer(pair.tokenizer), prompt_ids)
-    out_ids: list[int] = []
+    decoding = Decoding(stepper, [config.max_new_tokens], pair.stop_token_ids)
     cycles: list[CycleEvent] = []
-    decode_ms, stop_reason = 0.0, "length"
-    while len(out_ids) < config.max_new_tokens and stop_reason != "eos":
-        usable = min(config.k, config.max_new_tokens - len(out_ids))
-        if lookup is None:
-            outcome = _cycle(pair, state, config, generator, clock)
-        else:
-            context = prompt_ids + out_ids
-            outcome = _lookup_cycle(pair, state, config, lookup, context, generator, clock)
-        real_ms = outcome.cycle_ms
+    decode_ms = 0.0
+    for emitted in decoding.steps(lambda _step, _live: config.k):
+        result, times = emitted.result, emitted.result.times
+        m = len(result.drafts[0])
+        real_ms = times.total_ms + emitted.emit_ms
+        outcome = Outcome(
+            result.drafts[0], result.q[0, :m], result.p[0, : m + 1], result.n_accepted[0],
+            result.next_tokens[0], result.draft_step_ms, times.draft_ms, times.verify_ms,
+            result.overlap[0], real_ms,
+            result.matches[0] if result.matches is not None else NO_PROPOSAL)
         if on_verify is not None:
-            on_verify(prompt_ids + out_ids, outcome)
+            on_verify(prompt_ids + decoding.out[0][: emitted.before[0]], outcome)
+        usable = min(config.k, config.max_new_tokens - emitted.before[0])
         outcome = _usable_part(outcome, usable)
-        cycle_ms = outcome.cycle_ms
-        emitted = outcome.drafts[: outcome.n_accepted] + [outcome.next_token]
-        keep = min(len(emitted), config.max_new_tokens - len(out_ids))
-        stops = [i for i, t in enumerate(emitted[:keep]) if t in pair.stop_token_ids]
-        if stops:
-            keep, stop_reason = stops[0] + 1, "eos"
-        out_ids += emitted[:keep]
         decode_ms += real_ms
-        event = _cycle_event(len(cycles), outcome, keep, decoder, cycle_ms, config.k,
-                             "model" if lookup is None else "ngram")
+        event = _cycle_event(len(cycles), outcome, emitted.kept[0], decoder, outcome.cycle_ms,
+                             config.k, "model" if lookup is None else "ngram")
         cycles.append(event)
         yield event
 
     if baseline_step_ms is not None:
         yield summarize(cycles, baseline_step_ms)
-    yield done_event("speculative", pair, out_ids, stop_reason, prefill_ms, decode_ms)
+    yield done_event("speculative", pair, decoding.out[0], decoding.stop_reasons[0], prefill_ms,
+                     decode_ms)
 
 
 def _usable_part(outcome: Outcome, usable: int) -> Outcome:
@@ -162,107 +142,6 @@ def _usable_part(outcome: Outcome, usable: int) -> Outcome:
     wasted = sum(outcome.draft_step_ms[usable:])
     return replace(outcome, draft_step_ms=outcome.draft_step_ms[:usable],
                    draft_ms=outcome.draft_ms - wasted, cycle_ms=outcome.cycle_ms - wasted)
-
-
-@torch.inference_mode()
-def _cycle(pair: ModelPair, state: _State, config: GenerationConfig, generator, clock) -> Outcome:
-    start = clock.mark()
-    drafts, q, step_marks = _draft(pair, state, config, generator, clock)
-    mid = clock.mark()
-    n, next_token, p = _verify(pair, state, drafts, q, config, generator)
-    end = clock.mark()
-    rejected = n < config.k
-    if config.greedy:  # one-hot p and q: they overlap fully where they agree
-        overlap = [1.0] * n + [0.0] * rejected
-    else:
-        overlap = torch.minimum(p[: n + rejected], q[: n + rejected]).sum(dim=-1).tolist()
-    drafts = drafts.tolist()
-    # The cycle's one wait for the device: every time of the cycle is read here.
-    spans = clock.spans([start, *step_marks, mid, end, clock.mark()])
-    k = config.k
-    step_ms, draft_ms, verify_ms = spans[:k], sum(spans[: k + 1]), spans[k + 1]
-    return Outcome(drafts, q, p, n, next_token, step_ms, draft_ms, verify_ms, overlap, sum(spans))
-
-
-@torch.inference_mode()
-def _lookup_cycle(pair, state, config, lookup: PromptLookup, context, generator, clock) -> Outcome:
-    """One prompt-lookup cycle: the lookup (its time is the drafter's cost, once a cycle),
-    then the target pass over ``[last, x_1..x_m]`` and the rule with a one-hot ``q``."""
-    start = clock.mark()
-    proposal = lookup.propose(context, config.k)
-    mid = clock.mark()
-    drafts = torch.tensor(proposal.tokens, dtype=torch.long, device=pair.device)
-    q = one_hot_q(drafts, pair.shared_vocab_size)
-    n, next_token, p = _judge(pair, state, drafts, q, config, generator)
-    end = clock.mark()
-    rejected = n < len(proposal.tokens)
-    # q one-hot at x: sum_x min(p, q) = p(x), the chance that x is accepted
-    overlap = torch.minimum(p[: n + rejected], q[: n + rejected]).sum(dim=-1).tolist()
-    lookup_ms, verify_ms, after_ms = clock.spans([start, mid, end, clock.mark()])
-    return Outcome(proposal.tokens, q, p, n, next_token, [lookup_ms], lookup_ms, verify_ms,
-                   overlap, lookup_ms + verify_ms + after_ms, proposal)
-
-
-def _draft(pair, state, config, generator, clock):
-    """k draft steps: tokens ``[k]``, their distributions ``q [k, V]``, and a clock mark at
-    the end of each step (the steps' times are read once the cycle is over).
-
-    At temperature 0 a step is the argmax of the logits and ``q`` (one-hot) is made once for
-    the cycle; otherwise a step warps the logits and samples from them.
-    """
-    greedy = config.greedy
-    tokens, rows, marks = [], [], []
-    ids = state.draft_input
-    for _ in range(config.k):
-        logits = forward(pair.draft, state.draft_cache, ids, keep=1)[-1, : pair.shared_vocab_size]
-        if greedy:
-            row, token = logits, logits.argmax()
-        else:
-            row = warp(logits, config.temperature, config.top_k, config.top_p)
-            token = sample(row, generator)  # stays on the device: no synchronisation
-        marks.append(clock.mark())  # nor here: on CUDA a mark is an event, not a wait
-        tokens.append(token)
-        rows.append(row)
-        ids = token.view(1, 1)
-    q = torch.stack(rows)
-    return torch.stack(tokens), (greedy_probs(q) if greedy else q), marks
-
-
-def _verify(pair, state, drafts, q, config, generator):
-    """One target pass over ``[last, x_1..x_k]``, the rule, and both caches rolled back."""
-    k = drafts.shape[0]
-    n, next_token, p = _judge(pair, state, drafts, q, config, generator)
-    nxt = state.last
-    if n < k:
-        # The draft cache holds ..., last, x_1..x_{k-1}; keep ..., last, x_1..x_n.
-        rollback(state.draft_cache, k - 1 - n)
-        state.draft_input = nxt.view(1, 1)
-    else:
-        # All accepted: the draft never ran on x_k; feed it with t in the next step.
-        rollback(state.draft_cache, 0)
-        state.draft_input = torch.cat([drafts[-1:], nxt]).view(1, 2)
-    return n, next_token, p
-
-
-def _judge(pair, state, drafts, q, config, generator):
-    """One target pass over ``[last, x_1..x_k]`` (``k`` may be 0), the rule, the target's
-    cache rolled back to the accepted prefix and ``state.last`` set to the next token."""
-    k = drafts.shape[0]
-    ids = torch.cat([state.last, drafts]).view(1, k + 1)
-    logits = forward(pair.target, state.target_cache, ids, keep=k + 1)[:, : pair.shared_vocab_size]
-    p = greedy_probs(logits) if config.greedy else warp(
-        logits, config.temperature, config.top_k, config.top_p)  # [k+1, V]
-    # One check for both rules (a one-hot row of NaN logits is NaN); the rule waits anyway.
-    check_finite(p, q)
-    if config.greedy:
-        n, next_token = verify_greedy(drafts.tolist(), logits.argmax(dim=-1).tolist())
-    else:
-        n, next_token = verify(drafts, q, p, generator)
-
-    # The target cache now holds ..., last, x_1..x_k; keep ..., last, x_1..x_n.
-    rollback(state.target_cache, k - n)
-    state.last = torch.tensor([next_token], device=pair.device)
-    return n, next_token, p
 
 
 MATCH_CONTEXT = 6  # tokens of text shown before a prompt-lookup match's earlier occurrence

@@ -21,6 +21,7 @@ from scipy.stats import chisquare
 from support.tiny_models import CORPUS, build_mistral, build_tokenizer, save
 
 import engine.decoder.batched as batched
+import engine.decoder.step as step_module
 from engine.decoder.baseline import run_target_only
 from engine.decoder.batched import BatchConfig, BatchDoneEvent, BatchStepEvent, run_batch
 from engine.decoder.common import encode_prompt
@@ -28,9 +29,9 @@ from engine.decoder.events import GenerationConfig
 from engine.decoder.forward import forward, new_cache
 from engine.decoder.loading import load_pair
 from engine.decoder.ngram import PromptLookup
-from engine.decoder.sampling import sample, warp
+from engine.decoder.sampling import sample_with, warp
 from engine.decoder.speculative import speculate
-from engine.decoder.verify import verify
+from engine.decoder.verify import verify_batch
 
 PROMPT = "the quick brown fox"
 # Mixed lengths: 1 token, a few, many.
@@ -194,13 +195,13 @@ def test_the_harness_rejects_a_batch_with_a_broken_rule(bad_pair, monkeypatch):
     """The classic bug (after a rejection, draw from p instead of norm(max(0, p - q))),
     put into the batched loop: the second token's chi-square fails."""
 
-    def resampling_from_p(draft_tokens, q, p, generator):
-        n, token = verify(draft_tokens, q, p, generator)
-        if n < len(draft_tokens):
-            token = int(sample(p[n], generator))
-        return n, token
+    def resampling_from_p(draft_tokens, q, p, lengths, uniforms):
+        n, token = verify_batch(draft_tokens, q, p, lengths, uniforms)
+        u_next = uniforms.gather(1, lengths[:, None])[:, 0]
+        from_p = sample_with(p[torch.arange(len(n)), n], u_next)
+        return n, torch.where(n < lengths, from_p, token)
 
-    monkeypatch.setattr(batched, "verify", resampling_from_p)
+    monkeypatch.setattr(step_module, "verify_batch", resampling_from_p)
     counts = first_two_counts(bad_pair, copies=50, batches=40, k=1)
     assert chi_square_pvalue(counts[0], target_marginals(bad_pair)[0]) < 1e-6
 
@@ -470,16 +471,16 @@ def test_the_harness_rejects_a_lookup_batch_with_a_broken_rule(target_only_pair,
     after a rejection would not show here: the tiny target's p is too flat for the rejected
     token's p(x)^2 to be seen in 2000 rows.)"""
 
-    def upside_down(draft_tokens, q, p, generator):
-        n = len(draft_tokens)
-        for i in range(n):
-            x = int(draft_tokens[i])
-            u = torch.rand((), generator=generator, device=p.device)
-            if u >= q[i, x] / p[i, x]:
-                return i, int(sample(p[i], generator))
-        return n, int(sample(p[n], generator))
+    def upside_down(draft_tokens, q, p, lengths, uniforms):
+        assert q is None  # prompt lookup's proposals are one-hot: q(x) = 1
+        p_x = p[:, :-1].gather(-1, draft_tokens[..., None]).squeeze(-1)
+        proposed = torch.arange(draft_tokens.shape[1]) < lengths[:, None]
+        accepted = (uniforms[:, :-1] < 1.0 / p_x) & proposed  # u < q/p: always, as p <= 1
+        n = accepted.long().cumprod(dim=1).sum(dim=1)
+        u_next = uniforms.gather(1, lengths[:, None])[:, 0]
+        return n, sample_with(p[torch.arange(len(n)), n], u_next)
 
-    monkeypatch.setattr(batched, "verify", upside_down)
+    monkeypatch.setattr(step_module, "verify_batch", upside_down)
     prompt = LOOKUP_PROMPTS[0]
     counts = lookup_first_two_counts(target_only_pair, prompt, copies=50, batches=40, k=1)
     assert chi_square_pvalue(counts[0], marginals_after(target_only_pair, prompt)[0]) < 1e-6

@@ -3,7 +3,7 @@ import torch
 from scipy.stats import chisquare
 
 from engine.decoder.events import GREEDY_BELOW, GenerationConfig
-from engine.decoder.sampling import check_finite, greedy, sample, sample_rows, warp
+from engine.decoder.sampling import check_finite, greedy, row_uniforms, sample, sample_with, warp
 
 LOGITS = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0], [0.0, 0.0, 3.0, 1.0, 2.0]])
 
@@ -80,15 +80,22 @@ def test_greedy_carries_a_broken_logit_row_to_the_finiteness_check():
         check_finite(probs)
     check_finite(probs[2:])
 
-def test_sample_rows_draws_each_row_with_its_own_generator():
-    """Row b's token is what ``sample`` gives for that row and generator alone, whatever
-    the other rows are: a batch never couples its rows' random streams."""
+def test_row_uniforms_draw_each_row_with_its_own_generator():
+    """Row b's tokens, drawn with its share of ``row_uniforms``, are what ``sample`` gives for
+    that row and generator alone, whatever the other rows are: a batch never couples its
+    rows' random streams. Rows may draw different counts; the rest of a row is 0."""
     gen = torch.Generator().manual_seed(5)
     probs = torch.softmax(torch.randn(6, 50, generator=gen) * 3, dim=-1)
     seeds = [11, 12, 13, 11, 14, 15]
     for _ in range(20):
-        rows = sample_rows(probs, [torch.Generator().manual_seed(s) for s in seeds])
+        u = row_uniforms([torch.Generator().manual_seed(s) for s in seeds], [1] * 6, 3,
+                         torch.device("cpu"))
+        assert u.shape == (6, 3) and (u[:, 1:] == 0).all()
         alone = [int(sample(probs[b], torch.Generator().manual_seed(s)))
                  for b, s in enumerate(seeds)]
-        assert rows.tolist() == alone
+        assert sample_with(probs, u[:, 0]).tolist() == alone
         seeds = [s + 6 for s in seeds]
+    ragged = row_uniforms([torch.Generator().manual_seed(1) for _ in range(2)], [0, 2], 2,
+                          torch.device("cpu"))
+    assert ragged[0].tolist() == [0.0, 0.0]
+    assert ragged[1].tolist() == torch.rand(2, generator=torch.Generator().manual_seed(1)).tolist()
