@@ -18,7 +18,8 @@ c(B), v(B), the speedup they predict and the fitted roofline of this machine
 and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
 :mod:`engine.serving.cli`).
 ``specscope plan``: the draft length for each batch size and vLLM's config for it
-(:mod:`engine.serving.plan_cli`).
+(:mod:`engine.serving.plan_cli`). ``specscope costs``: a step's costs measured through the
+decoding loop, for the plan (:mod:`engine.measure.loop_costs`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from engine.decoder.events import (
 )
 from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, PromptLookup
 from engine.measure import commands as measure_commands
+from engine.measure import loop_costs
 from engine.serving import cli as vllm_cli
 from engine.serving import plan_cli
 from engine.serving.client import VllmError
@@ -168,6 +170,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     roof.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
     measure_commands.add_parsers(sub, d, _float_list)
+    loop_costs.add_parser(sub, d, _int_list)
     vllm_cli.add_parser(sub, d)
     plan_cli.add_parser(sub, d)
     return parser
@@ -211,6 +214,8 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
         return vllm_cli.run(args)
     if args.command == "plan":
         return plan_cli.run(args)
+    if args.command == "costs":
+        return loop_costs.run(args)
     if args.command in ("bench", "roofline"):
         try:
             return _bench(args, argv) if args.command == "bench" else _roofline(args)

@@ -29,7 +29,6 @@ writes, masks); models the engine's fast forward pass does not cover decode one 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -178,7 +177,7 @@ VerifyHook = Callable[[int, list[int], list[int], torch.Tensor, torch.Tensor, in
 
 def speculate_batch(
     pair: ModelPair, config: BatchConfig, *, on_verify: VerifyHook | None = None,
-    lookup: PromptLookup | None = None,
+    lookup: PromptLookup | None = None, clock: Clock | None = None,
 ) -> Iterator[BatchStepEvent | BatchDoneEvent]:
     """Decode ``config.prompts`` together: a :class:`BatchStepEvent` per step, then a
     :class:`BatchDoneEvent`. Bad settings raise ``ValueError`` here, before anything runs.
@@ -188,6 +187,7 @@ def speculate_batch(
 
     ``lookup``: each row drafts by prompt lookup (0..k tokens) instead of with the pair's
     draft model (which may be None); ``q`` and ``p`` of a row then have its own length.
+    ``clock``: what the events' times are read from (default: wall time).
     """
     config.validate()
     k_max = config.k_max()
@@ -205,7 +205,8 @@ def speculate_batch(
             check_batchable(name, model)
     prompt_ids = [encode_prompt(pair, config.row(b), lookahead=k_max)
                   for b in range(len(config.prompts))]
-    return _speculate_batch(pair, config, prompt_ids, k_max, on_verify, lookup)
+    return _speculate_batch(pair, config, prompt_ids, k_max, on_verify, lookup,
+                            clock or Clock(pair.device))
 
 
 def run_batch(pair: ModelPair, config: BatchConfig, lookup: PromptLookup | None = None
@@ -280,7 +281,7 @@ class Decoding:
         step = 0
         while self.rows:
             result = self.stepper.step(k_at(step, len(self.rows)))
-            start = time.perf_counter()
+            start = self.stepper.clock.now()  # host time: the emitting is Python only
             rows, kept, before, live = list(self.rows), [], [], []
             for i, row in enumerate(rows):
                 out, limit = self.out[row], self.limits[row]
@@ -300,12 +301,12 @@ class Decoding:
                 order = survivors_order(live)
                 self.stepper.keep_rows(order)
                 self.rows = [rows[i] for i in order]
-            yield Emitted(result, rows, kept, before, (time.perf_counter() - start) * 1000.0)
+            emit_ms = (self.stepper.clock.now() - start) * 1000.0
+            yield Emitted(result, rows, kept, before, emit_ms)
             step += 1
 
 
-def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify, lookup):
-    clock = Clock(pair.device)
+def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify, lookup, clock):
     start = clock()
     stepper = new_stepper(pair, config, prompt_ids, k_max, lookup, clock,
                           distributions=on_verify is not None)

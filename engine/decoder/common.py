@@ -28,25 +28,28 @@ class Clock:
     ``mark()`` and ``spans()`` time a stretch of work without stopping it: on CUDA a mark is an
     event recorded on the device's stream, so the host keeps queueing kernels, and ``spans``
     waits once, for the last mark, then reads the device's own times between the events. A
-    speculative cycle is timed this way: k draft steps that never wait, one wait per cycle.
-    On the CPU a mark is the wall time and nothing waits.
+    speculative step is timed this way: its draft passes never wait, one wait per step.
+    On the CPU a mark is the wall time and nothing waits; with ``cpu_time`` it is the CPU time
+    of the calling thread (what a busy machine's other processes do not inflate, for
+    measurements with one torch thread).
     """
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, cpu_time: bool = False):
         self.device = device
         self.cuda = device.type == "cuda"
+        self.now = time.thread_time if cpu_time and not self.cuda else time.perf_counter
 
     def __call__(self) -> float:
         if self.cuda:
             torch.cuda.synchronize(self.device)
-        return time.perf_counter() * 1000.0
+        return self.now() * 1000.0
 
     def mark(self) -> Mark:
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
             event.record(torch.cuda.current_stream(self.device))
             return event
-        return time.perf_counter() * 1000.0
+        return self.now() * 1000.0
 
     def spans(self, marks: list[Mark]) -> list[float]:
         """Milliseconds between consecutive marks (``len(marks) - 1`` of them)."""

@@ -1,0 +1,186 @@
+"""``specscope costs --engine specscope``: what a step of the real decoding loop costs, at each
+batch and draft length, in the costs-file format ``specscope plan --costs`` reads.
+
+For each batch ``B`` and each ``k`` in ``0..k_max`` the batched loop decodes ``B`` of the
+pair's held-out prompts (end of sequence ignored, so every row stays live) and each step is
+timed in parts (:class:`engine.decoder.step.StepTimes`): the draft's passes, the target's
+pass, and everything else, the loop's own time (sampling, the rule, the caches' bookkeeping,
+emitting). Only steps with all ``B`` rows live count, after the first (which runs the
+prefill); medians over the steps of every repeat.
+
+The file holds, per batch: the draft's pass (``draft_pass / k``, pooled over every k), the
+target's pass over ``k + 1`` tokens, and ``loop[(B, k)]``, the median step minus its passes,
+so that the planner's cycle ``(k t_q + t_p(k + 1) + loop(k)) / (t_p(1) + loop(0))`` is the
+median step at ``k`` over the median plain step: a plan from this file predicts what the
+loop delivers. ``steps`` keeps each part's median for the record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from engine.analytic.schedule import COSTS_FILE_VERSION
+
+
+def add_parser(sub, d: dict, batches_type) -> None:
+    from engine.cli_options import add_pair_options
+
+    costs = sub.add_parser(
+        "costs", help="a step's costs measured through the decoding loop, for specscope plan",
+        description="Time the batched decoding loop at each batch size and draft length k "
+                    "(0..--k-max) in parts: draft passes, the target pass and the loop's own "
+                    "time outside them. Writes the costs file specscope plan --costs reads.")
+    costs.add_argument("--engine", choices=["specscope"], default="specscope",
+                       help="the engine whose loop is timed (vLLM's costs: specscope sweep "
+                            "--engine vllm --costs-out)")
+    costs.add_argument("--batch", type=batches_type, default=[1, 2, 4, 8, 16, 32, 64],
+                       help="batch sizes (default 1,2,4,8,16,32,64)")
+    costs.add_argument("--k-max", type=int, default=4, help="the longest draft timed (default 4)")
+    add_pair_options(costs, d["target"], d["draft"], k=None)
+    costs.add_argument("--drafter", choices=["model", "ngram"], default="model")
+    costs.add_argument("--new-tokens", type=int, default=32, help="tokens a row per run")
+    costs.add_argument("--repeats", type=int, default=3, help="runs of each (batch, k)")
+    costs.add_argument("--temperature", type=float, default=0.0)
+    costs.add_argument("--prompts", default=None,
+                       help="a built-in prompt set or a prompt file (default: the pair's "
+                            "held-out prompts)")
+    costs.add_argument("--threads", type=int, default=None, help="CPU threads (default: 1)")
+    costs.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    costs.add_argument("--clock", choices=["wall", "cpu"], default="cpu",
+                       help="CPU time of the decoding thread (the default: steady on a shared "
+                            "CPU) or wall time")
+    costs.add_argument("--out", type=Path, required=True, help="the costs file to write")
+
+
+def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, new_tokens: int,
+            repeats: int, temperature: float, cpu_clock: bool, lookup=None,
+            log: Callable[[str], None] = lambda message: None) -> dict[tuple[int, int], dict]:
+    """Median parts of a step (ms) for every ``(batch, k)``: ``draft_pass``, ``target``,
+    ``loop`` (the rest), ``step``, and ``steps`` (how many steps counted)."""
+    from engine.decoder.batched import BatchConfig, BatchStepEvent, speculate_batch
+    from engine.decoder.common import Clock
+
+    pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # every row stays live
+    clock = Clock(pair.device, cpu_time=cpu_clock)
+    parts: dict[tuple[int, int], dict[str, list[float]]] = {}
+    for repeat in range(repeats + 1):  # the first round warms caches and the allocator
+        for batch in batches:
+            for k in range(k_max + 1):
+                config = BatchConfig([prompts[i % len(prompts)] for i in range(batch)], k=k,
+                                     temperature=temperature, max_new_tokens=new_tokens,
+                                     seeds=[repeat * 1000 + i for i in range(batch)])
+                cell = parts.setdefault((batch, k), {})
+                for index, event in enumerate(speculate_batch(pair, config, lookup=lookup,
+                                                              clock=clock)):
+                    if (repeat == 0 or index == 0 or not isinstance(event, BatchStepEvent)
+                            or len(event.rows) < batch):
+                        continue
+                    for name, ms in _parts(event).items():
+                        cell.setdefault(name, []).append(ms)
+        if repeat:
+            log(f"repeat {repeat} of {repeats} done")
+    return {key: {name: statistics.median(v) for name, v in cell.items()} | {
+        "steps": len(cell.get("step", []))} for key, cell in parts.items()}
+
+
+def _parts(event) -> dict[str, float]:
+    return {"draft_pass": event.draft_pass_ms, "target": event.target_ms,
+            "loop": event.loop_ms, "step": event.step_ms}
+
+
+def costs_file(medians: dict[tuple[int, int], dict], batches: Sequence[int], k_max: int,
+               meta: dict) -> dict:
+    """The versioned costs file (see the module's docstring)."""
+    passes, loop, steps = [], [], []
+    for batch in batches:
+        plain = medians[(batch, 0)]
+        if not plain.get("steps"):
+            raise ValueError(f"no step at batch {batch} ran with every row live: raise "
+                             "--new-tokens")
+        per_draft = [medians[(batch, k)]["draft_pass"] / k for k in range(1, k_max + 1)
+                     if medians[(batch, k)].get("steps")]
+        draft = statistics.median(per_draft) if per_draft else 0.0
+        passes.append({"model": "target", "batch": batch, "tokens": 1,
+                       "median_ms": round(plain["target"], 4)})
+        if per_draft:
+            passes.append({"model": "draft", "batch": batch, "tokens": 1,
+                           "median_ms": round(draft, 4)})
+        for k in range(k_max + 1):
+            cell = medians[(batch, k)]
+            if not cell.get("steps"):
+                continue
+            if k:
+                passes.append({"model": "target", "batch": batch, "tokens": k + 1,
+                               "median_ms": round(cell["target"], 4)})
+            # The step's median minus the passes the planner prices, so the planner's cycle
+            # is the measured step.
+            rest = cell["step"] - k * draft - cell["target"]
+            loop.append({"batch": batch, "k": k, "median_ms": round(max(rest, 0.0), 4)})
+            steps.append({"batch": batch, "k": k, "steps": cell["steps"]} | {
+                f"{name}_ms": round(cell[name], 4) for name in ("draft_pass", "target", "loop",
+                                                                "step")})
+    return {"version": COSTS_FILE_VERSION, "method": "loop"} | meta | {
+        "passes": passes, "loop": loop, "steps": steps}
+
+
+def run(args) -> int:
+    def log(message: str) -> None:
+        print(f"specscope costs: {message}", file=sys.stderr, flush=True)
+
+    if args.new_tokens < 2 or args.repeats < 1 or not 0 <= args.k_max <= 16 \
+            or args.temperature < 0:
+        print("specscope costs: error: --new-tokens must be at least 2, --repeats at least 1, "
+              "--k-max 0..16 and --temperature at least 0", file=sys.stderr)
+        return 2
+    from engine.decoder.loading import load_pair, set_threads
+    from engine.decoder.ngram import PromptLookup
+    from engine.measure.prompt_sets import load_source, pair_prompts
+
+    try:
+        prompts = ([p.text for p in load_source(args.prompts)] if args.prompts
+                   else pair_prompts(args.target, per_domain=20))
+    except ValueError as error:
+        print(f"specscope costs: error: {error}", file=sys.stderr)
+        return 2
+    threads = set_threads(args.threads, args.device)
+    lookup = PromptLookup() if args.drafter == "ngram" else None
+    pair = load_pair(args.target, None if lookup else args.draft, device=args.device)
+    log(f"{len(args.batch)} batch sizes x k = 0..{args.k_max} x {args.repeats} repeats, "
+        f"{args.new_tokens} new tokens a row, {threads} thread(s), {args.clock} clock")
+    medians = measure(pair, prompts, args.batch, args.k_max, args.new_tokens, args.repeats,
+                      args.temperature, args.clock == "cpu", lookup, log)
+    where = "CPU" if pair.device.type == "cpu" else str(pair.device)
+    meta = {"label": f"{Path(args.target).name} / "
+                     f"{'prompt lookup' if lookup else Path(args.draft).name}, "
+                     "measured through the loop",
+            "hardware": f"this machine ({where}, {str(pair.dtype).removeprefix('torch.')}, "
+                        f"{threads} torch thread(s), specscope engine)",
+            "target": args.target, "draft": "prompt lookup" if lookup else args.draft,
+            "drafter": args.drafter, "clock": args.clock, "temperature": args.temperature,
+            "new_tokens": args.new_tokens, "repeats": args.repeats, "threads": threads,
+            "command": "specscope " + " ".join(sys.argv[1:])}
+    try:
+        data = costs_file(medians, args.batch, args.k_max, meta)
+    except ValueError as error:
+        print(f"specscope costs: error: {error}", file=sys.stderr)
+        return 2
+    args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(table(data))
+    log(f"wrote {args.out}")
+    return 0
+
+
+def table(data: dict) -> str:
+    """Markdown: each (batch, k)'s median step in parts."""
+    lines = ["| B | k | draft passes | target pass | loop's own | step | steps |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for s in data["steps"]:
+        lines.append(f"| {s['batch']} | {s['k']} | {s['draft_pass_ms']:.2f} | "
+                     f"{s['target_ms']:.2f} | {s['loop_ms']:.2f} | {s['step_ms']:.2f} | "
+                     f"{s['steps']} |")
+    return "\n".join(lines) + "\n\n(ms, medians over the steps with every row live)"
