@@ -269,6 +269,7 @@ class FastDecoder:
         self.pool: list[KVSlot] = []
         self.graphs = False  # opt-in: use_graphs
         self._graph_pool = None
+        self.grouped_attention = True  # False: repeat the KV heads on the ragged path too
 
     def use_graphs(self, on: bool) -> None:
         """Replay decode steps as CUDA graphs (only ever on a CUDA device)."""
@@ -393,7 +394,8 @@ class FastDecoder:
         upto = mask.shape[-1] if mask is not None else where.stop
         # The ragged pass's per-row mask [B, 1, n, upto]: grouped-query heads attend to the
         # keys and values as stored (see _grouped_attention); elsewhere transformers' way.
-        grouped = self.groups > 1 and mask is not None and mask.dim() == 4
+        grouped = (self.grouped_attention and self.groups > 1 and mask is not None
+                   and mask.dim() == 4)
         rows = None
         if isinstance(where, torch.Tensor) and where.dim() == 2:  # per-row positions [B, n]
             rows = torch.arange(batch, device=ids.device)[:, None]

@@ -2,6 +2,9 @@
 logits bit for bit, greedy verification is the general rule on one-hot distributions, and
 the sampler never draws a token of probability zero."""
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import (
@@ -240,3 +243,54 @@ def test_a_batch_of_one_row_is_the_single_stream_pass_bit_for_bit():
             rollback(single, back)
             ragged.rollback([back])
             pos += n - back
+
+
+def test_grouped_query_heads_on_the_ragged_path_equal_the_expanded_form():
+    """A random Llama of grouped-query shape (benchmarks/random_llama.py, ``tiny``: 4 query
+    heads share 2 KV heads): the ragged pass, which attends with the keys and values as
+    stored, gives the logits of the same pass with the heads repeated (transformers' way)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    spec = importlib.util.spec_from_file_location(
+        "random_llama", Path(__file__).parents[3] / "benchmarks" / "random_llama.py")
+    random_llama = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(random_llama)
+    shape = random_llama.SHAPES["tiny"]["target"] | {"num_key_value_heads": 1}
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**shape)).eval()
+    decoder = FastDecoder.of(model)
+    assert decoder.groups == 4
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 4000, (n,), generator=gen).tolist() for n in (9, 3, 14)]
+    logits = {}
+    for grouped in (True, False):
+        decoder.grouped_attention = grouped
+        cache = RaggedCache(decoder, capacity=32, batch=3)
+        with torch.inference_mode():
+            forward_ragged(cache, padded(prompts), [len(p) for p in prompts], 1)
+            step = torch.randint(0, 4000, (3, 5), generator=torch.Generator().manual_seed(2))
+            logits[grouped] = forward_ragged(cache, step, [5, 2, 4], 5)
+    decoder.grouped_attention = True
+    torch.testing.assert_close(logits[True], logits[False], atol=1e-5, rtol=1e-5)
+
+
+def test_retiring_rows_moves_only_the_rows_that_move(target_only_pair):
+    """Rows 1 and 3 of 5 finish: the survivors past the new end move into their places (one
+    copy each, in the same memory), and every row keeps its keys, values and length."""
+    from engine.decoder.rows import survivors_order
+
+    model = target_only_pair.target
+    cache = RaggedCache(FastDecoder.of(model), capacity=16, batch=5)
+    ids = torch.randint(0, 300, (5, 6), generator=torch.Generator().manual_seed(5))
+    with torch.inference_mode():
+        forward_ragged(cache, ids, [6, 2, 5, 3, 4], 1)
+    before = cache.kv.clone()
+    order = survivors_order([0, 2, 4])
+    assert order == [0, 4, 2]  # row 4 fills the hole row 1 left; rows 0 and 2 stay
+    memory = cache.kv.data_ptr()
+    cache.keep_rows(order)
+    assert cache.kv.data_ptr() == memory and cache.batch == 3
+    assert cache.lengths == [6, 4, 5]
+    for new, old in enumerate(order):
+        length = cache.lengths[new]
+        assert torch.equal(cache.kv[:, :, new, :, :length], before[:, :, old, :, :length])

@@ -280,3 +280,18 @@ def test_sampled_speculation_is_distributed_as_the_target(bad_pair):
     assert chi_square_pvalue(first, p1) > 1e-3
     assert chi_square_pvalue(second, p2) > 1e-3
     assert chi_square_pvalue(first, target_marginals(bad_pair, PROMPT, 0.7)[0]) < 1e-6
+
+
+def test_greedy_drafts_at_temperature_1_are_distributed_as_the_target(bad_pair):
+    """vLLM's default ``draft_sample_method: greedy``: the draft proposes its argmax (q
+    one-hot) and the rule accepts with p(x); the output still follows the target, and the
+    drafts are each step's argmax of the draft."""
+    first, second = token_counts(bad_pair, PROMPT, runs=2000, draft_sample="greedy")
+    p1, p2 = target_marginals(bad_pair, PROMPT)
+    assert chi_square_pvalue(first, p1) > 1e-3
+    assert chi_square_pvalue(second, p2) > 1e-3
+    assert chi_square_pvalue(first, target_marginals(bad_pair, PROMPT, 0.7)[0]) < 1e-6
+    greedy = GenerationConfig(prompt=PROMPT, k=3, temperature=1.0, max_new_tokens=12,
+                              draft_sample="greedy")
+    for cycle in [e for e in speculate(bad_pair, greedy) if isinstance(e, CycleEvent)]:
+        assert all(0.0 <= o <= 1.0 for o in cycle.overlap)  # p(x) of one-hot proposals

@@ -13,7 +13,7 @@ import torch
 from scipy.stats import chisquare
 
 from engine.decoder.sampling import greedy, sample
-from engine.decoder.verify import residual, verify
+from engine.decoder.verify import residual, verify, verify_batch
 
 V = 4
 START = V  # the "previous token" of the first position
@@ -31,8 +31,10 @@ def tables(seed: int) -> torch.Tensor:
 P, Q = tables(seed=11), tables(seed=12)
 
 
-def generate(rule, k: int, length: int, gen: torch.Generator) -> list[int]:
-    """Speculative decoding of the toy language with ``rule`` until ``length`` tokens."""
+def generate(rule, k: int, length: int, gen: torch.Generator, greedy_draft: bool = False
+             ) -> list[int]:
+    """Speculative decoding of the toy language with ``rule`` until ``length`` tokens;
+    ``greedy_draft``: the draft proposes its argmax and the rule gets no ``q`` (one-hot)."""
     out: list[int] = []
     while len(out) < length:
         pos, prev = len(out), (out[-1] if out else START)
@@ -42,18 +44,20 @@ def generate(rule, k: int, length: int, gen: torch.Generator) -> list[int]:
             ps.append(P[row, prev])
             if i < k:
                 qs.append(Q[row, prev])
-                prev = int(sample(qs[-1], gen))
+                prev = int(qs[-1].argmax()) if greedy_draft else int(sample(qs[-1], gen))
                 drafts.append(prev)
-        n, token = rule(torch.tensor(drafts), torch.stack(qs), torch.stack(ps), gen)
+        q = None if greedy_draft and rule is verify else torch.stack(qs)
+        n, token = rule(torch.tensor(drafts), q, torch.stack(ps), gen)
         out += drafts[:n] + [token]
     return out[:length]
 
 
-def chi_square_pvalue(rule, k: int, length: int, samples: int, seed: int) -> float:
+def chi_square_pvalue(rule, k: int, length: int, samples: int, seed: int,
+                      greedy_draft: bool = False) -> float:
     gen = torch.Generator().manual_seed(seed)
     counts = torch.zeros(V**length)
     for _ in range(samples):
-        seq = generate(rule, k, length, gen)
+        seq = generate(rule, k, length, gen, greedy_draft)
         index = 0
         for token in seq:
             index = index * V + token
@@ -111,6 +115,47 @@ def test_first_two_tokens_are_jointly_distributed_as_p(k):
 )
 def test_the_chi_square_harness_rejects_broken_rules(broken):
     assert chi_square_pvalue(broken, 1, length=2, samples=SAMPLES, seed=11) < 1e-6
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_greedy_drafts_judged_as_one_hot_leave_the_output_distributed_as_p(k):
+    """vLLM's ``draft_sample_method: greedy``: the draft's argmax, q one-hot (None)."""
+    assert chi_square_pvalue(verify, k, length=2, samples=SAMPLES, seed=20 + k,
+                             greedy_draft=True) > 1e-3
+
+
+def test_greedy_drafts_judged_with_the_drafts_real_q_are_caught():
+    """The bug a one-hot proposal invites: judging the argmax with min(1, p/q) of the
+    draft's real q, as if it had been sampled from q."""
+    def real_q(draft_tokens, q, p, generator):
+        return verify(draft_tokens, q, p, generator)
+
+    assert chi_square_pvalue(real_q, 1, length=2, samples=SAMPLES, seed=21,
+                             greedy_draft=True) < 1e-6
+
+
+def test_a_batch_judges_each_row_as_it_is_judged_alone():
+    """verify_batch over rows of different proposal lengths (0..k), with and without q,
+    gives each row the outcome verify gives it alone with the same uniforms."""
+    gen = torch.Generator().manual_seed(7)
+    k, batch = 4, 6
+    p = tables(30)[:k + 1, 0].expand(batch, -1, -1).clone()
+    p = (p + 0.3 * torch.rand(p.shape, generator=gen)).softmax(-1)
+    q = (tables(31)[:k, 0].expand(batch, -1, -1) + torch.rand((batch, k, V), generator=gen)
+         ).softmax(-1)
+    drafts = torch.randint(0, V, (batch, k), generator=gen)
+    lengths = torch.tensor([4, 0, 2, 4, 1, 3])
+    for trial in range(50):
+        seeds = [trial * 10 + b for b in range(batch)]
+        for one_hot in (False, True):
+            u = torch.stack([torch.rand(k + 1, generator=torch.Generator().manual_seed(s))
+                             for s in seeds])
+            n, token = verify_batch(drafts, None if one_hot else q, p, lengths, u)
+            for b, s in enumerate(seeds):
+                m = int(lengths[b])
+                alone = verify(drafts[b, :m], None if one_hot else q[b, :m], p[b, : m + 1],
+                               torch.Generator().manual_seed(s))
+                assert (int(n[b]), int(token[b])) == alone
 
 
 def test_greedy_distributions_reduce_to_argmax_matching():
