@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 
+from engine import defaults
+
 MODEL_HELP = "path or Hugging Face id"
 K_HELP = "draft tokens per cycle"
 
 
 def add_pair_options(parser: argparse.ArgumentParser, target: str | None, draft: str | None,
-                     *, k: int | None = 4, k_help: str = K_HELP) -> None:
+                     *, k: int | None = defaults.K, k_help: str = K_HELP) -> None:
     """Add ``--target`` and ``--draft`` (defaulting to ``target`` and ``draft``; None: the
     command picks them, from the default pair) and, unless ``k`` is None, ``--k``."""
     picked = " (default: the default pair's)"

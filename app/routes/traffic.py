@@ -30,6 +30,7 @@ from app.traffic.job import probe_job
 from app.traffic.numbers import calibration_numbers, href
 from app.traffic.render import render_probe
 from app.traffic.state import DEFAULT_SETS, PROBE_DRAFTERS, TEMPERATURES, engines
+from engine import defaults
 from engine.decoder.loading import ModelPair
 from engine.measure.probe import ProbeConfig, ProbeResult, report_json
 from engine.measure.prompt_sets import (
@@ -265,7 +266,7 @@ async def create_page_probe(
     request: Request,
     sets: Sets = [],  # noqa: B006
     temperatures: str = "0,0.7,1",
-    k: int = 4,
+    k: int = defaults.K,
     max_new_tokens: int = 32,
     prompts_per_set: int = 8,
     seed: int = 0,

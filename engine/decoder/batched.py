@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine import defaults
 from engine.decoder.common import Clock, encode_prompt, new_generator
 from engine.decoder.drafters import DraftModel, Lookup
 from engine.decoder.events import (
@@ -60,11 +61,11 @@ class BatchConfig:
     token budgets and seeds are per row (one number applies to every row)."""
 
     prompts: list[str]
-    k: KSchedule = 4
-    temperature: float = 0.8
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int | list[int] = 64
+    k: KSchedule = defaults.K
+    temperature: float = defaults.TEMPERATURE
+    top_p: float = defaults.TOP_P
+    top_k: int = defaults.TOP_K
+    max_new_tokens: int | list[int] = defaults.MAX_NEW_TOKENS
     seeds: int | list[int] = DEFAULT_SEED
     draft_sample: str = "probabilistic"  # or "greedy": the draft proposes its argmax
 

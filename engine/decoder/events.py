@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from engine import defaults
 from engine.analytic.theory import ACCEPTED, DISCARDED, KINDS, REJECTED, TARGET
 
 __all__ = [
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 MAX_DRAFT_K = 32  # a verification pass over more than 33 positions is never worth it
-DEFAULT_SEED = 0  # the one default seed of every generation: the page, the API, the CLI
+DEFAULT_SEED = defaults.SEED  # the one default seed of every generation
 GREEDY_BELOW = 1e-4  # temperatures below this are greedy decoding (engine.decoder.sampling)
 DRAFT_SAMPLES = ("probabilistic", "greedy")
 """How a draft model picks its tokens, as vLLM's ``draft_sample_method``: sample from ``q``
@@ -49,11 +50,11 @@ class GenerationConfig:
     """
 
     prompt: str
-    k: int = 4
-    temperature: float = 0.8
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 64
+    k: int = defaults.K
+    temperature: float = defaults.TEMPERATURE
+    top_p: float = defaults.TOP_P
+    top_k: int = defaults.TOP_K
+    max_new_tokens: int = defaults.MAX_NEW_TOKENS
     seed: int = DEFAULT_SEED
     draft_sample: str = "probabilistic"  # vLLM's draft_sample_method: or "greedy" (argmax)
 

@@ -34,6 +34,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+from engine import defaults
 from engine.analytic import acceptance as estimators
 from engine.analytic import lookup as lookup_model
 from engine.analytic import theory
@@ -51,9 +52,9 @@ BASELINE_TOKENS = 16  # target-only steps per prompt: enough for a median step t
 
 @dataclass
 class ProbeConfig:
-    k: int = 4
+    k: int = defaults.K
     temperatures: list[float] = field(default_factory=lambda: [0.0, 0.7, 1.0])
-    top_p: float = 1.0
+    top_p: float = defaults.TOP_P
     max_new_tokens: int = 32
     seed: int = 0
     bootstrap: int = BOOTSTRAP_SAMPLES

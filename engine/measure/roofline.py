@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine import defaults
 from engine.analytic.roofline import ModelShape, TimedPass, fit_hardware
 from engine.analytic.theory import expected_tokens
 from engine.decoder.forward import forward_batch, new_cache, rollback
@@ -26,7 +27,7 @@ from engine.measure.curves import Fit, MeasuredCurve, MeasuredPoint
 @dataclass(frozen=True)
 class SweepConfig:
     batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-    k: int = 4
+    k: int = defaults.K
     alpha: float = 0.7
     context: int = 128
     repeats: int = 15

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine import defaults
 from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.serving.client import VllmClient, VllmError
 from engine.settings import REPO_ROOT
@@ -51,7 +52,7 @@ class ServerSpec:
 
     target: str
     draft: str | None = None
-    k: int = 4
+    k: int = defaults.K
     host: str = "127.0.0.1"
     port: int = 0  # 0: a free port
     python: Path = VLLM_PYTHON
