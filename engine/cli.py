@@ -298,7 +298,8 @@ def _roofline(args) -> int:
                      cuda_graphs=args.cuda_graphs)
     config = SweepConfig(tuple(args.batches), args.k, args.alpha, args.context, args.repeats,
                          args.warmup)
-    label = args.label or f"{Path(args.target).name} / {Path(args.draft).name}, measured costs"
+    label = args.label or (f"{Path(args.target).name} / {Path(args.draft).name}, forward passes "
+                           "timed alone")
 
     def log(message: str) -> None:
         if not args.quiet:

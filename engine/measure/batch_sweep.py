@@ -15,105 +15,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from engine.decoder.batched import BatchConfig, BatchStepEvent, speculate_batch
 from engine.decoder.loading import ModelPair
 from engine.decoder.ngram import PromptLookup
-
-Ranges = list[tuple[int, int, int]]
-
-
-@dataclass(frozen=True)
-class Policy:
-    """How k is chosen at each step: ``fixed`` k, or ``ranges`` of the live batch size."""
-
-    name: str
-    fixed: int | None = None
-    ranges: tuple[tuple[int, int, int], ...] = ()
-
-    def k(self, live: int) -> int:
-        if self.fixed is not None:
-            return self.fixed
-        k = 0
-        for lo, hi, range_k in self.ranges:  # vLLM: a gap keeps the previous range's k
-            if live >= lo:
-                k = range_k
-            if lo <= live <= hi:
-                break
-        return k
-
-
-def parse_policies(text: str, schedule: Ranges | None) -> list[Policy]:
-    """``off,2,4`` (k = 0 is "off"), plus "schedule" when ``schedule`` is given."""
-    policies = []
-    for item in (x.strip() for x in text.split(",") if x.strip()):
-        if item == "off":
-            policies.append(Policy("off", fixed=0))
-        elif item.isdigit():
-            k = int(item)
-            policies.append(Policy("off" if k == 0 else f"k = {k}", fixed=k))
-        else:
-            raise ValueError(f"policies are 'off' or a whole k, comma-separated; got {item!r}")
-    if schedule is not None:
-        policies.append(Policy("schedule", ranges=tuple(schedule)))
-    if not any(p.fixed == 0 for p in policies):
-        policies.insert(0, Policy("off", fixed=0))  # every speedup is against it
-    return list({p.name: p for p in policies}.values())
-
-
-def read_schedule(path: Path) -> Ranges:
-    """``[[lo, hi, k], ...]`` from a JSON file: the list itself, or any object holding it as
-    ``num_speculative_tokens_per_batch_size`` (a ``speculative_config``, or a plan that
-    carries one)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    found = _find_ranges(data)
-    if found is None:
-        raise ValueError(f"{path}: no [[lo, hi, k], ...] list (num_speculative_tokens_per_"
-                         "batch_size) in it")
-    ranges = []
-    for item in found:
-        if (not isinstance(item, list) or len(item) != 3
-                or not all(isinstance(x, int) and not isinstance(x, bool) for x in item)
-                or not 1 <= item[0] <= item[1] or item[2] < 0):
-            raise ValueError(f"{path}: each range must be [lo, hi, k] with 1 <= lo <= hi and "
-                             f"k >= 0, got {item!r}")
-        ranges.append((item[0], item[1], item[2]))
-    return sorted(ranges)
-
-
-def _find_ranges(data):
-    if isinstance(data, list) and data and all(isinstance(x, list) for x in data):
-        return data
-    if isinstance(data, dict):
-        if "num_speculative_tokens_per_batch_size" in data:
-            return data["num_speculative_tokens_per_batch_size"]
-        for value in data.values():
-            found = _find_ranges(value)
-            if found is not None:
-                return found
-    return None
+from engine.measure import sweep_results
+from engine.measure.sweep_results import Policy, parse_policies, read_schedule, spread
 
 
 @dataclass
 class Cell:
-    """One (policy, batch): every repeat's figures."""
+    """One (policy, batch): every repeat's tokens/s by the wall and the CPU clock, and the
+    acceptance counts."""
 
     wall: list[float]
     cpu: list[float]
     accepted: int = 0
     trials: int = 0
-
-    @staticmethod
-    def spread(values: Sequence[float]) -> tuple[float, float, float]:
-        if len(values) == 1:
-            return values[0], values[0], values[0]
-        q1, median, q3 = statistics.quantiles(values, n=4)
-        return q1, median, q3
 
 
 def time_batch(pair: ModelPair, prompts: Sequence[str], batch: int, policy: Policy,
@@ -121,7 +42,10 @@ def time_batch(pair: ModelPair, prompts: Sequence[str], batch: int, policy: Poli
                lookup: PromptLookup | None = None) -> tuple[float, float, int, int]:
     """Tokens/s of wall and of CPU time, accepted drafts and trials, for one batch
     (``lookup``: every row drafts by prompt lookup instead of with the draft model)."""
-    config = BatchConfig([prompts[i % len(prompts)] for i in range(batch)], k=policy.k,
+    # Each repeat (seed) takes the next B prompts, so a small batch meets every domain over
+    # the repeats as a large one does; every policy of a repeat decodes the same rows.
+    rows = [prompts[(seed * batch + i) % len(prompts)] for i in range(batch)]
+    config = BatchConfig(rows, k=policy.k_at,
                          temperature=temperature, max_new_tokens=new_tokens,
                          seeds=[seed * 1000 + i for i in range(batch)])
     events = speculate_batch(pair, config, lookup=lookup)
@@ -167,49 +91,39 @@ def curves(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
     "cpu"); each point also carries the interquartile ranges and both clocks' speedups."""
     out = []
     for policy in policies:
-        if policy.fixed == 0:
+        if policy.off:
             continue
         points = []
         accepted = trials = 0
         for batch in batches:
             cell, off = cells[policy.name, batch], cells["off", batch]
             accepted, trials = accepted + cell.accepted, trials + cell.trials
-            spec, base = Cell.spread(getattr(cell, clock)), Cell.spread(getattr(off, clock))
+            spec, base = spread(getattr(cell, clock)), spread(getattr(off, clock))
             points.append({
                 "batch": batch, "speedup": spec[1] / base[1], "tok_s_spec": spec[1],
                 "tok_s_base": base[1], "tok_s_spec_iqr": [spec[0], spec[2]],
                 "tok_s_base_iqr": [base[0], base[2]],
-            } | {f"speedup_{c}": Cell.spread(getattr(cell, c))[1] / Cell.spread(getattr(off, c))[1]
+            } | {f"speedup_{c}": spread(getattr(cell, c))[1] / spread(getattr(off, c))[1]
                  for c in ("wall", "cpu")})
-        k = policy.fixed if policy.fixed is not None else max(r[2] for r in policy.ranges)
         per = "CPU-second" if clock == "cpu" else "second"
         drafter = ", prompt lookup" if meta.get("drafter") == "ngram" else ""
         out.append(meta | {
             "label": f"specscope engine{drafter}, {policy.name} (tokens per {per})",
             "policy": policy.name,
             "clock": clock,
-            "k": k,
+            "k": policy.k,
             "alpha": round(accepted / trials, 4) if trials else 0.0,
             "method": "end-to-end",
             "points": points,
-        } | ({"schedule": [list(r) for r in policy.ranges]} if policy.ranges else {}))
+        } | ({"schedule": [list(r) for r in policy.schedule]} if policy.schedule else {}))
     return out
 
 
 def table(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
           batches: Sequence[int], which: str = "wall") -> str:
     """Markdown: tokens/s (median, interquartile range) per batch and policy, and the best."""
-    names = [p.name for p in policies]
-    lines = ["| B | " + " | ".join(names) + " | best |", "| ---: |" + " ---: |" * (len(names) + 1)]
-    for batch in batches:
-        row, best = [], None
-        for name in names:
-            q1, median, q3 = Cell.spread(getattr(cells[name, batch], which))
-            row.append(f"{median:.0f} ({q1:.0f}-{q3:.0f})")
-            if best is None or median > best[1]:
-                best = (name, median)
-        lines.append(f"| {batch} | " + " | ".join(row) + f" | {best[0]} |")
-    return "\n".join(lines)
+    return sweep_results.table(batches, [p.name for p in policies],
+                               lambda name, i: spread(getattr(cells[name, batches[i]], which)))
 
 
 def run_sweep(args) -> int:

@@ -284,8 +284,8 @@ def _policy_sweep(args) -> int:
     """vLLM, one server per policy (:mod:`engine.serving.policy_sweep`)."""
     import os
 
-    from engine.measure.batch_sweep import read_schedule
     from engine.measure.prompt_sets import FALLBACK_PROMPTS, heldout_prompts
+    from engine.measure.sweep_results import read_schedule
     from engine.serving import policy_sweep as ps
 
     if args.new_tokens < 1 or args.repeats < 1 or args.temperature < 0:
@@ -311,7 +311,8 @@ def _policy_sweep(args) -> int:
     results: dict[str, list[ps.VllmCell]] = {}
     for policy in policies:
         log(f"starting vLLM for policy {policy.name} ...")
-        with VllmServer(policy.spec(args.target, args.draft, python=args.python)) as server:
+        with VllmServer(ps.server_spec(policy, args.target, args.draft,
+                                        python=args.python)) as server:
             results[policy.name] = ps.sweep_server(
                 server.client, prompts, args.batch, args.new_tokens, args.temperature,
                 args.repeats, policy.k > 0, log, server.cpu_seconds, args.clock)

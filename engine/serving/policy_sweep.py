@@ -20,63 +20,26 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from engine.measure import sweep_results
+from engine.measure.sweep_results import Policy, parse_policies, spread
 from engine.serving.client import SpecCounters, VllmClient
 from engine.serving.server import ServerSpec
 from engine.serving.sweep import _time_batch, check_batches
 
-Ranges = Sequence[Sequence[int]]
-ALL_BATCHES = 256  # the "0" policy's one range covers every batch vLLM can run
+
+def server_spec(policy: Policy, target: str, draft: str | None, **kwargs) -> ServerSpec:
+    """The server a policy runs on: none of speculation for "off", else the draft model with
+    the policy's k (and schedule)."""
+    if policy.off:
+        return ServerSpec(target, None, k=0, **kwargs)
+    ranges = [list(r) for r in policy.schedule] if policy.schedule is not None else None
+    return ServerSpec(target, draft, k=policy.k, schedule=ranges, **kwargs)
 
 
-@dataclass(frozen=True)
-class VllmPolicy:
-    """``name``; ``k`` (num_speculative_tokens, 0 for off); ``schedule`` (ranges or None)."""
-
-    name: str
-    k: int
-    schedule: tuple[tuple[int, int, int], ...] | None = None
-
-    def spec(self, target: str, draft: str | None, **kwargs) -> ServerSpec:
-        if self.k == 0:
-            return ServerSpec(target, None, k=0, **kwargs)
-        ranges = [list(r) for r in self.schedule] if self.schedule is not None else None
-        return ServerSpec(target, draft, k=self.k, schedule=ranges, **kwargs)
-
-    def k_at(self, batch: int) -> int:
-        """The k vLLM uses at ``batch`` (a gap keeps the previous range's k, as vLLM does)."""
-        if self.schedule is None:
-            return self.k
-        k = 0
-        for lo, hi, range_k in self.schedule:
-            if batch >= lo:
-                k = range_k
-            if lo <= batch <= hi:
-                break
-        return min(k, self.k)
-
-
-def parse_vllm_policies(text: str, schedule: Ranges | None) -> list[VllmPolicy]:
-    """``off,0,2,4`` (off: no speculative config; 0: a config whose k is 0 at every batch),
-    plus "schedule" when ``schedule`` is given; "off" always comes first."""
-    policies: list[VllmPolicy] = [VllmPolicy("off", 0)]
-    for item in filter(None, (x.strip() for x in text.split(","))):
-        if item == "off":
-            continue
-        if not item.isdigit():
-            raise ValueError(f"policies are 'off' or a whole k, comma-separated; got {item!r}")
-        k = int(item)
-        if k == 0:
-            policies.append(VllmPolicy("k = 0", 1, ((1, ALL_BATCHES, 0),)))
-        else:
-            policies.append(VllmPolicy(f"k = {k}", k))
-    if schedule is not None:
-        ranges = tuple((int(lo), int(hi), int(k)) for lo, hi, k in schedule)
-        k_max = max(k for _, _, k in ranges)
-        if k_max < 1:
-            raise ValueError("the schedule's k is 0 everywhere: vLLM needs at least one "
-                             "range with k >= 1 (or run the '0' policy)")
-        policies.append(VllmPolicy("schedule", k_max, ranges))
-    return list({p.name: p for p in policies}.values())
+def parse_vllm_policies(text: str, schedule: Sequence[Sequence[int]] | None) -> list[Policy]:
+    """``off,0,2,4`` for vLLM (off: no speculative config; 0: a config whose k is 0 at every
+    batch), plus "schedule" when ``schedule`` is given; "off" always comes first."""
+    return parse_policies(text, schedule, vllm=True)
 
 
 @dataclass
@@ -95,11 +58,7 @@ class VllmCell:
 
     def tok_s(self) -> tuple[float, float, float]:
         """Tokens/s: first quartile, median, third quartile (one repeat: itself thrice)."""
-        rates = sorted(self.tokens / max(s, 1e-9) for s in self.times())
-        if len(rates) == 1:
-            return rates[0], rates[0], rates[0]
-        q1, median, q3 = statistics.quantiles(rates, n=4)
-        return q1, median, q3
+        return spread(sorted(self.tokens / max(s, 1e-9) for s in self.times()))
 
     def tokens_per_step(self) -> float:
         """Mean tokens a request gains per engine step: 1 without drafts, else the mean
@@ -144,24 +103,14 @@ def sweep_server(client: VllmClient, prompts: Sequence[list[int]], batches: Sequ
     return cells
 
 
-def table(results: dict[str, list[VllmCell]], policies: Sequence[VllmPolicy]) -> str:
+def table(results: dict[str, list[VllmCell]], policies: Sequence[Policy]) -> str:
     """Markdown: tokens/s median (interquartile range) per batch and policy, and the best."""
     names = [p.name for p in policies]
-    lines = ["| B | " + " | ".join(names) + " | best |",
-             "| ---: |" + " ---: |" * (len(names) + 1)]
-    batches = [c.batch for c in results[names[0]]]
-    for i, batch in enumerate(batches):
-        row, best = [], None
-        for name in names:
-            q1, median, q3 = results[name][i].tok_s()
-            row.append(f"{median:.0f} ({q1:.0f}-{q3:.0f})")
-            if best is None or median > best[1]:
-                best = (name, median)
-        lines.append(f"| {batch} | " + " | ".join(row) + f" | {best[0]} |")
-    return "\n".join(lines)
+    return sweep_results.table([c.batch for c in results[names[0]]], names,
+                               lambda name, i: results[name][i].tok_s())
 
 
-def counters_table(results: dict[str, list[VllmCell]], policies: Sequence[VllmPolicy]) -> str:
+def counters_table(results: dict[str, list[VllmCell]], policies: Sequence[Policy]) -> str:
     """Markdown: per speculative policy and batch, the k vLLM should use there and what its
     counters saw (drafts, draft tokens, draft acceptance rate, mean acceptance length)."""
     lines = ["| policy | B | k there | drafts | draft tokens | acceptance rate | "
@@ -179,7 +128,7 @@ def counters_table(results: dict[str, list[VllmCell]], policies: Sequence[VllmPo
 
 
 def drafting_mismatches(results: dict[str, list[VllmCell]],
-                        policies: Sequence[VllmPolicy]) -> list[str]:
+                        policies: Sequence[Policy]) -> list[str]:
     """Batches whose counters disagree with the policy: drafts where k = 0, none where k > 0.
     (A batch's requests do not all run at the full batch size: the first arrive and the last
     finish alone, so a schedule's ranges may draft a little at a batch whose own k is 0;
@@ -196,7 +145,7 @@ def drafting_mismatches(results: dict[str, list[VllmCell]],
     return found
 
 
-def curves(results: dict[str, list[VllmCell]], policies: Sequence[VllmPolicy],
+def curves(results: dict[str, list[VllmCell]], policies: Sequence[Policy],
            meta: dict) -> list[dict]:
     """One measured-curve JSON per speculative policy (speedup over "off" at each batch),
     in the format of ``specscope sweep --engine specscope``'s curves, ``policy`` included."""
@@ -238,7 +187,7 @@ def curves(results: dict[str, list[VllmCell]], policies: Sequence[VllmPolicy],
     return out
 
 
-def costs_file(results: dict[str, list[VllmCell]], policies: Sequence[VllmPolicy],
+def costs_file(results: dict[str, list[VllmCell]], policies: Sequence[Policy],
                new_tokens: int, meta: dict) -> dict:
     """vLLM's own cycle costs as ``specscope plan --costs`` reads them (``passes``).
 

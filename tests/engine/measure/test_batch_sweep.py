@@ -8,16 +8,16 @@ import json
 import pytest
 
 from engine import cli
-from engine.measure.batch_sweep import Policy, parse_policies, read_schedule
 from engine.measure.curves import parse_curve
+from engine.measure.sweep_results import Policy, parse_policies, read_schedule, schedule_policy
 
 
 def test_a_schedule_picks_k_by_the_live_batch_size_as_vllm_does():
-    policy = Policy("schedule", ranges=((1, 4, 4), (5, 8, 2), (17, 64, 0)))
-    assert [policy.k(b) for b in (1, 4, 5, 8)] == [4, 4, 2, 2]
-    assert policy.k(12) == 2  # a gap keeps the previous range's k
-    assert [policy.k(b) for b in (17, 64, 300)] == [0, 0, 0]
-    assert Policy("k = 3", fixed=3).k(50) == 3
+    policy = schedule_policy(((1, 4, 4), (5, 8, 2), (17, 64, 0)))
+    assert [policy.k_at(b) for b in (1, 4, 5, 8)] == [4, 4, 2, 2]
+    assert policy.k_at(12) == 2  # a gap keeps the previous range's k
+    assert [policy.k_at(b) for b in (17, 64, 300)] == [0, 0, 0]
+    assert Policy("k = 3", 3).k_at(50) == 3
 
 
 def test_policies_always_include_off():

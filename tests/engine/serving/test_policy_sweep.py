@@ -13,6 +13,7 @@ from engine.serving.policy_sweep import (
     costs_file,
     drafting_mismatches,
     parse_vllm_policies,
+    server_spec,
 )
 
 
@@ -25,14 +26,14 @@ def test_policies_start_off_first_and_map_to_server_configs():
     policies = parse_vllm_policies("2,off,0,4", [[1, 8, 4], [9, 256, 0]])
     assert [p.name for p in policies] == ["off", "k = 2", "k = 0", "k = 4", "schedule"]
     off, k2, zero, k4, planned = policies
-    assert off.spec("models/target", "models/draft").speculative_config() is None
-    assert k2.spec("models/target", "models/draft").speculative_config()[
+    assert server_spec(off, "models/target", "models/draft").speculative_config() is None
+    assert server_spec(k2, "models/target", "models/draft").speculative_config()[
         "num_speculative_tokens"] == 2
     # "0": a draft model that is asked for nothing at any batch
-    config = zero.spec("models/target", "models/draft").speculative_config()
+    config = server_spec(zero, "models/target", "models/draft").speculative_config()
     assert config["num_speculative_tokens_per_batch_size"] == [[1, 256, 0]]
     assert config["num_speculative_tokens"] == 1
-    config = planned.spec("models/target", "models/draft").speculative_config()
+    config = server_spec(planned, "models/target", "models/draft").speculative_config()
     assert config["num_speculative_tokens"] == 4
     assert config["num_speculative_tokens_per_batch_size"] == [[1, 8, 4], [9, 256, 0]]
 
