@@ -321,19 +321,24 @@ class FastDecoder:
     # -- the pass --
 
     @torch.inference_mode()
-    def __call__(self, cache: KVCache, ids: torch.Tensor, keep: int) -> torch.Tensor:
+    def __call__(self, cache: KVCache, ids: torch.Tensor, keep: int,
+                 hidden: list | None = None) -> torch.Tensor:
+        """``hidden``: a list that receives the final hidden states ``[B, n, hidden]`` (after
+        the final norm, every position of the pass), for drafters that read them."""
         n, start = ids.shape[-1], cache.length
         cache.reserve(start + n)
         logits = None
         single = ids.shape[0] == 1  # graphs are recorded for one sequence
-        if self.graphs and single and start > 0 and n <= self.GRAPH_MAX_TOKENS and keep in (1, n):
+        if (self.graphs and single and start > 0 and n <= self.GRAPH_MAX_TOKENS
+                and keep in (1, n) and hidden is None):
             logits = self._replay(cache.slot, ids, start, keep)
         if logits is None:
-            logits = self._lockstep(cache.slot, ids, start, keep)
+            logits = self._lockstep(cache.slot, ids, start, keep, hidden)
         cache.length = start + n
         return logits
 
-    def _lockstep(self, slot: KVSlot, ids: torch.Tensor, start: int, keep: int) -> torch.Tensor:
+    def _lockstep(self, slot: KVSlot, ids: torch.Tensor, start: int, keep: int,
+                  hidden: list | None = None) -> torch.Tensor:
         """Every row of ``ids [B, n]`` starts at position ``start``."""
         n = ids.shape[-1]
         cos, sin = self._rope_table(start + n)
@@ -343,11 +348,11 @@ class FastDecoder:
             mask = torch.ones((n, start + n), dtype=torch.bool, device=ids.device)
             mask = mask.tril(start)
         where = slice(start, start + n)
-        return self._pass(slot, ids, keep, cos[where], sin[where], where, mask)
+        return self._pass(slot, ids, keep, cos[where], sin[where], where, mask, hidden)
 
     @torch.inference_mode()
-    def ragged(self, cache: RaggedCache, ids: torch.Tensor, valid: list[int], keep: int
-               ) -> torch.Tensor:
+    def ragged(self, cache: RaggedCache, ids: torch.Tensor, valid: list[int], keep: int,
+               hidden: list | None = None) -> torch.Tensor:
         """:func:`forward_ragged`. Rows of one length with no padding take the lockstep pass
         (at B = 1 the single stream's pass, bit for bit); otherwise each row gets its own
         rotary positions, its keys and values are scattered to its own positions, and a
@@ -358,7 +363,7 @@ class FastDecoder:
         upto = max(lengths) + n
         cache.reserve(upto)
         if min(lengths) == max(lengths) and all(v == n for v in valid):
-            logits = self._lockstep(cache.slot, ids, lengths[0], keep)
+            logits = self._lockstep(cache.slot, ids, lengths[0], keep, hidden)
         else:
             device = ids.device
             positions = torch.tensor(lengths, device=device)[:, None] + torch.arange(
@@ -370,7 +375,8 @@ class FastDecoder:
             if any(v != n for v in valid):  # each row's last real positions
                 last = torch.tensor(valid, device=device)[:, None] - keep
                 rows_keep = (last + torch.arange(keep, device=device)).clamp_(min=0)
-            logits = self._pass(cache.slot, ids, rows_keep, cos, sin, positions, mask[:, None])
+            logits = self._pass(cache.slot, ids, rows_keep, cos, sin, positions, mask[:, None],
+                                hidden)
         cache.lengths = [length + v for length, v in zip(lengths, valid, strict=True)]
         return logits
 
@@ -384,12 +390,14 @@ class FastDecoder:
         cos, sin = rope[0][positions], rope[1][positions]
         return self._pass(slot, ids, keep, cos, sin, positions, mask)
 
-    def _pass(self, slot: KVSlot, ids, keep, cos, sin, where, mask) -> torch.Tensor:
+    def _pass(self, slot: KVSlot, ids, keep, cos, sin, where, mask, hidden: list | None = None
+              ) -> torch.Tensor:
         """``ids [B, n]`` through every layer; new keys and values go to positions ``where``
         (a slice, an index tensor ``[n]``, or ``[B, n]`` for positions of each row's own) and
         each query attends to the cache up to the end of ``where`` (or as far as ``mask``
         spans). Logits ``[B, keep, V]`` of the last ``keep`` positions, or of the positions
-        ``keep [B, m]`` of each row."""
+        ``keep [B, m]`` of each row. ``hidden``: receives the final hidden states of every
+        position, after the final norm (``[B, n, hidden]``)."""
         batch, n = ids.shape
         upto = mask.shape[-1] if mask is not None else where.stop
         # The ragged pass's per-row mask [B, 1, n, upto]: grouped-query heads attend to the
@@ -430,11 +438,14 @@ class FastDecoder:
             h = _rms_norm(x, *norm2)
             gate, up, down = mlp
             x = x + F.linear(F.silu(F.linear(h, gate)) * F.linear(h, up), down)
+        if hidden is not None:  # the norm is per position: norm all, then keep
+            x = _rms_norm(x, *self.norm)
+            hidden.append(x)
         if isinstance(keep, torch.Tensor):  # [B, m]: positions to keep, per row
             x = x[torch.arange(batch, device=ids.device)[:, None], keep]
         else:
             x = x[:, -keep:]
-        return F.linear(_rms_norm(x, *self.norm), self.head)
+        return F.linear(x if hidden is not None else _rms_norm(x, *self.norm), self.head)
 
     def _grouped_attention(self, q, keys, values, mask) -> torch.Tensor:
         """Attention of ``q [B, heads, n, d]`` over ``keys, values [B, kv_heads, L, d]`` under

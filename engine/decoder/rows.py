@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import torch
 
-from engine.decoder.forward import FastDecoder, RaggedCache, forward, new_cache, rollback
+from engine.decoder.forward import (
+    FastDecoder,
+    KVCache,
+    RaggedCache,
+    forward,
+    new_cache,
+    rollback,
+)
 
 
 class OneRow:
@@ -20,9 +27,18 @@ class OneRow:
     def __init__(self, model, capacity: int):
         self.model, self.cache = model, new_cache(model, capacity)
 
-    def run(self, ids: torch.Tensor, valid: list[int], keep: int) -> torch.Tensor:
-        """``ids [1, n]``: logits ``[1, keep, V]`` of the row's last ``keep`` real tokens."""
-        return forward(self.model, self.cache, ids[:, : valid[0]], keep)[None]
+    def run(self, ids: torch.Tensor, valid: list[int], keep: int, hidden: list | None = None
+            ) -> torch.Tensor:
+        """``ids [1, n]``: logits ``[1, keep, V]`` of the row's last ``keep`` real tokens;
+        ``hidden`` receives the final hidden states ``[1, n, H]`` (the engine's pass only)."""
+        ids = ids[:, : valid[0]]
+        if hidden is not None:
+            if not isinstance(self.cache, KVCache):
+                raise ValueError("this drafter reads the target's hidden states, which only "
+                                 "the engine's own forward pass (Llama-family models) hands "
+                                 "back")
+            return self.cache.decoder(self.cache, ids, keep, hidden)
+        return forward(self.model, self.cache, ids, keep)[None]
 
     def rollback(self, counts: list[int]) -> None:
         rollback(self.cache, counts[0])
@@ -37,10 +53,11 @@ class Rows:
     def __init__(self, model, capacity: int, batch: int):
         self.cache = RaggedCache(FastDecoder.of(model), capacity, batch)
 
-    def run(self, ids: torch.Tensor, valid: list[int], keep: int) -> torch.Tensor:
+    def run(self, ids: torch.Tensor, valid: list[int], keep: int, hidden: list | None = None
+            ) -> torch.Tensor:
         """``ids [B, n]``, row ``b``'s first ``valid[b]`` real: logits ``[B, keep, V]`` at each
-        row's last ``keep`` real positions."""
-        return self.cache.decoder.ragged(self.cache, ids, valid, keep)
+        row's last ``keep`` real positions; ``hidden`` receives ``[B, n, H]``."""
+        return self.cache.decoder.ragged(self.cache, ids, valid, keep, hidden)
 
     def rollback(self, counts: list[int]) -> None:
         self.cache.rollback(counts)

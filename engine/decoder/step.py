@@ -108,15 +108,23 @@ class Stepper:
         self.device, self.vocab = pair.device, pair.shared_vocab_size
         self.target = rows_for(pair.target, capacity, len(self.generators))
         self.last: list[int] = []
+        # A drafter that reads the target's final hidden states (an EAGLE head) gets them
+        # from every target pass: [B, n, H] in the pass's input order.
+        self.wants_hidden = bool(getattr(drafter, "reads_target_hidden", False))
 
     @torch.inference_mode()
     def prefill(self, prompt_ids: list[list[int]]) -> None:
         """Every prompt but its last token into the caches."""
         prefixes = [ids[:-1] for ids in prompt_ids]
+        hidden = [] if self.wants_hidden else None
         if max(map(len, prefixes)) > 0:
-            self.target.run(padded(prefixes, self.device), [len(p) for p in prefixes], 1)
+            self.target.run(padded(prefixes, self.device), [len(p) for p in prefixes], 1,
+                            hidden)
         if self.drafter is not None:
-            self.drafter.prefill(prompt_ids)
+            if self.wants_hidden:  # [B, n, H] over each prompt but its last token
+                self.drafter.prefill(prompt_ids, target_hidden=hidden[0] if hidden else None)
+            else:
+                self.drafter.prefill(prompt_ids)
         self.last = [ids[-1] for ids in prompt_ids]
 
     def keep_rows(self, order: list[int]) -> None:
@@ -154,7 +162,9 @@ class Stepper:
 
         last = torch.tensor(self.last, device=device)[:, None]
         ids = torch.cat([last, tokens], dim=1)  # [B, width + 1]
-        logits = self.target.run(ids, [n + 1 for n in lengths], width + 1)[..., : self.vocab]
+        hidden = [] if self.wants_hidden else None
+        logits = self.target.run(ids, [n + 1 for n in lengths], width + 1, hidden)
+        logits = logits[..., : self.vocab]
         if min(lengths) < width:  # rows' real positions come last: put them first
             shift = width - m
             index = (torch.arange(width + 1, device=device) + shift[:, None]).clamp_(max=width)
@@ -190,7 +200,8 @@ class Stepper:
         # The target's cache holds ..., last, x_1..x_m of each row; keep ..., last, x_1..x_n.
         self.target.rollback([mb - nb for mb, nb in zip(lengths, accepted, strict=True)])
         if self.drafter is not None:
-            self.drafter.commit(k, accepted, next_list, drafts)
+            self.drafter.commit(k, accepted, next_list, drafts,
+                                target_hidden=hidden[0] if hidden else None)
         self.last = next_list
         end = clock.mark()
 

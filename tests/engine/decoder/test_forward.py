@@ -294,3 +294,22 @@ def test_retiring_rows_moves_only_the_rows_that_move(target_only_pair):
     for new, old in enumerate(order):
         length = cache.lengths[new]
         assert torch.equal(cache.kv[:, :, new, :, :length], before[:, :, old, :, :length])
+
+
+def test_the_pass_hands_back_its_final_hidden_states(target_only_pair):
+    """For drafters that read them (an EAGLE head): the target's hidden states after its
+    final norm at every position of the pass, as transformers computes them, and the logits
+    unchanged."""
+    model = target_only_pair.target
+    ids = torch.randint(0, 300, (2, 7), generator=torch.Generator().manual_seed(6))
+    cache = RaggedCache(FastDecoder.of(model), capacity=16, batch=2)
+    hidden: list = []
+    with torch.inference_mode():
+        logits = FastDecoder.of(model).ragged(cache, ids, [7, 4], 2, hidden)
+        expected = model.model(input_ids=ids).last_hidden_state
+        plain = FastDecoder.of(model).ragged(RaggedCache(FastDecoder.of(model), 16, 2), ids,
+                                             [7, 4], 2)
+    assert hidden[0].shape == (2, 7, model.config.hidden_size)
+    torch.testing.assert_close(hidden[0][0], expected[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(hidden[0][1, :4], expected[1, :4], atol=1e-5, rtol=1e-5)
+    assert torch.equal(logits, plain)
