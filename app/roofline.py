@@ -35,30 +35,19 @@ from engine.analytic.roofline import (
 )
 from engine.analytic.theory import CURVE_MAX_K
 from engine.measure.curves import MeasuredCurve, MeasuredPoint
+from engine.planner.inputs import CHOICES as INPUT_CHOICES
+from engine.planner.inputs import DRAFT_PLACES, OLD_NAMES, PlanInputs
+from engine.planner.inputs import NUMBERS as INPUT_NUMBERS
 
+# The numbers, the choices and their names are the plan's inputs (engine.planner.inputs):
+# the page, the API and `specscope plan` share them.
 NUMBERS: dict[str, Slider] = {
-    s.name: s
-    for s in (
-        Slider("gpus", "GPUs (tensor parallel)", 1, 8, 1, 1, integer=True),
-        Slider("context", "context length L (tokens)", 0, 131072, 1, 512, integer=True),
-        Slider("batch", "batch B (sequences)", 1, BATCH_MAX, 1, 32, integer=True),
-        Slider("usable", "usable share of GPU memory", 0.1, 1.0, 0.01, USABLE_FRACTION),
-        Slider("latency_us", "all-reduce latency (µs)", 0, 1000, 0.1, LINK_LATENCY_S * 1e6),
-        Slider("bw_share", "achieved share of memory bandwidth", 0.05, 1.0, 0.001,
-               round(ACHIEVED_BANDWIDTH, 3)),
-        Slider("flops_share", "achieved share of FLOP/s", 0.05, 1.0, 0.001,
-               round(ACHIEVED_FLOPS, 3)),
-    )
+    b.name: Slider(b.name, b.label, b.minimum, b.maximum, b.step, b.default, integer=b.integer)
+    for b in INPUT_NUMBERS.values()
 }
 # The page calls the pair "models": "pair" is the live panel's model pair.
 CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "hardware": ("h100-sxm", tuple(HARDWARE)),
-    "models": ("llama-8b-1b", tuple(PAIRS)),
-    "dtype": ("bf16", DTYPES),
-    "draft": ("sharded", ("sharded", "one-gpu")),
-}
-DRAFT_PLACES = {"sharded": "sharded (as vLLM 0.32)",
-                "one-gpu": "one GPU (not vLLM 0.32)"}
+    name: INPUT_CHOICES[name] for name in ("hardware", "models", "dtype", "draft_placement")}
 # The batch slider moves in quarter octaves: a log scale over whole batches.
 SLIDER_BATCHES = tuple(sorted({round(2 ** (i / 4)) for i in range(41)}))
 
@@ -75,7 +64,7 @@ class RooflineState:
     latency_us: float = LINK_LATENCY_S * 1e6
     bw_share: float = round(ACHIEVED_BANDWIDTH, 3)
     flops_share: float = round(ACHIEVED_FLOPS, 3)
-    draft: str = "sharded"
+    draft_placement: str = "sharded"
 
     def items(self) -> list[tuple[str, str]]:
         return [(name, v if isinstance(v, str) else fmt(v)) for name, v in vars(self).items()]
@@ -94,7 +83,7 @@ def parse_roofline_state(query: Sequence[tuple[str, str]]) -> tuple[RooflineStat
     """The section's state from the link; bad values become defaults or bounds, with a notice."""
     values, notices = parse_controls(query, NUMBERS)
     for name, (default, allowed) in CHOICES.items():
-        raws = [raw for key, raw in query if key == name]
+        raws = [raw for key, raw in query if key == name or OLD_NAMES.get(key) == name]
         values[name] = default
         if not raws or raws[0].strip() == "":
             continue
@@ -113,6 +102,18 @@ def hardware_for(name: str, curves: list[MeasuredCurve]) -> Hardware:
         if fitted is not None:
             return this_machine(fitted.bandwidth, fitted.flops)
     return HARDWARE[name]
+
+
+def inputs_of(state: RooflineState) -> PlanInputs:
+    """The section's settings as the plan's inputs (the same names)."""
+    return PlanInputs(state.hardware, state.models, state.dtype, state.gpus, state.context,
+                      state.usable, state.latency_us, state.bw_share, state.flops_share,
+                      state.draft_placement)
+
+
+def setting_of(state: RooflineState, curves: list[MeasuredCurve]) -> Setting:
+    """The roofline setting of the section's state, "this machine" from a loaded fit."""
+    return inputs_of(state).setting(hardware_for(state.hardware, curves))
 
 
 # ---- the chart ---------------------------------------------------------------------------------
@@ -439,7 +440,8 @@ def _point_label(p: MeasuredPoint) -> str:
 
 def _others(query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """The link's parameters that neither the slider model nor this section own."""
-    own = set(SLIDERS) | set(NUMBERS) | set(CHOICES) | {"vk", "vk_batch", "vk_on"}
+    own = set(SLIDERS) | set(NUMBERS) | set(CHOICES) | set(OLD_NAMES) | {
+        "vk", "vk_batch", "vk_on"}
     return [(key, value) for key, value in query if key not in own]
 
 
@@ -447,11 +449,7 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
                     slider: PageState, curves: list[MeasuredCurve], problems: list[str]) -> dict:
     """What the batch-size section shows for the parsed ``state`` (the page's ``query`` gives
     the rest of the "use these costs" link)."""
-    pair = PAIRS[state.models]
-    s = Setting(hardware_for(state.hardware, curves), pair.target, pair.draft, state.dtype,
-                state.gpus, state.context, slider.alpha, slider.k, state.usable,
-                state.latency_us / 1e6, state.draft == "sharded", state.bw_share,
-                state.flops_share)
+    s = replace(setting_of(state, curves), alpha=slider.alpha, k=slider.k)
     fig = roofline(s, state.batch)
     shown = [c for c in curves if c.pair in (None, state.models)]
     # Prompt lookup verifying with the same target, at the slider model's share pi.
@@ -480,6 +478,6 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
                        "models": {k: p.label for k, p in PAIRS.items()},
                        "dtype": {d: d for d in DTYPES},
-                       "draft": DRAFT_PLACES},
+                       "draft_placement": DRAFT_PLACES},
         "rl_slider_batches": SLIDER_BATCHES,
     }
