@@ -109,7 +109,8 @@ def add_parser(sub, d: dict) -> None:
                             "; a plan's --json output will do)")
     sweep.add_argument("--costs-out", type=Path,
                        help="--engine vllm with --policies: write vLLM's measured step costs "
-                            "here, for specscope plan --costs")
+                            "here, for specscope plan --costs (with the 0 policy, also what "
+                            "a k = 0 range costs beside off)")
     ours = sweep.add_argument_group("--engine specscope")
     ours.add_argument("--prompts", default=None,
                       help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
