@@ -432,7 +432,7 @@ def probe_command(args, argv: list[str] | None, d: dict) -> int:
                 raise VllmError(f"the vLLM server at {client.url} does not answer /health")
         else:
             print(f"specscope probe: starting vLLM (k = {config.k}) ...", file=sys.stderr)
-            spec = ServerSpec(target, draft, k=config.k)
+            spec = ServerSpec(target, draft, k=config.k, draft_sampling=config.draft_sample)
             if config.lookup is not None:  # prompt lookup with the probe's n-gram bounds
                 spec = ServerSpec(target, None, k=config.k, method="ngram",
                                   prompt_lookup_min=config.lookup.prompt_lookup_min,
