@@ -26,7 +26,7 @@ def drafter_list(text: str) -> list[str]:
 
 
 def add_parsers(sub, d: dict, float_list) -> None:
-    from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
+    from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
     from engine.measure.prompt_sets import BUILTIN_SETS
 
     probe = sub.add_parser(
