@@ -15,6 +15,7 @@ from engine.analytic.passes import Setting
 from engine.analytic.schedule import (
     MIX_MAX_DOMAINS,
     Domain,
+    K0Overhead,
     PlanError,
     mix_entry,
     parse_mix_entry,
@@ -80,6 +81,12 @@ def parse_plan_state(query: Sequence[tuple[str, str]]) -> tuple[PlanState, list[
         texts[name] = text
     return PlanState(**values, mix=tuple(mix), draft_sample=sample, **texts), (
         notices + mix_notices)
+
+
+def plan_planning(state: PlanState, alpha: float) -> tuple[list[Domain], int, K0Overhead]:
+    """What the batch section needs to follow the plan's k: its domains, k_max and the price
+    of a k = 0 range (the page's costs are the roofline's, so never a file's own)."""
+    return list(state.mix) or single(alpha), state.k_max, parse_k0(state.k0_overhead).overhead()
 
 
 def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,

@@ -3,14 +3,15 @@ the page's link and ``specscope plan`` use (:mod:`engine.planner.inputs`), read 
 :class:`~engine.planner.inputs.PlanInputs` and the roofline's
 :class:`~engine.analytic.passes.Setting` (FastAPI dependencies). The names these routes took
 before (``pair``, ``usable_fraction``, ``link_latency_us``, ``bandwidth_fraction``,
-``flops_fraction``, ``draft_on_one_gpu``) are still read, marked deprecated."""
+``flops_fraction``, ``draft_on_one_gpu``) are still read, marked deprecated; where both are
+given, the new name wins."""
 
 from __future__ import annotations
 
 from enum import Enum
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Query, Request
+from fastapi import Depends, Query, Request
 
 from app.measurements import measurement_store
 from app.roofline import CHOICES, NUMBERS, hardware_for
@@ -48,11 +49,9 @@ def _edit(name: str) -> Any:
 Rate = Annotated[float | None, _edit("link_gb_s")]
 
 
-def _pick(name: str, new: Any, old: Any, default: Any) -> Any:
-    """The value under the new name, else under the old one; both, if they differ: a 422."""
-    if new is not None and old is not None and new != old:
-        raise HTTPException(status_code=422, detail=[{
-            "loc": ["query", name], "msg": f"{name} and its old name disagree: give one"}])
+def _pick(new: Any, old: Any, default: Any) -> Any:
+    """The value under the new name, else under the old one (the new name wins: both are
+    valid queries)."""
     return new if new is not None else old if old is not None else default
 
 
@@ -99,16 +98,16 @@ def inputs_query(
     """The hardware and model inputs the query gives (the plan's own are the routes')."""
     old_placement = None if draft_on_one_gpu is None else (
         "one-gpu" if draft_on_one_gpu else "sharded")
-    placement = _pick("draft_placement", draft_placement.value if draft_placement else None,
+    placement = _pick(draft_placement.value if draft_placement else None,
                       old_placement, "sharded")
     return PlanInputs(
-        hardware.value, _pick("models", models and models.value, pair and pair.value,
+        hardware.value, _pick(models and models.value, pair and pair.value,
                               DEFAULT_PAIR.value),
         dtype.value, gpus, context,
-        _pick("usable", usable, usable_fraction, NUMBERS["usable"].default),
-        _pick("latency_us", latency_us, link_latency_us, NUMBERS["latency_us"].default),
-        _pick("bw_share", bw_share, bandwidth_fraction, NUMBERS["bw_share"].default),
-        _pick("flops_share", flops_share, flops_fraction, NUMBERS["flops_share"].default),
+        _pick(usable, usable_fraction, NUMBERS["usable"].default),
+        _pick(latency_us, link_latency_us, NUMBERS["latency_us"].default),
+        _pick(bw_share, bandwidth_fraction, NUMBERS["bw_share"].default),
+        _pick(flops_share, flops_fraction, NUMBERS["flops_share"].default),
         placement, link_gb_s, bandwidth_tb_s, tflops, target_params_b, target_layers,
         target_heads, target_kv_heads, target_head_dim, draft_params_b, draft_layers,
         draft_heads, draft_kv_heads, draft_head_dim)

@@ -21,7 +21,13 @@ from app.plan import PLAN_NUMBERS, TEXT_MAX, mix_domains
 from app.setting_query import InputsQuery, SettingQuery, number_query
 from engine.analytic.schedule import MIX_MAX_DOMAINS, MIX_PATTERN, PlanError, single
 from engine.planner.costs import setting_costs
-from engine.planner.inputs import BATCH_MIX_HELP, CHOICES, K0_HELP
+from engine.planner.inputs import (
+    BATCH_MIX_HELP,
+    BATCH_MIX_PATTERN,
+    CHOICES,
+    K0_HELP,
+    K0_PATTERN,
+)
 from engine.planner.report import report
 
 DraftSample = Enum("DraftSample", {n: n for n in CHOICES["draft_sample"][1]}, type=str)
@@ -117,8 +123,10 @@ def plan_api(
     data_parallel: Annotated[int, number_query("data_parallel", PLAN_NUMBERS)] = 1,
     draft_sample: Annotated[DraftSample, Query(
         description="vLLM's draft_sample_method the alpha is for")] = DEFAULT_SAMPLE,
-    k0_overhead: Annotated[str, Query(max_length=TEXT_MAX, description=K0_HELP)] = "cited",
-    batch_mix: Annotated[str, Query(max_length=TEXT_MAX, description=BATCH_MIX_HELP)] = "",
+    k0_overhead: Annotated[str, Query(max_length=TEXT_MAX, pattern=K0_PATTERN,
+                                      description=K0_HELP)] = "cited",
+    batch_mix: Annotated[str, Query(max_length=TEXT_MAX, pattern=BATCH_MIX_PATTERN,
+                                    description=BATCH_MIX_HELP)] = "",
 ) -> dict[str, Any]:
     """For every batch from 1 to `max_num_seqs`, the k in 0..`k_max` with the highest
     throughput speedup `S(B, k) = E_k / (k c(B) + v(B, k))` on the roofline model (k = 0 is

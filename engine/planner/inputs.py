@@ -98,6 +98,12 @@ EDITS: dict[str, tuple[str, float, float, bool]] = {
            ("head_dim", "head size", 1, 100_000, True))},
 }
 SHAPE_FIELDS = ("params_b", "layers", "heads", "kv_heads", "head_dim")
+_SHARE = r"[0-9]{1,6}(\.[0-9]{1,6})?"
+_ENTRY = r"[1-9][0-9]{0,5}=" + _SHARE
+K0_PATTERN = rf"^(cited|(10(\.0{{1,6}})?|[0-9](\.[0-9]{{1,6}})?)|{_ENTRY}(,{_ENTRY}){{0,63}})$"
+"""What ``k0_overhead`` may be in a query: every value it admits parses."""
+BATCH_MIX_PATTERN = rf"^({_ENTRY}([, ]{_ENTRY}){{0,1023}})?$"
+"""What ``batch_mix`` may be in a query (empty: every batch once)."""
 K0_HELP = ("what a k = 0 range of a schedule costs: 'cited' (vLLM issue 49548's figures, the "
            "default; a costs file's own k0 steps come first), a share of a step such as 0.1, "
            "or batch=share,...")

@@ -138,8 +138,8 @@ def verdict(p: Plan, refused: str | None, price: K0Price) -> str:
     zero = (f"; its k = 0 ranges (batches {', '.join(_batches(r) for r in p.k0_ranges)}) "
             f"are priced by {price.source}" if p.k0_ranges else "")
     return (f"Configure speculation: the schedule is {p.gain_over_off:.3f}× no speculative "
-            f"config over {_over(p)}, the best fixed k = {p.fixed_k} {p.fixed_over_off:.3f}×"
-            f"{zero}.")
+            f"config over {_over(p)}; a fixed k = {p.fixed_k} would be "
+            f"{p.fixed_over_off:.3f}×{zero}.")
 
 
 def advice(p: Plan, refused: str | None = None) -> str:

@@ -7,9 +7,11 @@ import html
 import json
 import re
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import pytest
 
+from app.params import SLIDERS
 from engine.analytic import schedule
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
@@ -183,3 +185,76 @@ def test_the_command_the_section_shows_prints_the_same_plan(client, capsys, quer
     printed = json.loads(capsys.readouterr().out)["plan"]["ranges"]
     rows = re.findall(r'<tr data-lo="(\d+)" data-hi="(\d+)" data-k="(\d+)">', section)
     assert [[r["lo"], r["hi"], r["k"]] for r in printed] == [[int(x) for x in r] for r in rows]
+
+
+# ---- one plan, one set of names ----
+
+PAGE_ONLY = {"batch", "batch_k"}  # the roofline's own batch, and which k the section follows
+CLI_ONLY = {"from_probe", "from_metrics", "temperature", "costs", "target", "draft", "json",
+            "command", "help"}
+
+
+def test_the_page_the_api_and_the_command_line_take_the_same_names(client):
+    import argparse
+
+    from engine.cli import plan_parser
+
+    schema = client.get("/openapi.json").json()["paths"]
+    api = {p["name"] for p in schema["/api/plan"]["get"]["parameters"]
+           if not p.get("deprecated")}
+    roofline_api = {p["name"] for p in schema["/api/roofline"]["get"]["parameters"]
+                    if not p.get("deprecated")}
+    sub = next(a for a in plan_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    cli = {a.dest for a in sub.choices["plan"]._actions} - CLI_ONLY
+    assert api == cli, (api ^ cli)
+    assert roofline_api - {"batch", "k"} <= api
+    page = client.get("/?mix=code:1:0.9", headers={"HX-Request": "true",
+                                                   "HX-Target": "roofline"})
+    link = {k for k, _ in parse_qsl(page.headers["HX-Replace-Url"].split("?", 1)[1])}
+    shared = link - PAGE_ONLY - set(SLIDERS) - {"prompt", "vk", "vk_batch", "vk_on"}
+    plan_names = {"hardware", "models", "dtype", "gpus", "context", "usable", "latency_us",
+                  "bw_share", "flops_share", "draft_placement", "k_max", "max_num_seqs",
+                  "data_parallel", "mix"}
+    assert plan_names <= shared and plan_names <= api
+
+
+@pytest.mark.parametrize("query", [
+    # the issue's case: 8B / 1B on one H100 at alpha 0.7, a bandwidth share of 0.5
+    "alpha=0.7&bw_share=0.5",
+    "hardware=h200&models=llama-70b-1b&gpus=2&context=4096&alpha=0.66&bw_share=0.55"
+    "&flops_share=0.6&latency_us=25&usable=0.8&draft_placement=one-gpu&k_max=6"
+    "&max_num_seqs=512&draft_sample=greedy&k0_overhead=0.1&batch_mix=1%3D3%2C64%3D1",
+    "models=qwen-7b-0.5b&gpus=4&usable=0.5&latency_us=0&data_parallel=2&alpha=0.8",
+])
+def test_the_command_on_the_page_reproduces_the_pages_plan_exactly(client, capsys, query):
+    import shlex
+
+    from engine.cli import main
+
+    page = client.get(f"/?{query}").text
+    section = page[page.index('<div class="plan" id="plan"'):]
+    command = html.unescape(re.search(r'<code data-figure="plan-command">(specscope plan [^<]*)'
+                                      r"</code>", section).group(1))
+    assert main([*shlex.split(command)[1:], "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    api = client.get(html.unescape(re.search(r'<a href="(/api/plan\?[^"]*)">This plan as JSON',
+                                             section).group(1))).json()
+    for key in ("plan", "verdict", "speculative_config", "engine_args", "refused", "k0",
+                "draft_sample"):
+        assert printed[key] == api[key], key
+    rows = re.findall(r'<tr data-lo="(\d+)" data-hi="(\d+)" data-k="(\d+)">', section)
+    assert [[r["lo"], r["hi"], r["k"]] for r in printed["plan"]["ranges"]] == [
+        [int(x) for x in r] for r in rows]
+    if "bw_share=0.5&" in query + "&":
+        assert [[r["lo"], r["hi"], r["k"]] for r in printed["plan"]["ranges"]] == [
+            [1, 234, 3], [235, 256, 2]]
+
+
+def test_old_api_names_still_work_and_the_new_name_wins(client):
+    old = client.get("/api/plan?pair=llama-70b-1b&gpus=8&bandwidth_fraction=0.5"
+                     "&usable_fraction=0.8&link_latency_us=30&draft_on_one_gpu=true").json()
+    new = client.get("/api/plan?models=llama-70b-1b&gpus=8&bw_share=0.5&usable=0.8"
+                     "&latency_us=30&draft_placement=one-gpu").json()
+    assert old == new and new["refused"] is not None
+    both = client.get("/api/plan?bw_share=0.5&bandwidth_fraction=0.6").json()
+    assert both["plan"] == client.get("/api/plan?bw_share=0.5").json()["plan"]
