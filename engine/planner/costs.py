@@ -142,7 +142,8 @@ def parse_k0(text: str) -> K0Price:
             points.append((int(b), float(o)))
         except ValueError:
             raise PlanError(f"k = 0 overhead entries are batch=share (got {part!r})") from None
-    return K0Price(tuple(schedule.k0_curve(points) and points),
+    schedule.k0_curve(points)  # refuses a batch below 1 or a share of -1 or less
+    return K0Price(tuple(points),
                    "hand: " + ", ".join(
                        f"+{o:.1%} at batch {b}" for b, o in sorted(points)))
 

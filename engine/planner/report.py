@@ -16,7 +16,6 @@ from engine.planner.vllm_config import (
     DO_NOT_SPECULATE,
     DRAFT_SAMPLE_WORDS,
     Deployment,
-    Refused,
     engine_args,
     python_snippet,
     refusal,
@@ -66,12 +65,7 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
     alpha_note = (f"alpha {alphas} {'measured' if alpha_measured else 'assumed'} for "
                   f"{inputs.draft_sample} drafting")
     refused = refusal(deployment)
-    config = None
-    if refused is None and p.configure:
-        try:
-            config = speculative_config(p, deployment)
-        except Refused as error:  # refusal() said no already; kept for a rule added later
-            refused = str(error)
+    config = speculative_config(p, deployment) if refused is None and p.configure else None
     args = engine_args(p, deployment, config) if p.ranges and refused is None else None
     if config is not None:
         if schedule_dropped(deployment) and len(p.ranges) > 1:

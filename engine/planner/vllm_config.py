@@ -83,7 +83,7 @@ def schedule_dropped(d: Deployment) -> bool:
     return d.data_parallel > 1
 
 
-def speculative_config(p: Plan, d: Deployment, alpha_note: str | None = None) -> dict | None:
+def speculative_config(p: Plan, d: Deployment) -> dict | None:
     """vLLM's ``speculative_config`` for the plan, or None when it never speculates.
 
     ``num_speculative_tokens`` is the largest k in the plan (vLLM sizes its buffers by it and
