@@ -1,49 +1,56 @@
 """The batch section's schedule: the k to speculate at each batch size on the section's
-settings, at the slider model's alpha, and the vLLM config that carries it
-(:mod:`engine.analytic.schedule`; the same JSON as ``GET /api/plan``)."""
+settings, at the slider model's alpha or a traffic mix, the verdict and the vLLM deployment
+(:mod:`engine.planner`; the same JSON as ``GET /api/plan``)."""
 
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
 from app.params import Slider, fmt, parse_controls
-from app.roofline import RooflineState
-from engine.analytic.roofline import BATCH_MAX, CURVE_MAX_K, Setting
+from app.roofline import RooflineState, inputs_of
+from engine.analytic.passes import Setting
 from engine.analytic.schedule import (
-    K_MAX,
-    MAX_NUM_SEQS,
     MIX_MAX_DOMAINS,
     Domain,
+    K0Overhead,
     PlanError,
     mix_entry,
     parse_mix_entry,
     single,
 )
-from engine.serving.plan_cli import report, setting_costs
+from engine.planner.costs import parse_batch_mix, parse_k0, setting_costs
+from engine.planner.inputs import CHOICES
+from engine.planner.inputs import PLAN_NUMBERS as INPUT_PLAN_NUMBERS
+from engine.planner.report import report
+from engine.planner.vllm_config import DRAFT_SAMPLE_WORDS
 
 PLAN_NUMBERS: dict[str, Slider] = {
-    s.name: s
-    for s in (
-        Slider("k_max", "longest draft k_max", 1, CURVE_MAX_K, 1, K_MAX, integer=True),
-        Slider("max_num_seqs", "vLLM max_num_seqs", 1, BATCH_MAX, 1, MAX_NUM_SEQS,
-               integer=True),
-    )
+    b.name: Slider(b.name, b.label, b.minimum, b.maximum, b.step, b.default, integer=True)
+    for b in INPUT_PLAN_NUMBERS.values()
 }
+PLAN_TEXTS = {"k0_overhead": "cited", "batch_mix": ""}
+TEXT_MAX = 2000  # characters of a text input the link may carry
 
 
 @dataclass(frozen=True)
 class PlanState:
     k_max: int
     max_num_seqs: int
+    data_parallel: int = 1
     mix: tuple[Domain, ...] = ()  # a traffic mix instead of the slider's alpha
+    draft_sample: str = CHOICES["draft_sample"][0]
+    k0_overhead: str = "cited"
+    batch_mix: str = ""
 
     def items(self) -> list[tuple[str, str]]:
-        return [("k_max", fmt(self.k_max)), ("max_num_seqs", fmt(self.max_num_seqs))] + [
-            ("mix", mix_entry(d)) for d in self.mix]
+        items = [(name, fmt(getattr(self, name))) for name in PLAN_NUMBERS]
+        items += [("mix", mix_entry(d)) for d in self.mix]
+        items += [(name, getattr(self, name)) for name in ("draft_sample", *PLAN_TEXTS)
+                  if getattr(self, name) != getattr(PlanState(0, 0), name)]
+        return items
 
     def query(self) -> str:
         return urlencode(self.items())
@@ -53,7 +60,33 @@ def parse_plan_state(query: Sequence[tuple[str, str]]) -> tuple[PlanState, list[
     """The plan's inputs from the link; bad values become defaults or bounds, said so."""
     values, notices = parse_controls(query, PLAN_NUMBERS)
     mix, mix_notices = mix_domains([value for key, value in query if key == "mix"])
-    return PlanState(**values, mix=tuple(mix)), notices + mix_notices
+    first = {key: value for key, value in reversed(query)}
+    default, allowed = CHOICES["draft_sample"]
+    sample = first.get("draft_sample", default) or default
+    if sample not in allowed:
+        notices.append(f"draft_sample={sample[:24]!r} is not one of {', '.join(allowed)}; "
+                       f"using {default}.")
+        sample = default
+    texts = {}
+    for name, fallback in PLAN_TEXTS.items():
+        text = first.get(name, fallback)[:TEXT_MAX].strip() or fallback
+        try:
+            if name == "k0_overhead":
+                parse_k0(text)
+            elif text:
+                parse_batch_mix(text)
+        except PlanError as error:
+            notices.append(f"{name}: {error}; using {fallback or 'none'}.")
+            text = fallback
+        texts[name] = text
+    return PlanState(**values, mix=tuple(mix), draft_sample=sample, **texts), (
+        notices + mix_notices)
+
+
+def plan_planning(state: PlanState, alpha: float) -> tuple[list[Domain], int, K0Overhead]:
+    """What the batch section needs to follow the plan's k: its domains, k_max and the price
+    of a k = 0 range (the page's costs are the roofline's, so never a file's own)."""
+    return list(state.mix) or single(alpha), state.k_max, parse_k0(state.k0_overhead).overhead()
 
 
 def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
@@ -61,18 +94,15 @@ def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
     """What ``_plan.html`` shows: the plan on the section's setting ``s``, at the slider's
     ``alpha`` or for the link's traffic mix."""
     domains = list(state.mix) or single(alpha)
-    result = report(domains, setting_costs(s), state.k_max, state.max_num_seqs)
-    given = [("alpha", fmt(alpha))] if not state.mix else []
-    api = urlencode([("hardware", rl_state.hardware), ("pair", rl_state.models),
-                     ("dtype", rl_state.dtype), ("gpus", rl_state.gpus),
-                     ("context", rl_state.context), *given, *state.items()])
-    by_hand = ",".join(mix_entry(d).replace(":", "=", 1) for d in state.mix)
-    source = f"--mix {shlex.quote(by_hand)}" if state.mix else f"--alpha {fmt(alpha)}"
-    command = (f"specscope plan {source} --hardware {rl_state.hardware} "
-               f"--models {rl_state.models} --dtype {rl_state.dtype} --gpus {rl_state.gpus} "
-               f"--context {rl_state.context} --k-max {state.k_max} "
-               f"--max-num-seqs {state.max_num_seqs}")
-    config = result["speculative_config"]
+    inputs = replace(inputs_of(rl_state), alpha=None if state.mix else alpha, mix=state.mix,
+                     k_max=state.k_max, max_num_seqs=state.max_num_seqs,
+                     data_parallel=state.data_parallel, draft_sample=state.draft_sample,
+                     k0_overhead=state.k0_overhead, batch_mix=state.batch_mix)
+    result = report(domains, setting_costs(s), inputs)
+    api = urlencode([("hardware", inputs.hardware), ("models", inputs.models),
+                     *[(k, v if isinstance(v, str) else fmt(v)) for k, v in inputs.given()
+                       if k not in ("hardware", "models")]])
+    config = result["engine_args"]
     without_mix = urlencode([*rl_state.items(), ("alpha", fmt(alpha)),
                              *replace(state, mix=()).items()])
     return {
@@ -80,11 +110,12 @@ def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
         "plan_state": state,
         "plan_notices": notices + result["notices"],
         "plan_numbers": PLAN_NUMBERS,
+        "plan_samples": {name: f"{name}: {words}" for name, words in DRAFT_SAMPLE_WORDS.items()},
         "plan_alpha": alpha,
         "plan_mix": bool(state.mix),
         "plan_config_json": json.dumps(config) if config else None,
         "plan_api": f"/api/plan?{api}",
-        "plan_command": command,
+        "plan_command": inputs.command(),
         "plan_without_mix": f"/?{without_mix}#plan",
     }
 

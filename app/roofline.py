@@ -33,32 +33,34 @@ from engine.analytic.roofline import (
     speedup_at,
     this_machine,
 )
+from engine.analytic.schedule import (
+    Domain,
+    K0Overhead,
+    plan,
+    roofline_cycle,
+    throughput,
+)
 from engine.analytic.theory import CURVE_MAX_K
 from engine.measure.curves import MeasuredCurve, MeasuredPoint
+from engine.planner.costs import memory_fits
+from engine.planner.inputs import CHOICES as INPUT_CHOICES
+from engine.planner.inputs import DRAFT_PLACES, OLD_NAMES, PlanInputs
+from engine.planner.inputs import NUMBERS as INPUT_NUMBERS
 
+# The numbers, the choices and their names are the plan's inputs (engine.planner.inputs):
+# the page, the API and `specscope plan` share them.
 NUMBERS: dict[str, Slider] = {
-    s.name: s
-    for s in (
-        Slider("gpus", "GPUs (tensor parallel)", 1, 8, 1, 1, integer=True),
-        Slider("context", "context length L (tokens)", 0, 131072, 1, 512, integer=True),
-        Slider("batch", "batch B (sequences)", 1, BATCH_MAX, 1, 32, integer=True),
-        Slider("usable", "usable share of GPU memory", 0.1, 1.0, 0.01, USABLE_FRACTION),
-        Slider("latency_us", "all-reduce latency (µs)", 0, 1000, 0.1, LINK_LATENCY_S * 1e6),
-        Slider("bw_share", "achieved share of memory bandwidth", 0.05, 1.0, 0.001,
-               round(ACHIEVED_BANDWIDTH, 3)),
-        Slider("flops_share", "achieved share of FLOP/s", 0.05, 1.0, 0.001,
-               round(ACHIEVED_FLOPS, 3)),
-    )
+    b.name: Slider(b.name, b.label, b.minimum, b.maximum, b.step, b.default, integer=b.integer)
+    for b in INPUT_NUMBERS.values()
 }
 # The page calls the pair "models": "pair" is the live panel's model pair.
 CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "hardware": ("h100-sxm", tuple(HARDWARE)),
-    "models": ("llama-8b-1b", tuple(PAIRS)),
-    "dtype": ("bf16", DTYPES),
-    "draft": ("sharded", ("sharded", "one-gpu")),
+    **{name: INPUT_CHOICES[name] for name in ("hardware", "models", "dtype", "draft_placement")},
+    # Which k the section's headline, curve and break-even follow: the plan's (the best k at
+    # each batch) unless the user fixes the slider model's k.
+    "batch_k": ("plan", ("plan", "slider")),
 }
-DRAFT_PLACES = {"sharded": "sharded (as vLLM 0.32)",
-                "one-gpu": "one GPU (not vLLM 0.32)"}
+BATCH_K = {"plan": "the plan's (best at each batch)", "slider": "the slider model's k"}
 # The batch slider moves in quarter octaves: a log scale over whole batches.
 SLIDER_BATCHES = tuple(sorted({round(2 ** (i / 4)) for i in range(41)}))
 
@@ -75,7 +77,8 @@ class RooflineState:
     latency_us: float = LINK_LATENCY_S * 1e6
     bw_share: float = round(ACHIEVED_BANDWIDTH, 3)
     flops_share: float = round(ACHIEVED_FLOPS, 3)
-    draft: str = "sharded"
+    draft_placement: str = "sharded"
+    batch_k: str = "plan"
 
     def items(self) -> list[tuple[str, str]]:
         return [(name, v if isinstance(v, str) else fmt(v)) for name, v in vars(self).items()]
@@ -94,7 +97,7 @@ def parse_roofline_state(query: Sequence[tuple[str, str]]) -> tuple[RooflineStat
     """The section's state from the link; bad values become defaults or bounds, with a notice."""
     values, notices = parse_controls(query, NUMBERS)
     for name, (default, allowed) in CHOICES.items():
-        raws = [raw for key, raw in query if key == name]
+        raws = [raw for key, raw in query if key == name or OLD_NAMES.get(key) == name]
         values[name] = default
         if not raws or raws[0].strip() == "":
             continue
@@ -113,6 +116,66 @@ def hardware_for(name: str, curves: list[MeasuredCurve]) -> Hardware:
         if fitted is not None:
             return this_machine(fitted.bandwidth, fitted.flops)
     return HARDWARE[name]
+
+
+def inputs_of(state: RooflineState) -> PlanInputs:
+    """The section's settings as the plan's inputs (the same names)."""
+    return PlanInputs(state.hardware, state.models, state.dtype, state.gpus, state.context,
+                      state.usable, state.latency_us, state.bw_share, state.flops_share,
+                      state.draft_placement)
+
+
+def setting_of(state: RooflineState, curves: list[MeasuredCurve]) -> Setting:
+    """The roofline setting of the section's state, "this machine" from a loaded fit."""
+    return inputs_of(state).setting(hardware_for(state.hardware, curves))
+
+
+@dataclass(frozen=True)
+class SectionPlan:
+    """The plan's k and speedup at every batch from 1 to BATCH_MAX (index 0 unused): what the
+    section's headline, curve and break-even follow unless the user fixes k. Batches that fit
+    take the plan's choice (a k that does not fit is no candidate); the others the best k
+    were memory no limit."""
+
+    ks: list[int]
+    speedups: list[float]
+    k_max: int
+    off_from: int | None  # the plan's k is 0 from this batch to BATCH_MAX (None: not so)
+
+    def k_at(self, batch: int) -> int:
+        return self.ks[batch]
+
+    def best_speculating_k(self, s: Setting, batch: int) -> tuple[int, float]:
+        """The k in 1..k_max with the highest S(B, k) at the section's alpha."""
+        return max(((k, speedup_at(s, batch, k)) for k in range(1, self.k_max + 1)),
+                   key=lambda kv: (kv[1], -kv[0]))
+
+
+def section_plan(s: Setting, domains: Sequence[Domain], k_max: int,
+                 k0: K0Overhead | None) -> SectionPlan:
+    """:func:`engine.analytic.schedule.plan` over every batch the section shows."""
+    cycle = roofline_cycle(s)
+    fitting = plan(domains, cycle, k_max, BATCH_MAX, fits=memory_fits(s), k0_overhead=k0)
+    ks = [0] * (BATCH_MAX + 1)
+    for r in fitting.ranges:
+        ks[r.lo:r.hi + 1] = [r.k] * (r.hi - r.lo + 1)
+    last = fitting.largest_batch or 0
+    if last < BATCH_MAX:
+        free = plan(domains, cycle, k_max, BATCH_MAX, k0_overhead=k0)
+        for r in free.ranges:
+            for b in range(max(r.lo, last + 1), r.hi + 1):
+                ks[b] = r.k
+    speculates = any(ks)
+    speedups = [1.0] + [
+        throughput(domains, cycle, b, ks[b]) if ks[b] else
+        (1.0 / (1.0 + k0(b)) if speculates and k0 is not None else 1.0)
+        for b in range(1, BATCH_MAX + 1)]
+    off_from = None
+    if ks[BATCH_MAX] == 0:
+        off_from = BATCH_MAX
+        while off_from > 1 and ks[off_from - 1] == 0:
+            off_from -= 1
+    return SectionPlan(ks, speedups, k_max, off_from)
 
 
 # ---- the chart ---------------------------------------------------------------------------------
@@ -273,11 +336,14 @@ class BatchChart(Frame):
 
 
 def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width: int = 440,
-                height: int = 280) -> BatchChart:
-    """The same frame and text sizes as the slider model's chart (app.charts)."""
+                height: int = 280, sp: SectionPlan | None = None) -> BatchChart:
+    """The same frame and text sizes as the slider model's chart (app.charts). With the
+    plan ``sp``: its speedup at each batch (the best k there), its current point and the
+    batch from which it stops speculating; else the slider's fixed k."""
     left, right, top, bottom = 60, width - 14, 18, height - 48
     samples = [2 ** (i / 8) for i in range(81)]  # 1..1024, eight points an octave
-    values = [speedup_at(s, b) for b in samples]
+    values = ([sp.speedups[round(b)] for b in samples] if sp is not None
+              else [speedup_at(s, b) for b in samples])
     shown = [p.speedup for c in measured for p in c.points if 1 <= p.batch <= BATCH_MAX]
     peak = max([*values, *shown, 1.0])
     step = nice_step(peak * 1.1)
@@ -302,15 +368,17 @@ def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width:
                            marker_path(shape, x_of(p.batch), y_of(p.speedup)))
             for p in c.points if 1 <= p.batch <= BATCH_MAX], c.policy, shape, colour,
             marker_path(shape, 0.0, 0.0)))
-    be = fig.break_even_batch
+    be = fig.break_even_batch if sp is None else sp.off_from
     most = fig.max_batch_that_fits
     no_fit_x = left if most is None else x_of(most) if most < BATCH_MAX else None
-    current = Marker(x_of(fig.batch), y_of(fig.speedup), f"B = {fig.batch}: {fig.speedup:.2f}×")
+    here = fig.speedup if sp is None else sp.speedups[fig.batch]
+    current = Marker(x_of(fig.batch), y_of(here), f"B = {fig.batch}: {here:.2f}×")
     be_x = x_of(be) if be is not None else None
     ridge_x = x_of(fig.ridge_batch) if 1 <= fig.ridge_batch <= BATCH_MAX else None
     frame = Frame(width, height, left, right, top, bottom)
     lines = [(kind, text, x) for kind, text, x in (
-        ("ridge", "ridge", ridge_x), ("break-even", f"break-even {be}", be_x),
+        ("ridge", "ridge", ridge_x),
+        ("break-even", f"break-even {be}" if sp is None else f"k = 0 from {be}", be_x),
         ("memory", "does not fit" if most is None else f"memory limit {most}", no_fit_x))
         if x is not None]
     labels = place_labels(frame, lines, (f"B = {fig.batch}", current.x, current.y))
@@ -358,13 +426,41 @@ def memory_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
             f"{more[1]}. The figures below assume memory it does not have.")
 
 
-def headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
-    """The speedup at this batch and where it stops paying, then how far memory goes."""
+def headline(s: Setting, fig: Roofline, state: RooflineState,
+             sp: SectionPlan | None = None) -> str:
+    """The speedup at this batch, at the k it names, and where it stops paying (the plan's
+    k and break-even, unless the slider's k is fixed), then how far memory goes."""
     most = fig.max_batch_that_fits
     room = "" if most is None else (
         f" On {_gpus(state.gpus, s.hardware.label)} at context {state.context} it fits up to "
         f"batch {most}{' or more' if most >= FIT_SEARCH_MAX else ''}.")
-    return _speed_headline(s, fig, state) + room
+    speed = _speed_headline(s, fig, state) if sp is None else _plan_headline(s, fig, state, sp)
+    return speed + room
+
+
+def _plan_headline(s: Setting, fig: Roofline, state: RooflineState, sp: SectionPlan) -> str:
+    where = f"At batch {fig.batch} on {state.gpus} × {s.hardware.label}"
+    k, speed = sp.k_at(fig.batch), sp.speedups[fig.batch]
+    off, most = sp.off_from, fig.max_batch_that_fits
+    memory_first = most is not None and most < BATCH_MAX and (off is None or off > most)
+    if k > 0:
+        first = (f"{where}, the plan speculates k = {k} with {s.draft.label}: "
+                 f"{s.target.label} runs {speed:.2f}× ")
+        first += ("faster per token" if speed > 1 else
+                  "plain decoding's throughput; no k pays here, but inside the schedule a "
+                  "k = 0 range would cost more (see the plan's verdict)")
+        if memory_first:
+            return f"{first}, and it speculates at every batch that fits."
+        if off is None:
+            return f"{first}, and at every batch up to {BATCH_MAX}."
+        return f"{first}; from batch {off} on the plan does not speculate (k = 0)."
+    best, best_speed = sp.best_speculating_k(s, fig.batch)
+    first = (f"{where}, the plan does not speculate (k = 0): no k from 1 to {sp.k_max} pays "
+             f"for {s.target.label} with {s.draft.label} here (the best, k = {best}, gives "
+             f"{best_speed:.2f}× plain decoding)")
+    if off is not None and off > 1:
+        return f"{first}; it speculates below batch {off}."
+    return f"{first}, nor at any batch here." if off == 1 else f"{first}."
 
 
 def _speed_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
@@ -372,25 +468,29 @@ def _speed_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
     be, most = fig.break_even_batch, fig.max_batch_that_fits
     memory_first = most is not None and most < BATCH_MAX and (be is None or be > most)
     if fig.speedup > 1:
-        first = (f"{where}, speculating with {s.draft.label} makes {s.target.label} "
-                 f"{fig.speedup:.2f}× faster per token")
+        first = (f"{where}, speculating k = {s.k} (the slider's) with {s.draft.label} makes "
+                 f"{s.target.label} {fig.speedup:.2f}× faster per token")
         if memory_first:
             return f"{first}, and it pays at every batch that fits."
         if be is None:
             return f"{first}, and it pays at every batch up to {BATCH_MAX}."
         return f"{first}; from batch {be} on it costs throughput."
-    first = (f"{where}, speculating with {s.draft.label} costs {s.target.label} throughput: "
-             f"{fig.speedup:.2f}× plain decoding")
+    first = (f"{where}, speculating k = {s.k} (the slider's) with {s.draft.label} costs "
+             f"{s.target.label} throughput: {fig.speedup:.2f}× plain decoding")
     if be == 1:
         return f"{first}, and it does not pay at any batch here."
     return f"{first}; it pays only below batch {be}."
 
 
 def lookup_line(fig: Roofline, lookup_speedup: float, pi: float) -> str:
-    """Prompt lookup with the same target: no draft passes to pay, so a later break-even."""
-    be = fig.lookup_break_even_batch
-    where = (f"from batch {be} on it costs throughput" if be is not None and be > 1
-             else "it does not pay at any batch here" if be == 1
+    """Prompt lookup with the same target: no draft passes to pay, so a later break-even;
+    no further than memory goes (the target alone holds more sequences than with a draft, but
+    the page's limit is the pair's)."""
+    be, most = fig.lookup_break_even_batch, fig.max_batch_that_fits
+    memory_first = most is not None and most < BATCH_MAX and (be is None or be > most)
+    where = ("it does not pay at any batch here" if be == 1
+             else "it pays at every batch that fits" if memory_first
+             else f"from batch {be} on it costs throughput" if be is not None
              else f"it pays at every batch up to {BATCH_MAX}")
     later = ("" if be is None or fig.break_even_batch is None or be == fig.break_even_batch
              else f", {be / fig.break_even_batch:.1f}× the draft model's batch")
@@ -439,19 +539,25 @@ def _point_label(p: MeasuredPoint) -> str:
 
 def _others(query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """The link's parameters that neither the slider model nor this section own."""
-    own = set(SLIDERS) | set(NUMBERS) | set(CHOICES) | {"vk", "vk_batch", "vk_on"}
+    own = set(SLIDERS) | set(NUMBERS) | set(CHOICES) | set(OLD_NAMES) | {
+        "vk", "vk_batch", "vk_on"}
     return [(key, value) for key, value in query if key not in own]
 
 
 def section_context(query: Sequence[tuple[str, str]], state: RooflineState, notices: list[str],
-                    slider: PageState, curves: list[MeasuredCurve], problems: list[str]) -> dict:
+                    slider: PageState, curves: list[MeasuredCurve], problems: list[str],
+                    planning: tuple[Sequence[Domain], int, K0Overhead | None] | None = None,
+                    ) -> dict:
     """What the batch-size section shows for the parsed ``state`` (the page's ``query`` gives
-    the rest of the "use these costs" link)."""
-    pair = PAIRS[state.models]
-    s = Setting(hardware_for(state.hardware, curves), pair.target, pair.draft, state.dtype,
-                state.gpus, state.context, slider.alpha, slider.k, state.usable,
-                state.latency_us / 1e6, state.draft == "sharded", state.bw_share,
-                state.flops_share)
+    the rest of the "use these costs" link). ``planning`` (the plan's domains, k_max and
+    price of a k = 0 range): the section follows the plan's k unless ``batch_k`` fixes the
+    slider's."""
+    s = replace(setting_of(state, curves), alpha=slider.alpha, k=slider.k)
+    sp = None
+    if planning is not None and state.batch_k == "plan":
+        sp = section_plan(s, *planning)
+        k_here = sp.k_at(state.batch) or sp.best_speculating_k(s, state.batch)[0]
+        s = replace(s, k=k_here)
     fig = roofline(s, state.batch)
     shown = [c for c in curves if c.pair in (None, state.models)]
     # Prompt lookup verifying with the same target, at the slider model's share pi.
@@ -462,13 +568,17 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl": fig,
         "rl_setting": s,
         "rl_notices": notices + problems,
-        "rl_headline": headline(s, fig, state),
+        "rl_headline": headline(s, fig, state, sp),
+        "rl_plan": sp,
+        "rl_k_words": (f"k = {s.k}, the slider's" if sp is None else
+                       f"k = {s.k}, the plan's" if sp.k_at(state.batch) else
+                       f"k = {s.k}, the best here (the plan's is 0)"),
         "rl_memory_headline": memory_headline(s, fig, state),
         "rl_capacity": capacity_line(fig, state),
         "rl_lookup_speedup": lookup_s,
         "rl_lookup_pi": slider.pi,
         "rl_lookup_line": lookup_line(fig, lookup_s, slider.pi),
-        "rl_chart": batch_chart(s, fig, shown),
+        "rl_chart": batch_chart(s, fig, shown, sp=sp),
         "rl_measured": shown,
         "rl_use_costs": use_costs,
         "rl_clamped": [f"{name}(B) = {value:.2f} is past the {name} slider's "
@@ -480,6 +590,8 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
                        "models": {k: p.label for k, p in PAIRS.items()},
                        "dtype": {d: d for d in DTYPES},
-                       "draft": DRAFT_PLACES},
+                       "draft_placement": DRAFT_PLACES,
+                       "batch_k": {"plan": BATCH_K["plan"],
+                                   "slider": f"{BATCH_K['slider']} (k = {slider.k})"}},
         "rl_slider_batches": SLIDER_BATCHES,
     }

@@ -1,9 +1,13 @@
-"""The hardware and model query parameters that ``GET /api/roofline`` and ``GET /api/plan``
-share, read once into an :class:`engine.analytic.roofline.Setting` (a FastAPI dependency)."""
+"""The query parameters that ``GET /api/roofline`` and ``GET /api/plan`` share, under the names
+the page's link and ``specscope plan`` use (:mod:`engine.planner.inputs`), read once into
+:class:`~engine.planner.inputs.PlanInputs` and the roofline's
+:class:`~engine.analytic.passes.Setting` (FastAPI dependencies). The names these routes took
+before (``pair``, ``usable_fraction``, ``link_latency_us``, ``bandwidth_fraction``,
+``flops_fraction``, ``draft_on_one_gpu``) are still read, marked deprecated; where both are
+given, the new name wins."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from enum import Enum
 from typing import Annotated, Any
 
@@ -11,86 +15,111 @@ from fastapi import Depends, Query, Request
 
 from app.measurements import measurement_store
 from app.roofline import CHOICES, NUMBERS, hardware_for
-from engine.analytic.roofline import DTYPES, HARDWARE, PAIRS, ModelShape, Setting
+from engine.analytic.passes import Setting
+from engine.analytic.presets import DTYPES, HARDWARE, PAIRS
+from engine.planner.inputs import DRAFT_PLACES, EDITS, PlanInputs
 
 HardwareName = Enum("HardwareName", {n: n for n in HARDWARE}, type=str)
 PairName = Enum("PairName", {n: n for n in PAIRS}, type=str)
 Dtype = Enum("Dtype", {n: n for n in DTYPES}, type=str)
-SHAPE_FIELDS = ("params_b", "layers", "heads", "kv_heads", "head_dim")
+Placement = Enum("Placement", {n.replace("-", "_"): n for n in DRAFT_PLACES}, type=str)
 DEFAULT_HARDWARE = HardwareName(CHOICES["hardware"][0])
 DEFAULT_PAIR = PairName(CHOICES["models"][0])
 DEFAULT_DTYPE = Dtype(CHOICES["dtype"][0])
 
 
-def number_query(name: str, source: dict) -> Any:
+def number_query(name: str, source: dict, deprecated: bool = False, alias: str | None = None,
+                 ) -> Any:
     """A query parameter with the range and label of the page's control ``name``."""
     s = source[name]
-    return Query(ge=s.minimum, le=s.maximum, description=f"{s.label}; {s.describe_range()}")
+    return Query(ge=s.minimum, le=s.maximum, description=f"{s.label}; {s.describe_range()}",
+                 deprecated=deprecated or None, alias=alias)
 
 
-def _edited(shape: ModelShape, which: str, given: dict[str, float | None]) -> ModelShape:
-    """The preset's shape with the fields the request gives replaced."""
-    changes = {f: given[f"{which}_{f}"] for f in SHAPE_FIELDS if given[f"{which}_{f}"] is not None}
-    if not changes:
-        return shape
-    if "params_b" in changes:
-        changes["params"] = round(changes.pop("params_b") * 1e9)
-    return replace(shape, label=f"{shape.label} (edited)", **changes)
+def _old(name: str) -> Any:
+    s = NUMBERS[name]
+    return Query(ge=s.minimum, le=s.maximum, deprecated=True, description=f"the old name of {name}")
 
 
-# Bounds wide enough for any real model or device, narrow enough that every figure is finite
-# (at least 1 MB/s and 1 MFLOP/s).
-Billions = Annotated[float | None, Query(ge=1e-6, le=100_000, description="parameters, billions")]
-Count = Annotated[int | None, Query(ge=1, le=100_000)]
-Rate = Annotated[float | None, Query(ge=1e-6, le=1_000_000)]
+def _edit(name: str) -> Any:
+    words, lo, hi, _ = EDITS[name]
+    return Query(ge=lo, le=hi, description=words)
 
 
-def setting_query(
-    request: Request,
+Rate = Annotated[float | None, _edit("link_gb_s")]
+
+
+def _pick(new: Any, old: Any, default: Any) -> Any:
+    """The value under the new name, else under the old one (the new name wins: both are
+    valid queries)."""
+    return new if new is not None else old if old is not None else default
+
+
+def inputs_query(
     hardware: Annotated[HardwareName, Query(
         description="a hardware preset; bandwidth_tb_s and tflops replace its figures")
     ] = DEFAULT_HARDWARE,
-    pair: Annotated[PairName, Query(
+    models: Annotated[PairName | None, Query(
         description="a model-pair preset; the target_* and draft_* parameters replace its "
-                    "shapes")] = DEFAULT_PAIR,
+                    "shapes")] = None,
+    pair: Annotated[PairName | None, Query(deprecated=True,
+                                           description="the old name of models")] = None,
     dtype: Annotated[Dtype, Query(
         description="bytes per parameter: bf16 2, fp8 1, int4 0.5, fp32 4")] = DEFAULT_DTYPE,
     gpus: Annotated[int, number_query("gpus", NUMBERS)] = 1,
     context: Annotated[int, number_query("context", NUMBERS)] = int(NUMBERS["context"].default),
-    usable_fraction: Annotated[float, number_query("usable", NUMBERS)] = NUMBERS[
-        "usable"].default,
-    link_latency_us: Annotated[float, number_query("latency_us", NUMBERS)] = NUMBERS[
-        "latency_us"].default,
-    link_gb_s: Annotated[Rate, Query(description="GPU-to-GPU link bandwidth, GB/s each way, "
-                                     "instead of the preset's")] = None,
-    bandwidth_fraction: Annotated[float, number_query("bw_share", NUMBERS)] = NUMBERS[
-        "bw_share"].default,
-    flops_fraction: Annotated[float, number_query("flops_share", NUMBERS)] = NUMBERS[
-        "flops_share"].default,
-    draft_on_one_gpu: Annotated[bool, Query(description="put the draft whole on one GPU; "
-                                            "vLLM 0.32 shards it like the target")] = False,
-    bandwidth_tb_s: Annotated[Rate, Query(description="memory bandwidth, TB/s per GPU, "
-                                          "instead of the preset's")] = None,
-    tflops: Annotated[Rate, Query(description="peak dense TFLOP/s per GPU, for every dtype, "
-                                  "instead of the preset's")] = None,
-    target_params_b: Billions = None, target_layers: Count = None, target_heads: Count = None,
-    target_kv_heads: Count = None, target_head_dim: Count = None,
-    draft_params_b: Billions = None, draft_layers: Count = None, draft_heads: Count = None,
-    draft_kv_heads: Count = None, draft_head_dim: Count = None,
-) -> Setting:
-    """The setting the query describes; alpha and k are the defaults (the routes set them)."""
-    hw = hardware_for(hardware.value, measurement_store(request.app).curves()[0])
-    if bandwidth_tb_s is not None or tflops is not None or link_gb_s is not None:
-        flops = {d: tflops * 1e12 for d in DTYPES} if tflops is not None else hw.flops
-        hw = replace(hw, label=f"{hw.label} (edited)", flops=flops,
-                     bandwidth=hw.bandwidth if bandwidth_tb_s is None else bandwidth_tb_s * 1e12,
-                     link_bandwidth=hw.link_bandwidth if link_gb_s is None else link_gb_s * 1e9)
-    given = locals()
-    return Setting(hw, _edited(PAIRS[pair.value].target, "target", given),
-                   _edited(PAIRS[pair.value].draft, "draft", given), dtype.value, gpus, context,
-                   usable_fraction=usable_fraction, link_latency_s=link_latency_us / 1e6,
-                   draft_sharded=not draft_on_one_gpu, bandwidth_fraction=bandwidth_fraction,
-                   flops_fraction=flops_fraction)
+    usable: Annotated[float | None, number_query("usable", NUMBERS)] = None,
+    usable_fraction: Annotated[float | None, _old("usable")] = None,
+    latency_us: Annotated[float | None, number_query("latency_us", NUMBERS)] = None,
+    link_latency_us: Annotated[float | None, _old("latency_us")] = None,
+    bw_share: Annotated[float | None, number_query("bw_share", NUMBERS)] = None,
+    bandwidth_fraction: Annotated[float | None, _old("bw_share")] = None,
+    flops_share: Annotated[float | None, number_query("flops_share", NUMBERS)] = None,
+    flops_fraction: Annotated[float | None, _old("flops_share")] = None,
+    draft_placement: Annotated[Placement | None, Query(
+        description="sharded: the draft at the target's tensor-parallel size (what vLLM "
+                    "0.32 runs); one-gpu: whole on one GPU (a what-if vLLM refuses)")] = None,
+    draft_on_one_gpu: Annotated[bool | None, Query(
+        deprecated=True, description="the old form of draft_placement=one-gpu")] = None,
+    link_gb_s: Rate = None,
+    bandwidth_tb_s: Annotated[float | None, _edit("bandwidth_tb_s")] = None,
+    tflops: Annotated[float | None, _edit("tflops")] = None,
+    target_params_b: Annotated[float | None, _edit("target_params_b")] = None,
+    target_layers: Annotated[int | None, _edit("target_layers")] = None,
+    target_heads: Annotated[int | None, _edit("target_heads")] = None,
+    target_kv_heads: Annotated[int | None, _edit("target_kv_heads")] = None,
+    target_head_dim: Annotated[int | None, _edit("target_head_dim")] = None,
+    draft_params_b: Annotated[float | None, _edit("draft_params_b")] = None,
+    draft_layers: Annotated[int | None, _edit("draft_layers")] = None,
+    draft_heads: Annotated[int | None, _edit("draft_heads")] = None,
+    draft_kv_heads: Annotated[int | None, _edit("draft_kv_heads")] = None,
+    draft_head_dim: Annotated[int | None, _edit("draft_head_dim")] = None,
+) -> PlanInputs:
+    """The hardware and model inputs the query gives (the plan's own are the routes')."""
+    old_placement = None if draft_on_one_gpu is None else (
+        "one-gpu" if draft_on_one_gpu else "sharded")
+    placement = _pick(draft_placement.value if draft_placement else None,
+                      old_placement, "sharded")
+    return PlanInputs(
+        hardware.value, _pick(models and models.value, pair and pair.value,
+                              DEFAULT_PAIR.value),
+        dtype.value, gpus, context,
+        _pick(usable, usable_fraction, NUMBERS["usable"].default),
+        _pick(latency_us, link_latency_us, NUMBERS["latency_us"].default),
+        _pick(bw_share, bandwidth_fraction, NUMBERS["bw_share"].default),
+        _pick(flops_share, flops_fraction, NUMBERS["flops_share"].default),
+        placement, link_gb_s, bandwidth_tb_s, tflops, target_params_b, target_layers,
+        target_heads, target_kv_heads, target_head_dim, draft_params_b, draft_layers,
+        draft_heads, draft_kv_heads, draft_head_dim)
+
+
+InputsQuery = Annotated[PlanInputs, Depends(inputs_query)]
+
+
+def setting_query(request: Request, inputs: InputsQuery) -> Setting:
+    """The setting the query describes; alpha and k are the defaults (the routes set them).
+    "This machine" takes a loaded measurement's fit, as the page does."""
+    return inputs.setting(hardware_for(inputs.hardware, measurement_store(request.app).curves()[0]))
 
 
 SettingQuery = Annotated[Setting, Depends(setting_query)]

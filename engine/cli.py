@@ -31,9 +31,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
+from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.cli_options import add_pair_options
 from engine.decoder.events import (
     ACCEPTED,
@@ -47,13 +47,10 @@ from engine.decoder.events import (
     StepEvent,
     SummaryEvent,
 )
-from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, PromptLookup
-from engine.measure import commands as measure_commands
-from engine.measure import loop_costs
-from engine.serving import cli as vllm_cli
 from engine.serving import plan_cli
-from engine.serving.client import VllmError
-from engine.settings import Settings
+
+if TYPE_CHECKING:
+    from engine.decoder.ngram import PromptLookup
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
 # the target's token underlined.
@@ -64,11 +61,24 @@ STYLES = {
     TARGET: "\033[34;4m",  # blue, underlined
 }
 RESET = "\033[0m"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# torch's dtypes by name; torch itself is imported only by the commands that run models, so
+# `specscope --help` and `specscope plan` start without it.
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+def torch_dtype(name: str | None):
+    """The torch dtype named ``name`` (None: the loader's default)."""
+    if name is None:
+        return None
+    import torch
+
+    return getattr(torch, name)
 
 
 def defaults() -> dict:
     """Target, draft, device, token limit and CUDA graphs from the settings (SPECSCOPE_...)."""
+    from engine.settings import Settings  # pydantic: only for the commands that read settings
+
     settings = Settings()
     return {
         "target": settings.target,
@@ -80,6 +90,10 @@ def defaults() -> dict:
         "vllm_url": settings.vllm_url,
     }
 
+
+# The top-level help lists the commands, not their options: it needs no settings.
+UNREAD_DEFAULTS = {"target": None, "draft": None, "max_new_tokens_limit": None, "device": None,
+                   "cuda_graphs": False, "pairs": {}, "vllm_url": None}
 
 DESCRIPTION = (
     "specscope: speculative decoding, explained and measured. Each command's --help says "
@@ -169,10 +183,14 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     roof.add_argument("--json", action="store_true", help="print the JSON instead")
     roof.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
+    from engine.measure import commands as measure_commands
+    from engine.measure import loop_costs
+    from engine.serving import cli as vllm_cli
+
     measure_commands.add_parsers(sub, d, _float_list)
     loop_costs.add_parser(sub, d, _int_list)
     vllm_cli.add_parser(sub, d)
-    plan_cli.add_parser(sub, d)
+    plan_cli.add_parser(sub)
     return parser
 
 
@@ -189,6 +207,8 @@ def lookup_of(args) -> PromptLookup | None:
     """The prompt-lookup drafter the arguments ask for (None: the draft model), checked."""
     if args.drafter != "ngram":
         return None
+    from engine.decoder.ngram import PromptLookup
+
     return PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
 
 
@@ -205,8 +225,24 @@ def _float_list(text: str) -> list[float]:
     return [float(x) for x in text.split(",")]
 
 
+def plan_parser() -> argparse.ArgumentParser:
+    """``specscope plan`` alone: arithmetic that needs no settings, models or servers, so it
+    starts without pydantic or torch."""
+    parser = argparse.ArgumentParser(prog="specscope", description=DESCRIPTION)
+    plan_cli.add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    return parser
+
+
 def main(argv: list[str] | None = None, add_commands: Callable | None = None) -> int:
-    d = defaults()
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["plan"]:
+        return plan_cli.run(plan_parser().parse_args(given))
+    from engine.measure import commands as measure_commands
+    from engine.measure import loop_costs
+    from engine.serving import cli as vllm_cli
+    from engine.serving.client import VllmError
+
+    d = UNREAD_DEFAULTS if given in ([], ["-h"], ["--help"]) else defaults()
     args = build_parser(d, add_commands).parse_args(argv)
     if getattr(args, "run", None) is not None:  # a command added by add_commands
         return args.run(args)
@@ -263,7 +299,7 @@ def _generate(args, config: GenerationConfig) -> int:
     set_threads(None, args.device)
     lookup = lookup_of(args)
     draft = None if args.no_draft or lookup is not None else args.draft
-    pair = load_pair(args.target, draft, device=args.device, dtype=DTYPES.get(args.dtype),
+    pair = load_pair(args.target, draft, device=args.device, dtype=torch_dtype(args.dtype),
                      cuda_graphs=args.cuda_graphs)
     color = args.color == "always" or (
         args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
@@ -294,7 +330,7 @@ def _roofline(args) -> int:
         raise ValueError("--alpha must be in 0..1; --context and --warmup at least 0")
     set_threads(args.threads, args.device)
     hf_logging.disable_progress_bar()
-    pair = load_pair(args.target, args.draft, device=args.device, dtype=DTYPES.get(args.dtype),
+    pair = load_pair(args.target, args.draft, device=args.device, dtype=torch_dtype(args.dtype),
                      cuda_graphs=args.cuda_graphs)
     config = SweepConfig(tuple(args.batches), args.k, args.alpha, args.context, args.repeats,
                          args.warmup)
@@ -342,7 +378,7 @@ def _bench(args, argv: list[str] | None) -> int:
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()  # assisted generation warns about its own internals
     draft = None if lookup is not None else args.draft
-    pair = load_pair(args.target, draft, device=args.device, dtype=DTYPES.get(args.dtype),
+    pair = load_pair(args.target, draft, device=args.device, dtype=torch_dtype(args.dtype),
                      cuda_graphs=args.cuda_graphs)
     config = BenchConfig(
         ks=args.ks,

@@ -1,7 +1,8 @@
 """Settings, read from the environment with the ``SPECSCOPE_`` prefix.
 
 They sit at the bottom of the import graph: the engine, its command line and the web app all
-read them from here, and this module imports nothing of the project's.
+read them from here, and this module imports nothing of the project's but the repository's
+location (:mod:`engine.paths`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from engine.paths import REPO_ROOT
+
 SHIPPED_MODELS = REPO_ROOT / "models"
 SHIPPED_MEASUREMENTS = REPO_ROOT / "measurements"
 DATA_DIR = REPO_ROOT / "data"  # `make run` creates it

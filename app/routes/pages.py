@@ -17,7 +17,7 @@ from app.params import (
     page_figures,
     parse_page_state,
 )
-from app.plan import parse_plan_state, plan_context
+from app.plan import parse_plan_state, plan_context, plan_planning
 from app.preview import draw_soon
 from app.roofline import parse_roofline_state, section_context
 from app.saved.cards import slider_preview_svg
@@ -83,7 +83,8 @@ def slider_page(request: Request) -> HTMLResponse:
     # A slider drag asks for the results alone: the batch-size section is not computed for it.
     if fragment != "_results.html":
         context |= section_context(query, rl_state, rl_notices, state,
-                                   *measurement_store(request.app).curves())
+                                   *measurement_store(request.app).curves(),
+                                   planning=plan_planning(plan_state, state.alpha))
         context |= plan_context(plan_state, plan_notices, context["rl_setting"], state.alpha,
                                 rl_state)
     if fragment:

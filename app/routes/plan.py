@@ -1,10 +1,14 @@
 """``GET /api/plan``: the draft length to speculate at each batch size, and vLLM's config.
 
-The same hardware, model and alpha inputs as ``GET /api/roofline``, plus ``k_max`` and
-``max_num_seqs``; the answer is the JSON of ``specscope plan --json``."""
+The same hardware, model and alpha inputs as ``GET /api/roofline`` and the page, plus the
+plan's own (``k_max``, ``max_num_seqs``, ``data_parallel``, ``draft_sample``, ``k0_overhead``,
+``batch_mix``, ``mix``), under the names ``specscope plan`` takes; the answer is the JSON of
+``specscope plan --json``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from enum import Enum
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -13,10 +17,21 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from app.errors import error_responses
 from app.params import SLIDERS
-from app.plan import PLAN_NUMBERS, mix_domains
-from app.setting_query import SettingQuery, number_query
+from app.plan import PLAN_NUMBERS, TEXT_MAX, mix_domains
+from app.setting_query import InputsQuery, SettingQuery, number_query
 from engine.analytic.schedule import MIX_MAX_DOMAINS, MIX_PATTERN, PlanError, single
-from engine.serving.plan_cli import report, setting_costs
+from engine.planner.costs import setting_costs
+from engine.planner.inputs import (
+    BATCH_MIX_HELP,
+    BATCH_MIX_PATTERN,
+    CHOICES,
+    K0_HELP,
+    K0_PATTERN,
+)
+from engine.planner.report import report
+
+DraftSample = Enum("DraftSample", {n: n for n in CHOICES["draft_sample"][1]}, type=str)
+DEFAULT_SAMPLE = DraftSample(CHOICES["draft_sample"][0])
 
 router = APIRouter(prefix="/api", tags=["plan"])
 MixEntry = Annotated[str, StringConstraints(pattern=MIX_PATTERN)]
@@ -49,22 +64,43 @@ class PlanBody(BaseModel):
     fixed_k: int = Field(description="the best single k over the planned batches")
     fixed_gain: float = Field(description="the plan over the best fixed k: geometric mean "
                                           "over the planned batches")
+    gain_over_off: float = Field(description="the plan over no speculative config (its k = 0 "
+                                             "ranges at their cost), likewise")
+    fixed_over_off: float = Field(description="the best fixed k over no speculative config")
+    weighted: bool = Field(description="the means are weighted by batch_mix")
+    configure: bool = Field(description="whether to configure speculation at all")
     domains: list[PlanDomain]
     limiting: str | None
     speculates: bool
     notices: list[str]
 
 
-class PlanOut(BaseModel):
-    """The schedule, vLLM's `speculative_config` for it (null when k is 0 at every batch:
-    then `advice` says "do not speculate here"), and a Python snippet that starts vLLM."""
+class K0Out(BaseModel):
+    source: str = Field(description="where the price of a k = 0 range comes from")
+    points: list[list[float]] = Field(description="[batch, overhead] pairs: a k = 0 range's "
+                                                  "step over a plain one, minus 1")
 
+
+class PlanOut(BaseModel):
+    """The verdict, the schedule, vLLM's engine arguments (`engine_args`, its
+    `speculative_config` among them; null when speculation is not to be configured: then
+    `advice` says why), a Python snippet and a `vllm serve` line that deploy it."""
+
+    verdict: str = Field(description="what to deploy, first: configure speculation or not")
+    configure: bool
     costs: str
     target: str
     draft: str
+    draft_sample: str = Field(description="vLLM's draft_sample_method the alpha is for")
+    alpha_note: str
+    k0: K0Out
     plan: PlanBody
     speculative_config: dict[str, Any] | None
+    engine_args: dict[str, Any] | None
     python: str | None
+    serve: str | None
+    refused: str | None = Field(description="why vLLM would refuse this deployment, if it "
+                                            "would")
     advice: str | None
     notices: list[str]
 
@@ -73,6 +109,7 @@ class PlanOut(BaseModel):
             summary="The k to speculate at each batch size, and vLLM's config for it")
 def plan_api(
     setting: SettingQuery,
+    inputs: InputsQuery,
     alpha: Annotated[float, number_query("alpha", SLIDERS)] = SLIDERS["alpha"].default,
     k_max: Annotated[int, number_query("k_max", PLAN_NUMBERS)] = int(
         PLAN_NUMBERS["k_max"].default),
@@ -83,6 +120,13 @@ def plan_api(
         description="a traffic mix instead of alpha, one NAME:WEIGHT:ALPHA per domain "
                     "(repeat the parameter): throughput is the weighted mean of the expected "
                     "tokens per cycle, not that of the mean alpha")] = None,
+    data_parallel: Annotated[int, number_query("data_parallel", PLAN_NUMBERS)] = 1,
+    draft_sample: Annotated[DraftSample, Query(
+        description="vLLM's draft_sample_method the alpha is for")] = DEFAULT_SAMPLE,
+    k0_overhead: Annotated[str, Query(max_length=TEXT_MAX, pattern=K0_PATTERN,
+                                      description=K0_HELP)] = "cited",
+    batch_mix: Annotated[str, Query(max_length=TEXT_MAX, pattern=BATCH_MIX_PATTERN,
+                                    description=BATCH_MIX_HELP)] = "",
 ) -> dict[str, Any]:
     """For every batch from 1 to `max_num_seqs`, the k in 0..`k_max` with the highest
     throughput speedup `S(B, k) = E_k / (k c(B) + v(B, k))` on the roofline model (k = 0 is
@@ -90,8 +134,12 @@ def plan_api(
     (`num_speculative_tokens_per_batch_size`). Formulas: docs/design.md, "The batch-size
     schedule"."""
     domains, notices = mix_domains(mix) if mix else (single(alpha), [])
+    inputs = replace(inputs, alpha=None if mix else alpha, mix=tuple(domains) if mix else (),
+                     k_max=k_max, max_num_seqs=max_num_seqs, data_parallel=data_parallel,
+                     draft_sample=draft_sample.value, k0_overhead=k0_overhead,
+                     batch_mix=batch_mix)
     try:
-        return report(domains, setting_costs(setting), k_max, max_num_seqs, notices=notices)
+        return report(domains, setting_costs(setting), inputs, notices=notices)
     except PlanError as error:  # costs that are not finite: say so, never a 500
         return JSONResponse(status_code=422, content={
             "message": str(error), "detail": [{"loc": ["query"], "msg": str(error)}]})

@@ -34,6 +34,11 @@ from engine.analytic.theory import (
     accepted_sd as theory_accepted_sd,
 )
 
+# vLLM's defaults for its n-gram proposer (prompt_lookup_min, prompt_lookup_max), which the
+# engine's drafter (engine.decoder.ngram) and the command line share.
+PROMPT_LOOKUP_MIN = 2
+PROMPT_LOOKUP_MAX = 4
+
 
 def expected_tokens_given_proposal(
     alpha: float, k: int, lengths: Sequence[float] | None = None

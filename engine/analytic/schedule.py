@@ -26,13 +26,13 @@ real hardware, ``specscope roofline``). Pure Python, standard library only.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine.analytic.roofline import Setting, costs
+from engine.analytic.break_even import costs
+from engine.analytic.passes import Setting
 from engine.analytic.theory import expected_tokens
 
 K_MAX = 8  # default draft-length ceiling of a plan
@@ -43,6 +43,10 @@ K_MAX_LIMIT = 32
 CycleCost = Callable[[int, int], float]
 """``cycle(batch, k)``: one cycle's cost in target decode steps at ``batch``, ``k c(B) +
 v(B, k)``; it is called with ``k >= 1`` only (``k = 0`` is one plain step, cost 1)."""
+K0Overhead = Callable[[int], float]
+"""``overhead(batch)``: what a k = 0 range of a speculative config costs at ``batch``, as a
+share of a plain step without one (0.1: the step takes 10% longer). vLLM 0.32 still runs the
+draft and the dynamic path's bookkeeping there (docs/design.md, "Overheads")."""
 Fits = Callable[[int, int], bool]
 """``fits(batch, k)``: whether ``batch`` sequences, speculating ``k`` tokens ahead, fit in
 memory. The default, None, lets every batch fit."""
@@ -112,9 +116,35 @@ def roofline_cycle(s: Setting) -> CycleCost:
     return cycle
 
 
-COSTS_FILE_VERSION = 2
-"""The costs file's format: ``passes`` (forward passes, version 1 and on) and ``loop`` (the
-decoding loop's own time a step outside the passes, version 2: ``specscope costs``)."""
+def k0_curve(points: Sequence[tuple[int, float]]) -> K0Overhead:
+    """A k = 0 overhead measured at a few batches: linear in B between them, held before the
+    first and after the last (no extrapolation beyond what was measured)."""
+    pts = sorted((int(b), float(o)) for b, o in points)
+    if not pts:
+        raise PlanError("a k = 0 overhead needs at least one batch")
+    for b, o in pts:
+        if b < 1 or not (math.isfinite(o) and o > -1):
+            raise PlanError(f"a k = 0 overhead needs a batch of at least 1 and a share above -1 "
+                            f"(got batch {b}, {o})")
+    xs = [b for b, _ in pts]
+
+    def overhead(batch: int) -> float:
+        if batch <= xs[0]:
+            return pts[0][1]
+        if batch >= xs[-1]:
+            return pts[-1][1]
+        i = bisect.bisect_left(xs, batch)
+        (b0, o0), (b1, o1) = pts[i - 1], pts[i]
+        return o0 + (o1 - o0) * (batch - b0) / (b1 - b0)
+
+    return overhead
+
+
+COSTS_FILE_VERSION = 3
+"""The costs file's format: ``passes`` (forward passes, version 1 and on), ``loop`` (the
+decoding loop's own time a step outside the passes, version 2: ``specscope costs``) and
+``k0`` (version 3: ``[{"batch", "median_ms"}]``, the step of a k = 0 range of vLLM's schedule
+beside the plain step, ``specscope sweep --engine vllm --costs-out``)."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +259,21 @@ def timed_costs(passes: Sequence[dict], loop: Sequence[dict] = ()) -> TimedCosts
     return TimedCosts(batches, target, draft, loop_ms)
 
 
+def k0_points(k0: Sequence[dict], costs: TimedCosts) -> list[tuple[int, float]]:
+    """A costs file's ``k0`` (``{"batch", "median_ms"}`` each: the step of a k = 0 range) as
+    overheads over the costs' plain step at the same batch."""
+    points = []
+    for i, step in enumerate(k0):
+        try:
+            batch, ms = int(step["batch"]), float(step["median_ms"])
+        except (KeyError, TypeError, ValueError):
+            raise PlanError(f'"k0"[{i}] needs "batch" and "median_ms"') from None
+        if batch < 1 or not (math.isfinite(ms) and ms > 0):
+            raise PlanError(f'"k0"[{i}]: batch must be at least 1 and median_ms above 0')
+        points.append((batch, ms / costs.step(batch) - 1.0))
+    return points
+
+
 # ---- the plan --------------------------------------------------------------------------------
 
 
@@ -268,6 +313,9 @@ class Plan:
     domains: list[DomainReport]
     limiting: str | None  # the domain that limits the plan (mixes only)
     notices: list[str] = field(default_factory=list)
+    gain_over_off: float = 1.0  # the plan over no speculative config: weighted geometric mean
+    fixed_over_off: float = 1.0  # the best fixed k over no speculative config, likewise
+    weighted: bool = False  # the means are weighted by a batch mix (else each batch once)
 
     @property
     def largest_batch(self) -> int | None:
@@ -281,6 +329,16 @@ class Plan:
     @property
     def speculates(self) -> bool:
         return self.k_max_used > 0
+
+    @property
+    def configure(self) -> bool:
+        """Whether to configure speculation at all: the plan speculates somewhere and gains
+        over no speculative config for the traffic, its k = 0 ranges' cost counted."""
+        return self.speculates and self.gain_over_off > 1.0
+
+    @property
+    def k0_ranges(self) -> list[Range]:
+        return [r for r in self.ranges if r.k == 0]
 
     def k_at(self, batch: int) -> int | None:
         """The planned k at ``batch`` (None: the batch is not in the plan)."""
@@ -315,13 +373,20 @@ def check_inputs(domains: Sequence[Domain], k_max: int, max_num_seqs: int) -> No
 
 
 def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
-         max_num_seqs: int = MAX_NUM_SEQS, fits: Fits | None = None) -> Plan:
+         max_num_seqs: int = MAX_NUM_SEQS, fits: Fits | None = None,
+         k0_overhead: K0Overhead | None = None,
+         batch_weights: Mapping[int, float] | None = None) -> Plan:
     """The schedule for batches ``1..max_num_seqs`` (see the module docstring).
 
     A batch that does not fit even without speculation is left out; a k that does not fit at
-    a batch is not a candidate there. The best fixed k is the one k in ``1..k_max`` with the
-    highest geometric-mean ``S(B, k)`` over the planned batches, each batch size counted once
-    (ties go to the smaller k)."""
+    a batch is not a candidate there. ``k0_overhead(B)`` prices a k = 0 range of a schedule:
+    ``S(B, 0) = 1 / (1 + overhead)`` (None: free, ``S = 1``); a plan that speculates nowhere
+    needs no speculative config and runs at ``S = 1``.
+
+    The plan is weighed against speculation off and against the best fixed k (the one k in
+    ``1..k_max`` with the highest mean) by the geometric mean of ``S`` over the planned
+    batches, each weighted by ``batch_weights`` (a batch-size histogram of the traffic; None:
+    every batch counts once). Ties go to the smaller k."""
     check_inputs(domains, k_max, max_num_seqs)
     domains = list(domains)
     tokens = [0.0] + [mixed_tokens(domains, k) for k in range(1, k_max + 1)]
@@ -331,7 +396,8 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
     for batch in range(1, max_num_seqs + 1):
         if fits is not None and not fits(batch, 0):
             continue
-        row = [1.0] + [tokens[k] / _checked(cycle(batch, k), batch, k)
+        off = 1.0 / (1.0 + _checked_overhead(k0_overhead(batch), batch)) if k0_overhead else 1.0
+        row = [off] + [tokens[k] / _checked(cycle(batch, k), batch, k)
                        for k in range(1, k_max + 1)]
         allowed = [k for k in range(k_max + 1) if k == 0 or fits is None or fits(batch, k)]
         best = max(allowed, key=lambda k: (row[k], -k))
@@ -341,13 +407,18 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
         notices.append("Not even batch 1 fits in memory: there is nothing to plan.")
     elif planned[-1] < max_num_seqs:
         notices.append(f"Batches above {planned[-1]} do not fit in memory and are left out.")
+    if not any(chosen.values()):  # no speculative config at all: k = 0 is plain decoding
+        for row in speed.values():
+            row[0] = 1.0
+    weights = _batch_weights(planned, batch_weights, notices)
 
-    def log_mean(k: int) -> float:
-        return sum(math.log(speed[b][k]) for b in planned) / max(len(planned), 1)
+    def log_mean(value: Callable[[int], float]) -> float:
+        total = sum(weights.values())
+        return sum(w * math.log(value(b)) for b, w in weights.items()) / total if total else 0.0
 
-    fixed_k = max(range(1, k_max + 1), key=lambda k: (log_mean(k), -k))
-    fixed_gain = math.exp(sum(math.log(speed[b][chosen[b]] / speed[b][fixed_k])
-                              for b in planned) / max(len(planned), 1))
+    fixed_k = max(range(1, k_max + 1), key=lambda k: (log_mean(lambda b: speed[b][k]), -k))
+    gain = math.exp(log_mean(lambda b: speed[b][chosen[b]]))
+    fixed = math.exp(log_mean(lambda b: speed[b][fixed_k]))
     ranges: list[Range] = []
     start = 0
     for i, batch in enumerate(planned):
@@ -362,7 +433,35 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
             start = i + 1
     reports = [_domain_report(d, cycle, chosen, planned) for d in domains]
     limiting = _limiting(reports) if len(domains) > 1 and planned else None
-    return Plan(ranges, k_max, max_num_seqs, fixed_k, fixed_gain, reports, limiting, notices)
+    return Plan(ranges, k_max, max_num_seqs, fixed_k, gain / fixed if fixed else 1.0, reports,
+                limiting, notices, gain_over_off=gain if planned else 1.0,
+                fixed_over_off=fixed if planned else 1.0, weighted=batch_weights is not None)
+
+
+def _batch_weights(planned: list[int], given: Mapping[int, float] | None,
+                   notices: list[str]) -> dict[int, float]:
+    """Each planned batch's weight: the histogram's (0 where it has none), or 1 each."""
+    if given is None:
+        return dict.fromkeys(planned, 1.0)
+    inside = {b: float(w) for b, w in given.items() if b in set(planned) and w > 0}
+    outside = sum(w for b, w in given.items() if b not in inside and w > 0)
+    total = sum(w for w in given.values() if w > 0)
+    if outside and total:
+        notices.append(f"The batch mix puts {outside / total:.0%} of the traffic at batches "
+                       "outside the plan (above max_num_seqs or not fitting in memory); the "
+                       "comparison weighs the rest.")
+    if planned and not inside:
+        notices.append("The batch mix has no weight at any planned batch: every batch counts "
+                       "once instead.")
+        return dict.fromkeys(planned, 1.0)
+    return inside
+
+
+def _checked_overhead(overhead: float, batch: int) -> float:
+    if not (math.isfinite(overhead) and overhead > -1):
+        raise PlanError(f"the k = 0 overhead at batch {batch} is {overhead}: it must be a "
+                        "finite share above -1 (0.1: a step 10% slower than no speculation)")
+    return overhead
 
 
 def _checked(cost: float, batch: int, k: int) -> float:
@@ -391,60 +490,6 @@ def _limiting(reports: list[DomainReport]) -> str:
     return min((r for r in reports if r.weight > 0), key=lambda r: r.first_speedup).name
 
 
-# ---- vLLM ------------------------------------------------------------------------------------
-
-
-def speculative_config(p: Plan, draft: str) -> dict | None:
-    """vLLM's ``speculative_config`` for the plan, or None when it never speculates.
-
-    ``num_speculative_tokens`` is the largest k in the plan (vLLM sizes its buffers by it and
-    caps every range at it). A plan with one range needs no schedule: a static k says the
-    same, without the dynamic path's other effects (vLLM turns off some CUDA-graph modes for
-    it)."""
-    if not p.speculates:
-        return None
-    config: dict = {"method": "draft_model", "model": draft, "num_speculative_tokens":
-                    p.k_max_used}
-    if len(p.ranges) > 1:
-        config["num_speculative_tokens_per_batch_size"] = p.vllm_ranges()
-    return config
-
-
-def dense_lookup(ranges: Sequence[Sequence[int]], max_batch: int, k_cap: int) -> list[int]:
-    """The k vLLM uses at every batch ``1..max_batch`` for ``ranges`` (index 0 unused),
-    following ``build_dynamic_sd_schedule_lookup`` (vllm/v1/spec_decode/dynamic/utils.py):
-    ranges sorted by start, a gap takes the previous range's k, batches past the last range
-    take the last k, and every k is capped at ``num_speculative_tokens``."""
-    table = [0] * (max_batch + 1)
-    k = None
-    spans = sorted(ranges)
-    for batch in range(1, max_batch + 1):
-        for lo, hi, rk in spans:
-            if lo <= batch <= hi:
-                k = rk
-                break
-        table[batch] = min(k_cap, k if k is not None else 0)
-    return table
-
-
-DO_NOT_SPECULATE = "do not speculate here"
-
-
-def python_snippet(target: str, config: dict | None, max_num_seqs: int) -> str | None:
-    """The few lines of Python that start vLLM with the plan (None when it never speculates)."""
-    if config is None:
-        return None
-    lines = [f'    "{key}": {json_text(value)}' for key, value in config.items()]
-    return ("from vllm import LLM\n"
-            f"llm = LLM(model={json_text(target)}, max_num_seqs={max_num_seqs}, "
-            "speculative_config={\n" + ",\n".join(lines) + "})")
-
-
-def json_text(value: object) -> str:
-    """A value as JSON, which Python reads back the same (strings, numbers, lists of numbers)."""
-    return json.dumps(value)
-
-
 def plan_json(p: Plan) -> dict:
     """The plan as a JSON-ready object (the CLI's ``--json`` and ``GET /api/plan``)."""
     return {
@@ -456,6 +501,10 @@ def plan_json(p: Plan) -> dict:
         "largest_batch": p.largest_batch,
         "fixed_k": p.fixed_k,
         "fixed_gain": p.fixed_gain,
+        "gain_over_off": p.gain_over_off,
+        "fixed_over_off": p.fixed_over_off,
+        "weighted": p.weighted,
+        "configure": p.configure,
         "domains": [{"name": d.name, "weight": d.weight, "alpha": d.alpha,
                      "first_speedup": d.first_speedup, "loses_from": d.loses_from}
                     for d in p.domains],

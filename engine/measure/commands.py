@@ -26,7 +26,7 @@ def drafter_list(text: str) -> list[str]:
 
 
 def add_parsers(sub, d: dict, float_list) -> None:
-    from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
+    from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
     from engine.measure.prompt_sets import BUILTIN_SETS
 
     probe = sub.add_parser(
@@ -45,6 +45,12 @@ def add_parsers(sub, d: dict, float_list) -> None:
                        help=f"smallest n-gram prompt lookup matches (default {PROMPT_LOOKUP_MIN})")
     probe.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
                        help=f"largest n-gram prompt lookup matches (default {PROMPT_LOOKUP_MAX})")
+    probe.add_argument("--draft-sample", choices=["probabilistic", "greedy"],
+                       default="probabilistic",
+                       help="how the draft model picks its tokens, as vLLM's "
+                            "draft_sample_method: probabilistic samples from q (accepted with "
+                            "min(1, p/q)); greedy drafts the argmax (q one-hot, accepted with "
+                            "p(x)). Alpha differs: probe the one you deploy")
     probe.add_argument("--temperatures", type=float_list, default=[0.0, 0.7, 1.0],
                        help="comma-separated (default 0,0.7,1; 0 = greedy)")
     probe.add_argument("--top-p", type=float, default=1.0)
@@ -142,7 +148,8 @@ def prepare_probe(args, d: dict):
                          "--drafter ngram")
     config = ProbeConfig(k=args.k, temperatures=args.temperatures, top_p=args.top_p,
                          max_new_tokens=args.max_new_tokens, seed=args.seed,
-                         bootstrap=args.bootstrap).validate()
+                         bootstrap=args.bootstrap,
+                         draft_sample=getattr(args, "draft_sample", "probabilistic")).validate()
     if args.engine == "vllm" and drafters == ["ngram"]:
         from dataclasses import replace
 

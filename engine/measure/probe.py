@@ -59,6 +59,10 @@ class ProbeConfig:
     seed: int = 0
     bootstrap: int = BOOTSTRAP_SAMPLES
     lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
+    # How the draft model picks its tokens (vLLM's draft_sample_method): "probabilistic"
+    # samples from q, accepted with min(1, p/q); "greedy" drafts the argmax (q one-hot),
+    # accepted with p(x). Alpha differs between them, so a plan says which it was measured for.
+    draft_sample: str = "probabilistic"
 
     @property
     def drafter(self) -> str:
@@ -69,7 +73,8 @@ class ProbeConfig:
             raise ValueError("give at least one temperature")
         for t in self.temperatures:
             GenerationConfig("x", k=self.k, temperature=t, top_p=self.top_p,
-                             max_new_tokens=self.max_new_tokens, seed=self.seed).validate()
+                             max_new_tokens=self.max_new_tokens, seed=self.seed,
+                             draft_sample=self.draft_sample).validate()
         if not isinstance(self.bootstrap, int) or self.bootstrap < 1:
             raise ValueError(f"bootstrap samples must be an integer >= 1, got {self.bootstrap!r}")
         if self.lookup is not None:
@@ -156,6 +161,7 @@ class ProbeResult:
     notices: list[str] = field(default_factory=list)
     drafter: str = "model"
     lookup: dict | None = None  # prompt_lookup_min and prompt_lookup_max, for "ngram"
+    draft_sample: str = "probabilistic"  # how the draft sampled (vLLM's draft_sample_method)
 
 
 # ---- measuring ----------------------------------------------------------------------------
@@ -203,7 +209,8 @@ def measure_events(
     """:func:`measure_prompt` step by step: the engine's cycle and step events as they
     happen (a caller may stop between any two), then the :class:`PromptMeasure`."""
     gen = GenerationConfig(prompt.text, k=config.k, temperature=temperature, top_p=config.top_p,
-                           max_new_tokens=config.max_new_tokens, seed=config.seed + index)
+                           max_new_tokens=config.max_new_tokens, seed=config.seed + index,
+                           draft_sample=config.draft_sample)
     agreements = 0
 
     def count_top1(_prefix: list[int], outcome: Outcome) -> None:
@@ -319,6 +326,7 @@ def summarize_probe(
         rows=rows, runs_measured=len(measures), runs_planned=runs_planned,
         complete=len(measures) == runs_planned, notices=list(notices),
         drafter=config.drafter, lookup=asdict(config.lookup) if config.lookup else None,
+        draft_sample=config.draft_sample,
     )
 
 
@@ -474,7 +482,7 @@ def _with_ci(x: float | None, ci: list[float] | None) -> str:
 
 def markdown(result: ProbeResult, command: str | None = None) -> str:
     """The result as a Markdown report: the main table, then per-position acceptance."""
-    drafter = f"draft `{result.draft}`"
+    drafter = f"draft `{result.draft}` ({result.draft_sample} drafting)"
     if result.drafter == "ngram" and result.lookup:
         drafter = (f"prompt lookup (prompt_lookup_min {result.lookup['prompt_lookup_min']}, "
                    f"prompt_lookup_max {result.lookup['prompt_lookup_max']})")

@@ -22,12 +22,10 @@ from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 
+from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.cli_options import add_pair_options
-from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, PromptLookup
 from engine.measure.commands import measure, prepare_probe, read_text, report
-from engine.serving.calibrate import calibrate, markdown
 from engine.serving.client import SpecCounters, VllmClient, VllmError
-from engine.serving.probe import probe_and_compare
 from engine.serving.server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
 from engine.serving.sweep import (
     SweepPoint,
@@ -109,7 +107,8 @@ def add_parser(sub, d: dict) -> None:
                             "; a plan's --json output will do)")
     sweep.add_argument("--costs-out", type=Path,
                        help="--engine vllm with --policies: write vLLM's measured step costs "
-                            "here, for specscope plan --costs")
+                            "here, for specscope plan --costs (with the 0 policy, also what "
+                            "a k = 0 range costs beside off)")
     ours = sweep.add_argument_group("--engine specscope")
     ours.add_argument("--prompts", default=None,
                       help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
@@ -153,6 +152,12 @@ def run(args) -> int:
         return 2
 
 
+def _prompt_lookup(args):
+    from engine.decoder.ngram import PromptLookup  # torch: only where a drafter is checked
+
+    return PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max)
+
+
 def serve_spec(args) -> ServerSpec:
     """The server ``specscope vllm serve`` starts, from its arguments."""
     if args.k < 0:
@@ -160,7 +165,7 @@ def serve_spec(args) -> ServerSpec:
     extra = [a for a in args.vllm_args if a != "--"]
     if args.method == "ngram":
         try:
-            PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
+            _prompt_lookup(args).validate()
         except ValueError as error:
             raise VllmError(str(error)) from None
     return ServerSpec(
@@ -405,6 +410,8 @@ def _markdown(points: list[SweepPoint], counts: SpecCounters | None, args) -> st
 def calibrate_command(args) -> int:
     before = read_text(args.before)
     after = read_text(args.after) if args.after else None
+    from engine.serving.calibrate import calibrate, markdown  # prometheus_client's parser
+
     result = calibrate(before, after)
     if args.json:
         print(json.dumps(asdict(result), indent=1))
@@ -418,6 +425,7 @@ def probe_command(args, argv: list[str] | None, d: dict) -> int:
     ``--no-compare``, the same prompts through our engine: a warning where vLLM accepts far
     fewer drafts (:func:`engine.serving.probe.probe_and_compare`)."""
     from engine.measure.probe import report_json
+    from engine.serving.probe import probe_and_compare  # torch: the comparison runs our engine
 
     pair, prompts, notices, config, target, draft = prepare_probe(args, d)
     command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -432,7 +440,7 @@ def probe_command(args, argv: list[str] | None, d: dict) -> int:
                 raise VllmError(f"the vLLM server at {client.url} does not answer /health")
         else:
             print(f"specscope probe: starting vLLM (k = {config.k}) ...", file=sys.stderr)
-            spec = ServerSpec(target, draft, k=config.k)
+            spec = ServerSpec(target, draft, k=config.k, draft_sampling=config.draft_sample)
             if config.lookup is not None:  # prompt lookup with the probe's n-gram bounds
                 spec = ServerSpec(target, None, k=config.k, method="ngram",
                                   prompt_lookup_min=config.lookup.prompt_lookup_min,

@@ -20,8 +20,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from engine.analytic.schedule import COSTS_FILE_VERSION
 from engine.measure import sweep_results
-from engine.measure.sweep_results import Policy, parse_policies, spread
+from engine.measure.sweep_results import ALL_BATCHES, Policy, parse_policies, spread
 from engine.serving.client import SpecCounters, VllmClient
 from engine.serving.server import ServerSpec
 from engine.serving.sweep import _time_batch, check_batches
@@ -197,7 +198,10 @@ def costs_file(results: dict[str, list[VllmCell]], policies: Sequence[Policy],
     "target" pass over ``k + 1`` tokens is ``t_k - k d`` for every k up to k2; the plain step
     is the off policy's. One fixed k gives ``d`` from the off policy instead. The planner then
     sees ``cycle(B, k) = (k d(B) + t_p(B, k + 1)) / t_0(B) = t_k(B) / t_0(B)`` at the measured
-    k and the line between them."""
+    k and the line between them.
+
+    With the "0" policy measured too, ``k0`` holds its step at each batch (a speculative
+    config whose schedule says k = 0): what a plan's k = 0 ranges cost beside "off"."""
     fixed = sorted((p for p in policies if p.k > 0 and p.schedule is None), key=lambda p: p.k)
     if not fixed:
         raise ValueError("vLLM's costs need the off policy and at least one fixed k")
@@ -221,4 +225,8 @@ def costs_file(results: dict[str, list[VllmCell]], policies: Sequence[Policy],
         for k in range(1, k2.k + 1):
             passes.append({"model": "target", "batch": base.batch, "tokens": k + 1,
                            "median_ms": round(max(a, 1e-3), 4)})
-    return meta | {"method": "vllm-steps", "passes": passes}
+    zero = next((p for p in policies if p.schedule == ((1, ALL_BATCHES, 0),)), None)
+    k0 = [{"batch": cell.batch, "median_ms": round(cell.step_ms(new_tokens), 4)}
+          for cell in results[zero.name]] if zero is not None and zero.name in results else []
+    return meta | {"version": COSTS_FILE_VERSION, "method": "vllm-steps", "passes": passes} | (
+        {"k0": k0} if k0 else {})

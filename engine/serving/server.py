@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import defaults
-from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
+from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
+from engine.paths import REPO_ROOT
 from engine.serving.client import VllmClient, VllmError
-from engine.settings import REPO_ROOT
 
 VLLM_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
 # ~30 s on two idle CPU cores; minutes while other work shares them.

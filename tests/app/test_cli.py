@@ -17,12 +17,12 @@ import httpx
 import pytest
 from support.live_server import free_port
 
-from app.cli import add_serve
+from app.cli import add_serve, address
 from engine import cli as engine_cli
 
 REPO = Path(__file__).resolve().parents[2]
-COMMANDS = ["serve", "generate", "bench", "roofline", "probe", "calibrate", "vllm", "sweep",
-            "plan"]
+COMMANDS = ["serve", "generate", "bench", "roofline", "probe", "calibrate", "costs", "vllm",
+            "sweep", "plan"]
 
 
 def entry_point():
@@ -97,9 +97,26 @@ def test_serve_options_default_to_the_settings_and_override_them(monkeypatch):
     monkeypatch.setenv("SPECSCOPE_PORT", "8123")
     parser = engine_cli.build_parser(engine_cli.defaults(), add_serve)
     args = parser.parse_args(["serve"])
-    assert (args.host, args.port, args.reload) == ("0.0.0.0", 8123, False)
+    assert (*address(args), args.reload) == ("0.0.0.0", 8123, False)
     args = parser.parse_args(["serve", "--host", "127.0.0.1", "--port", "9000", "--reload"])
-    assert (args.host, args.port, args.reload) == ("127.0.0.1", 9000, True)
+    assert (*address(args), args.reload) == ("127.0.0.1", 9000, True)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["plan", "--alpha", "0.7", "--models",
+                                               "llama-70b-1b", "--gpus", "8"]])
+def test_help_and_the_plan_start_without_torch(argv):
+    """The top-level help and the plan (arithmetic) import neither torch nor transformers,
+    nor pydantic and FastAPI: they start in a fraction of a second."""
+    code = ("import sys; from app.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in ('torch', 'transformers', 'numpy', 'pydantic', "
+            "'fastapi') if m in sys.modules)\n"
+            "print(heavy, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env=os.environ | {"PYTHONPATH": str(REPO)})
+    heavy = done.stderr.strip().splitlines()[-1]
+    assert heavy == "[]", done.stderr[-2000:]
+    assert done.stdout.strip()
 
 
 def test_serve_with_reload_serves_the_page():

@@ -7,9 +7,11 @@ import html
 import json
 import re
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import pytest
 
+from app.params import SLIDERS
 from engine.analytic import schedule
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
@@ -18,7 +20,8 @@ from engine.analytic.roofline import (
     PAIRS,
     Setting,
 )
-from engine.serving.plan_cli import memory_fits
+from engine.planner.costs import CITED_K0, memory_fits
+from engine.planner.vllm_config import Deployment, speculative_config
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -29,18 +32,21 @@ def expected(alpha=0.7, hardware="h100-sxm", pair="llama-8b-1b", dtype="bf16", g
     s = Setting(HARDWARE[hardware], p.target, p.draft, dtype, gpus, context,
                 bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
     return schedule.plan(schedule.single(alpha), schedule.roofline_cycle(s), k_max, max_num_seqs,
-                         fits=memory_fits(s))
+                         fits=memory_fits(s), k0_overhead=CITED_K0.overhead())
 
 
 def test_defaults_answer_the_engine_plan_and_its_config(client):
     data = client.get("/api/plan").json()
     plan = expected()
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
-    assert data["speculative_config"] == schedule.speculative_config(
-        plan, "meta-llama/Llama-3.2-1B")
+    assert data["speculative_config"] == speculative_config(
+        plan, Deployment("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B"))
+    assert data["speculative_config"]["draft_sample_method"] == "probabilistic"
     assert data["target"] == "meta-llama/Llama-3.1-8B"
+    assert data["engine_args"]["max_num_seqs"] == plan.largest_batch
+    assert data["engine_args"]["speculative_config"] == data["speculative_config"]
     assert data["python"].startswith("from vllm import LLM\n")
-    assert data["advice"] is None
+    assert data["advice"] is None and data["verdict"].startswith("Configure speculation")
 
 
 def test_parameters_change_the_plan(client):
@@ -61,8 +67,12 @@ def test_edited_hardware_changes_the_plan(client):
 def test_where_nothing_pays_there_is_no_config_and_the_answer_says_so(client):
     data = client.get("/api/plan?alpha=0").json()
     assert data["speculative_config"] is None and data["python"] is None
-    assert "do not speculate here" in data["advice"]
-    assert [[r["lo"], r["hi"], r["k"]] for r in data["plan"]["ranges"]] == [[1, 256, 0]]
+    assert data["verdict"].startswith("Do not configure speculation")
+    assert not data["configure"] and data["plan"]["gain_over_off"] < 1
+    # a k = 0 range costs what vLLM issue 49548 measured, so nothing here is free
+    free = client.get("/api/plan?alpha=0&k0_overhead=0").json()
+    assert [[r["lo"], r["hi"], r["k"]] for r in free["plan"]["ranges"]] == [[1, 256, 0]]
+    assert "do not speculate here" in free["advice"]
 
 
 @pytest.mark.parametrize("query, field", [("k_max=0", "k_max"), ("k_max=17", "k_max"),
@@ -90,10 +100,10 @@ def test_the_batch_section_shows_the_plan_for_its_settings_and_alpha(client):
     plan = expected(0.8, "a100-80gb", "qwen-7b-0.5b", "bf16", 1, 1024, 6, 128)
     rows = re.findall(r'<tr data-lo="(\d+)" data-hi="(\d+)" data-k="(\d+)">', section)
     assert [[int(x) for x in r] for r in rows] == plan.vllm_ranges()
-    config = schedule.speculative_config(plan, "Qwen/Qwen2.5-0.5B")
+    config = speculative_config(plan, Deployment("Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-0.5B"))
     copied = re.search(r'data-copy-text="([^"]*)"', section).group(1)
-    assert json.loads(html.unescape(copied)) == config
-    assert 'href="/api/plan?hardware=a100-80gb&amp;pair=qwen-7b-0.5b' in section
+    assert json.loads(html.unescape(copied))["speculative_config"] == config
+    assert 'href="/api/plan?hardware=a100-80gb&amp;models=qwen-7b-0.5b' in section
     assert 'value="6"' in section and 'value="128"' in section
 
 
@@ -107,7 +117,7 @@ def test_the_plan_inputs_are_in_the_link_and_bad_ones_clamped_with_a_notice(clie
 
 
 def test_where_nothing_pays_the_section_says_do_not_speculate(client):
-    page = client.get("/?alpha=0").text
+    page = client.get("/?alpha=0&k0_overhead=0").text
     assert "k is 0 at every batch: do not speculate here" in page
     assert "Copy vLLM config" not in page
 
@@ -130,7 +140,8 @@ def test_a_mix_plans_with_every_domains_alpha_and_names_the_one_that_limits_it(c
     p = PAIRS["llama-8b-1b"]
     s = Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 1, 128,
                 bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
-    plan = schedule.plan(MIX, schedule.roofline_cycle(s), 8, 256, fits=memory_fits(s))
+    plan = schedule.plan(MIX, schedule.roofline_cycle(s), 8, 256, fits=memory_fits(s),
+                         k0_overhead=CITED_K0.overhead())
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
     assert data["plan"]["limiting"] == "chat"
     mean = client.get("/api/plan?alpha=0.7875&context=128").json()  # 0.75 x 0.95 + 0.25 x 0.3
@@ -168,8 +179,82 @@ def test_the_command_the_section_shows_prints_the_same_plan(client, capsys, quer
 
     page = client.get(f"/?{query}").text
     section = page[page.index('<div class="plan" id="plan"'):]
-    command = html.unescape(re.search(r"<code>(specscope plan [^<]*)</code>", section).group(1))
+    command = html.unescape(re.search(r'<code data-figure="plan-command">(specscope plan [^<]*)'
+                                      r"</code>", section).group(1))
     assert main([*shlex.split(command)[1:], "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)["plan"]["ranges"]
     rows = re.findall(r'<tr data-lo="(\d+)" data-hi="(\d+)" data-k="(\d+)">', section)
     assert [[r["lo"], r["hi"], r["k"]] for r in printed] == [[int(x) for x in r] for r in rows]
+
+
+# ---- one plan, one set of names ----
+
+PAGE_ONLY = {"batch", "batch_k"}  # the roofline's own batch, and which k the section follows
+CLI_ONLY = {"from_probe", "from_metrics", "temperature", "costs", "target", "draft", "json",
+            "command", "help"}
+
+
+def test_the_page_the_api_and_the_command_line_take_the_same_names(client):
+    import argparse
+
+    from engine.cli import plan_parser
+
+    schema = client.get("/openapi.json").json()["paths"]
+    api = {p["name"] for p in schema["/api/plan"]["get"]["parameters"]
+           if not p.get("deprecated")}
+    roofline_api = {p["name"] for p in schema["/api/roofline"]["get"]["parameters"]
+                    if not p.get("deprecated")}
+    sub = next(a for a in plan_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    cli = {a.dest for a in sub.choices["plan"]._actions} - CLI_ONLY
+    assert api == cli, (api ^ cli)
+    assert roofline_api - {"batch", "k"} <= api
+    page = client.get("/?mix=code:1:0.9", headers={"HX-Request": "true",
+                                                   "HX-Target": "roofline"})
+    link = {k for k, _ in parse_qsl(page.headers["HX-Replace-Url"].split("?", 1)[1])}
+    shared = link - PAGE_ONLY - set(SLIDERS) - {"prompt", "vk", "vk_batch", "vk_on"}
+    plan_names = {"hardware", "models", "dtype", "gpus", "context", "usable", "latency_us",
+                  "bw_share", "flops_share", "draft_placement", "k_max", "max_num_seqs",
+                  "data_parallel", "mix"}
+    assert plan_names <= shared and plan_names <= api
+
+
+@pytest.mark.parametrize("query", [
+    # the issue's case: 8B / 1B on one H100 at alpha 0.7, a bandwidth share of 0.5
+    "alpha=0.7&bw_share=0.5",
+    "hardware=h200&models=llama-70b-1b&gpus=2&context=4096&alpha=0.66&bw_share=0.55"
+    "&flops_share=0.6&latency_us=25&usable=0.8&draft_placement=one-gpu&k_max=6"
+    "&max_num_seqs=512&draft_sample=greedy&k0_overhead=0.1&batch_mix=1%3D3%2C64%3D1",
+    "models=qwen-7b-0.5b&gpus=4&usable=0.5&latency_us=0&data_parallel=2&alpha=0.8",
+])
+def test_the_command_on_the_page_reproduces_the_pages_plan_exactly(client, capsys, query):
+    import shlex
+
+    from engine.cli import main
+
+    page = client.get(f"/?{query}").text
+    section = page[page.index('<div class="plan" id="plan"'):]
+    command = html.unescape(re.search(r'<code data-figure="plan-command">(specscope plan [^<]*)'
+                                      r"</code>", section).group(1))
+    assert main([*shlex.split(command)[1:], "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    api = client.get(html.unescape(re.search(r'<a href="(/api/plan\?[^"]*)">This plan as JSON',
+                                             section).group(1))).json()
+    for key in ("plan", "verdict", "speculative_config", "engine_args", "refused", "k0",
+                "draft_sample"):
+        assert printed[key] == api[key], key
+    rows = re.findall(r'<tr data-lo="(\d+)" data-hi="(\d+)" data-k="(\d+)">', section)
+    assert [[r["lo"], r["hi"], r["k"]] for r in printed["plan"]["ranges"]] == [
+        [int(x) for x in r] for r in rows]
+    if "bw_share=0.5&" in query + "&":
+        assert [[r["lo"], r["hi"], r["k"]] for r in printed["plan"]["ranges"]] == [
+            [1, 234, 3], [235, 256, 2]]
+
+
+def test_old_api_names_still_work_and_the_new_name_wins(client):
+    old = client.get("/api/plan?pair=llama-70b-1b&gpus=8&bandwidth_fraction=0.5"
+                     "&usable_fraction=0.8&link_latency_us=30&draft_on_one_gpu=true").json()
+    new = client.get("/api/plan?models=llama-70b-1b&gpus=8&bw_share=0.5&usable=0.8"
+                     "&latency_us=30&draft_placement=one-gpu").json()
+    assert old == new and new["refused"] is not None
+    both = client.get("/api/plan?bw_share=0.5&bandwidth_fraction=0.6").json()
+    assert both["plan"] == client.get("/api/plan?bw_share=0.5").json()["plan"]

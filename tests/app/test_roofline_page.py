@@ -38,12 +38,13 @@ def test_section_is_under_the_slider_model_with_every_control_in_the_get_form(cl
 
 def test_headline_and_figures_follow_the_link(client):
     html = client.get("/?hardware=a100-80gb&models=llama-70b-1b&gpus=4&context=1024&batch=64"
-                      "&alpha=0.8&k=5").text
+                      "&alpha=0.8&k=5&batch_k=slider").text
     pair = PAIRS["llama-70b-1b"]
     r = roofline(Setting(HARDWARE["a100-80gb"], pair.target, pair.draft, "bf16", 4, 1024, 0.8,
                          5, **ACHIEVED), 64)
     headline = figure(html, "roofline-headline")
-    assert headline.startswith("At batch 64 on 4 × A100 80 GB, speculating with Llama 3.2 1B")
+    assert headline.startswith("At batch 64 on 4 × A100 80 GB, speculating k = 5 (the "
+                               "slider&#39;s) with Llama 3.2 1B")
     assert f"{r.speedup:.2f}×" in headline
     assert figure(html, "s_b") == f"{r.speedup:.2f}×"
     assert figure(html, "c_b") == f"{r.c:.3f}"
@@ -52,13 +53,14 @@ def test_headline_and_figures_follow_the_link(client):
 
 def test_a_state_where_speculation_never_pays(client):
     html = client.get("/?alpha=0.3&c=0.18&hardware=h100-sxm&models=llama-8b-1b&context=0"
-                      "&batch=512").text
+                      "&batch=512&batch_k=slider").text
     most = roofline(Setting(HARDWARE["h100-sxm"], PAIRS["llama-8b-1b"].target,
                             PAIRS["llama-8b-1b"].draft, context=0, **ACHIEVED),
                     1).max_batch_that_fits
     assert figure(html, "roofline-headline") == (
-        "At batch 512 on 1 × H100 SXM, speculating with Llama 3.2 1B costs Llama 3.1 8B "
-        "throughput: 0.25× plain decoding, and it does not pay at any batch here. "
+        "At batch 512 on 1 × H100 SXM, speculating k = 4 (the slider&#39;s) with Llama 3.2 1B "
+        "costs Llama 3.1 8B throughput: 0.25× plain decoding, and it does not pay at any batch "
+        "here. "
         f"On one H100 SXM at context 0 it fits up to batch {most}.")
     assert figure(html, "break_even") == "1"
 
@@ -94,7 +96,8 @@ def test_fragments_for_htmx(client):
 
 
 def test_use_these_costs_hands_c_v_for_every_k_and_the_step_time_to_the_slider_model(client):
-    html = client.get("/?models=llama-8b-1b&context=0&batch=1024&alpha=0.8&prompt=hi").text
+    html = client.get("/?models=llama-8b-1b&context=0&batch=1024&alpha=0.8&prompt=hi"
+                      "&batch_k=slider").text
     href = re.search(r'id="use-costs" href="/\?([^"]+)"', html).group(1).replace("&amp;", "&")
     q = {k: v[0] for k, v in parse_qs(href).items()}
     pair = PAIRS["llama-8b-1b"]
@@ -122,7 +125,8 @@ def test_use_these_costs_hands_c_v_for_every_k_and_the_step_time_to_the_slider_m
 
 def test_the_slider_model_and_the_section_agree_at_every_k_while_it_holds_the_costs(client):
     for k in (1, 2, 4, 7, 12, 16):
-        base = f"/?models=llama-8b-1b&hardware=h100-sxm&context=512&batch=512&k={k}"
+        base = (f"/?models=llama-8b-1b&hardware=h100-sxm&context=512&batch=512&k={k}"
+                "&batch_k=slider")
         href = re.search(r'id="use-costs" href="/\?([^"]+)"',
                          client.get(base).text).group(1).replace("&amp;", "&")
         html = client.get(f"/?{href}").text
@@ -222,7 +226,8 @@ def test_past_the_limit_the_figures_are_greyed_and_labelled(client):
 
 
 def test_the_table_shows_memory_compute_and_communication_for_each_pass(client):
-    html = client.get("/?models=qwen-7b-0.5b&gpus=8&context=512&batch=1&latency_us=20").text
+    html = client.get("/?models=qwen-7b-0.5b&gpus=8&context=512&batch=1&latency_us=20"
+                      "&batch_k=slider").text
     pair = PAIRS["qwen-7b-0.5b"]
     r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=512,
                          link_latency_s=20e-6, **ACHIEVED), 1)
@@ -302,7 +307,7 @@ def test_prompt_lookup_is_priced_without_draft_passes_and_breaks_even_later(clie
     from engine.analytic.roofline import lookup_break_even_batch, lookup_speedup_at
 
     html = client.get("/?hardware=h100-sxm&models=llama-8b-1b&context=512&batch=64"
-                      "&alpha=0.6&k=4&preset=ngram&pi=0.3&c=0").text
+                      "&alpha=0.6&k=4&preset=ngram&pi=0.3&c=0&batch_k=slider").text
     pair = PAIRS["llama-8b-1b"]
     s = Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, "bf16", 1, 512, 0.6, 4,
                 **ACHIEVED)
@@ -321,3 +326,69 @@ def test_prompt_lookup_is_priced_without_draft_passes_and_breaks_even_later(clie
 def test_the_lookup_line_uses_the_default_pi_with_the_draft_model_preset(client):
     html = client.get("/").text
     assert "π = 0.25 of cycles" in figure(html, "roofline-lookup")
+
+
+# ---- the headline and the plan agree ----
+
+
+def plan_rows(html: str) -> list[tuple[int, int, int]]:
+    return [tuple(int(x) for x in r) for r in
+            re.findall(r'<tr data-lo="(\d+)" data-hi="(\d+)" data-k="(\d+)"', html)]
+
+
+@pytest.mark.parametrize("setting", [
+    "models=llama-8b-1b&context=512",  # the default: k = 3, then 2, up to 256
+    "models=llama-70b-1b&gpus=8&context=8192",  # memory stops the plan at 146
+    "models=llama-70b-1b&gpus=8&context=512&alpha=0.55",  # the plan turns off at 510
+])
+@pytest.mark.parametrize("batch", [1, 32, 146, 194, 256, 400, 600, 1000])
+def test_the_headline_names_the_plans_k_and_never_contradicts_the_plan(client, setting, batch):
+    html = client.get(f"/?{setting}&batch={batch}&max_num_seqs=1024").text
+    headline = figure(html, "roofline-headline").replace("&#39;", "'")
+    rows = plan_rows(html)
+    k = next((k for lo, hi, k in rows if lo <= batch <= hi), None)
+    if k is None:  # past memory: the plan has no row, the headline says what fits
+        assert "fits up to batch" in headline
+        return
+    if k > 0:
+        assert f"the plan speculates k = {k} with" in headline
+        assert "costs" not in headline and "does not speculate" not in headline.split(";")[0]
+    else:
+        assert "the plan does not speculate (k = 0)" in headline
+        assert "faster" not in headline
+    # where memory cuts the plan, its last batches may fit only without a draft's KV: the
+    # batch from which it is off is the one of a last k = 0 range that memory does not cut
+    off = next((lo for lo, hi, k in rows if k == 0 and hi == 1024), None)
+    shown = figure(html, "break_even")
+    if off is not None:  # the break-even shown is the batch from which the plan is off
+        assert shown == str(off) and (f"from batch {off} on the plan does not speculate"
+                                      in headline or k == 0)
+    assert figure(html, "rl_k").startswith("k = ")
+
+
+def test_a_fixed_k_is_named_and_its_own_break_even_shown(client):
+    html = client.get("/?batch=200&k=4&batch_k=slider&max_num_seqs=1024").text
+    headline = figure(html, "roofline-headline").replace("&#39;", "'")
+    pair = PAIRS["llama-8b-1b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512, k=4,
+                         **ACHIEVED), 200)
+    assert "speculating k = 4 (the slider's)" in headline
+    assert f"from batch {r.break_even_batch} on it costs throughput" in headline
+    assert figure(html, "break_even") == str(r.break_even_batch)
+    # the plan below still speculates there: the headline said whose k it was
+    planned = [k for lo, hi, k in plan_rows(html) if lo <= r.break_even_batch <= hi]
+    assert len(planned) == 1 and planned[0] > 0
+
+
+def test_the_prompt_lookup_line_stops_where_memory_does(client):
+    html = client.get("/?models=llama-70b-1b&gpus=8&context=8192&batch=32").text
+    line = figure(html, "roofline-lookup")
+    assert line.endswith("it pays at every batch that fits.") and "1024" not in line
+
+
+def test_use_these_costs_from_a_batch_that_does_not_fit_says_so(client):
+    html = client.get("/?models=llama-70b-1b&gpus=8&context=8192&batch=512").text
+    assert "(batch 512 does not fit in memory: these are the costs of a machine that could " \
+        "hold it)" in html
+    assert 'data-figure="use-costs-no-fit"' not in client.get(
+        "/?models=llama-70b-1b&gpus=8&context=8192&batch=32").text

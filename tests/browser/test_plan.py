@@ -21,17 +21,21 @@ def page(browser, slider_server) -> Page:
 
 
 def api_config(server, query: str) -> dict | None:
-    return httpx.get(f"{server.url}/api/plan?{query}", timeout=30).json()["speculative_config"]
+    """What "Copy vLLM config" copies: the engine arguments, speculative_config among them."""
+    return httpx.get(f"{server.url}/api/plan?{query}", timeout=30).json()["engine_args"]
 
 
 def test_copy_vllm_config_puts_the_plans_config_on_the_clipboard(page, slider_server):
     page.goto("/?hardware=a100-80gb&models=llama-70b-1b&gpus=4&context=2048&alpha=0.75#plan")
     page.locator("#copy-plan-config").click()
-    expect(page.locator("#plan-copy-status")).to_have_text(re.compile("vLLM config copied"))
+    expect(page.locator("#plan-copy-status")).to_have_text(
+        re.compile("vLLM engine arguments copied"))
     copied = json.loads(page.evaluate("navigator.clipboard.readText()"))
     assert copied == api_config(slider_server, "hardware=a100-80gb&pair=llama-70b-1b&gpus=4"
                                                "&context=2048&alpha=0.75")
-    assert copied["method"] == "draft_model" and copied["model"] == "meta-llama/Llama-3.2-1B"
+    assert copied["tensor_parallel_size"] == 4 and copied["model"] == "meta-llama/Llama-3.1-70B"
+    spec = copied["speculative_config"]
+    assert spec["method"] == "draft_model" and spec["model"] == "meta-llama/Llama-3.2-1B"
     assert "/api/plan" not in page.url  # the link copied instead of navigating
     assert page.url.endswith("#plan")  # the canonical link keeps the section's fragment
 
@@ -54,7 +58,8 @@ def test_a_shorter_k_max_replans_in_place_and_goes_into_the_link(page, slider_se
 
 def test_where_nothing_pays_there_is_nothing_to_copy(page):
     page.goto("/?alpha=0.05&hardware=l4&context=0")
-    expect(page.locator('[data-figure="plan-advice"]')).to_contain_text("do not speculate here")
+    expect(page.locator('[data-figure="plan-verdict"]')).to_contain_text(
+        "Do not configure speculation")
     expect(page.locator("#copy-plan-config")).to_have_count(0)
 
 

@@ -43,11 +43,12 @@ def headline(page: Page):
 
 
 def test_choosing_hardware_updates_the_section_and_the_address_bar(page):
-    page.goto("/")
+    page.goto("/?batch_k=slider")  # the slider's k = 4, fixed
     history = page.evaluate("history.length")
     page.locator("#rl-hardware").select_option("l4")
     r = expected(hardware="l4")
-    expect(headline(page)).to_contain_text("on 1 × L4, speculating with Llama 3.2 1B")
+    expect(headline(page)).to_contain_text("on 1 × L4, speculating k = 4 (the slider's) with "
+                                           "Llama 3.2 1B")
     expect(page.locator('[data-figure="s_b"]')).to_have_text(f"{r.speedup:.2f}×")
     expect(page).to_have_url(re.compile(r"hardware=l4(&|$)"))
     assert query(page)["alpha"] == "0.7"  # the slider model's state stays in the link
@@ -76,7 +77,7 @@ def test_a_typed_batch_moves_the_log_slider_to_the_nearest_step(page):
 
 
 def test_moving_alpha_in_the_slider_model_reprices_the_section(page):
-    page.goto("/")
+    page.goto("/?batch_k=slider")
     page.locator("#alpha").fill("0.9")
     r = expected(alpha=0.9)
     expect(page.locator('[data-figure="s_b"]')).to_have_text(f"{r.speedup:.2f}×")
@@ -86,7 +87,7 @@ def test_moving_alpha_in_the_slider_model_reprices_the_section(page):
 def test_a_bad_batch_typed_in_is_clamped_with_a_notice(page):
     page.goto("/")
     page.locator("#rl-batch").fill("5000")
-    expect(page.locator("#roofline .notice")).to_contain_text("batch=5000 is outside 1–1024")
+    expect(page.locator("#roofline > .notice")).to_contain_text("batch=5000 is outside 1–1024")
     expect(headline(page)).to_contain_text("At batch 1024 on")
 
 
@@ -105,7 +106,7 @@ def figure(page: Page, name: str):
 
 
 def test_use_these_costs_at_batch_512_makes_both_parts_agree_until_v_moves(page):
-    page.goto("/?models=llama-8b-1b&hardware=h100-sxm&batch=512")
+    page.goto("/?models=llama-8b-1b&hardware=h100-sxm&batch=512&batch_k=slider")
     r = expected(batch=512)
     page.locator("#use-costs").click()
     notice = figure(page, "held-notice")
@@ -141,7 +142,9 @@ def test_section_works_with_javascript_off(browser, slider_server):
         page.locator("#roofline-apply").click()
     q = query(page)
     assert (q["models"], q["batch"], q["alpha"]) == ("qwen-7b-0.5b", "96", "0.8")
-    r = expected(models="qwen-7b-0.5b", batch=96, alpha=0.8)
+    k = re.fullmatch(r"k = (\d+), the plan's",
+                     page.locator('[data-figure="rl_k"]').inner_text()).group(1)
+    r = expected(models="qwen-7b-0.5b", batch=96, alpha=0.8, k=int(k))  # the plan's k there
     assert page.locator('[data-figure="s_b"]').inner_text() == f"{r.speedup:.2f}×"
     context.close()
 

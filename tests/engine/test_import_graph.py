@@ -123,6 +123,38 @@ def test_the_engine_subpackages_form_layers():
     assert layers["engine.analytic"] == set()  # the pure layer imports no other
 
 
+def test_the_plan_stands_on_the_pure_layer_and_the_standard_library_alone():
+    """engine.planner (the plan's inputs, costs, vLLM config and report) imports only the
+    analytic layer and the standard library, so the page, the API and the command line share
+    it without a command-line module in between."""
+    import sys
+
+    layers = subpackage_graph(imports())
+    assert layers["engine.planner"] == {"engine.analytic"}
+    for package in ("planner", "analytic"):
+        for path in sorted((ROOT / "engine" / package).glob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            outside = {
+                (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+                for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+                for alias in node.names} - set(sys.stdlib_module_names) - {"engine"}
+            assert outside == set(), (path.name, outside)
+
+
+def test_the_web_app_imports_no_command_line_module():
+    found = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        if path.name == "cli.py":  # the installed command itself
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [(path.name, n) for n in names
+                      if n in ("engine.cli", "engine.serving.plan_cli", "engine.serving.cli",
+                               "engine.measure.commands")]
+    assert found == []
+
+
 def test_the_vllm_code_takes_its_prompts_from_the_prompt_sets_not_the_benchmark():
     graph = imports()
     vllm = [m for m in graph if m.startswith("engine.serving")]

@@ -91,3 +91,13 @@ def test_simulated_cycles_without_a_proposal_are_the_target_token_alone():
     assert mean == pytest.approx(0.3 * theory.expected_accepted(0.7, 4), rel=0.06)
     assert sd == pytest.approx(lookup.accepted_sd(0.7, 4, 0.3), rel=0.06)
     assert lookup.accepted_sd(0.7, 4, 1.0) == pytest.approx(theory.accepted_sd(0.7, 4))
+
+
+def test_the_command_lines_prompt_lookup_defaults_are_the_drafters():
+    """The command line reads vLLM's n-gram defaults from here (no torch); the drafter keeps
+    its own copy: they must agree."""
+    from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
+    from engine.decoder import ngram
+
+    assert (PROMPT_LOOKUP_MIN, PROMPT_LOOKUP_MAX) == (ngram.PROMPT_LOOKUP_MIN,
+                                                      ngram.PROMPT_LOOKUP_MAX) == (2, 4)

@@ -1,5 +1,5 @@
 """The batch-size schedule: against a brute-force search, the shape of its ranges, the mix,
-memory, the cost sources, and the vLLM config it writes."""
+memory, the cost sources, the price of a k = 0 range and a batch mix."""
 
 from __future__ import annotations
 
@@ -19,14 +19,13 @@ from engine.analytic.schedule import (
     Domain,
     PlanError,
     TimedCosts,
-    dense_lookup,
+    k0_curve,
     mix_entry,
     mixed_tokens,
     parse_mix_entry,
     plan,
     roofline_cycle,
     single,
-    speculative_config,
     timed_costs,
 )
 
@@ -159,7 +158,7 @@ def test_batches_that_do_not_fit_are_left_out_and_said_so():
     nothing = plan(single(0.7), lambda b, k: 0.1 * k + 1, 4, 256, fits=lambda b, k: False)
     assert nothing.ranges == [] and nothing.largest_batch is None
     assert any("Not even batch 1" in n for n in nothing.notices)
-    assert speculative_config(nothing, "d") is None
+    assert not nothing.speculates and not nothing.configure
 
 
 def test_bad_inputs_are_refused_with_a_message():
@@ -201,13 +200,13 @@ def test_on_short_contexts_the_plan_shortens_drafts_as_the_batch_grows_then_turn
     assert ks == sorted(ks, reverse=True)  # compute catches up: never a longer draft later
     # Batch 1 is memory-bound (v = 1): the slider model's best k with c the step ratio.
     assert ks[0] == theory.best_k(0.7, costs(s, 1)[0], 1.0, 8)[0] and ks[-1] == 0
-    assert p.speculates and speculative_config(p, "d")["num_speculative_tokens"] == ks[0]
+    assert p.speculates and p.k_max_used == ks[0]
 
 
 def test_at_alpha_zero_nothing_pays_and_the_plan_says_do_not_speculate():
     p = plan(single(0.0), roofline_cycle(setting("llama-70b-1b", "h100-sxm")), 8, 256)
     assert [(r.lo, r.hi, r.k) for r in p.ranges] == [(1, 256, 0)]
-    assert speculative_config(p, "d") is None
+    assert not p.speculates and not p.configure
 
 
 # ---- costs from timed passes ----
@@ -248,23 +247,59 @@ def test_the_shipped_measurement_gives_a_plan_on_its_own_timings():
     assert p.ranges[0].speedup[1] >= data["points"][0]["speedup"] - 1e-12
 
 
-# ---- the vLLM config ----
+# ---- what a k = 0 range costs, and a batch mix ----
 
 
-def test_one_range_needs_no_schedule_and_several_carry_it():
-    flat = plan(single(0.9), lambda b, k: 1.0 + 0.01 * k, 4, 16)
-    assert speculative_config(flat, "models/draft") == {
-        "method": "draft_model", "model": "models/draft", "num_speculative_tokens": 4}
-    stepped = plan(single(0.8), lambda b, k: 1.0 + 0.02 * k * b, 8, 64)
-    config = speculative_config(stepped, "D")
-    assert config["num_speculative_tokens"] == max(r.k for r in stepped.ranges)
-    assert config["num_speculative_tokens_per_batch_size"] == [
-        [r.lo, r.hi, r.k] for r in stepped.ranges]
+def test_a_k0_curve_is_linear_between_its_batches_and_held_outside():
+    overhead = k0_curve([(189, 0.216), (2, 0.066)])
+    assert overhead(1) == overhead(2) == 0.066 and overhead(500) == 0.216
+    assert overhead(95) == pytest.approx(0.066 + 0.15 * 93 / 187)
+    with pytest.raises(PlanError, match="above -1"):
+        k0_curve([(4, -1.0)])
 
 
-def test_the_dense_lookup_fills_gaps_and_the_tail_with_the_previous_k_and_caps_it():
-    table = dense_lookup([[1, 2, 5], [5, 6, 1], [3, 3, 2]], 9, 4)
-    assert table[1:] == [4, 4, 2, 2, 1, 1, 1, 1, 1]
+def test_a_k0_range_is_priced_at_its_overhead_and_that_can_move_the_choice():
+    # k = 1 loses 5% at every batch; a k = 0 range costs 10% from batch 50
+    cycle = lambda b, k: 1.0 / 0.95 * theory.expected_tokens(0.5, k) if k == 1 else 99.0  # noqa: E731
+    overhead = k0_curve([(49, 0.0), (50, 0.10)])
+    p = plan(single(0.5), cycle, 2, 100, k0_overhead=overhead)
+    assert [(r.lo, r.hi, r.k) for r in p.ranges] == [(1, 49, 0), (50, 100, 1)]
+    assert p.ranges[0].speedup == (1.0, 1.0)
+    assert p.ranges[1].speedup == pytest.approx((0.95, 0.95))
+    assert p.speculates and not p.configure  # every batch is below off: do not configure
+    assert p.gain_over_off == pytest.approx(0.95 ** (51 / 100))
+
+
+def test_a_plan_that_never_speculates_needs_no_config_and_pays_no_k0_price():
+    p = plan(single(0.0), lambda b, k: 1.0 + k, 4, 32, k0_overhead=lambda b: 0.2)
+    assert [(r.lo, r.hi, r.k) for r in p.ranges] == [(1, 32, 0)]
+    assert p.ranges[0].speedup == (1.0, 1.0) and p.gain_over_off == 1.0
+
+
+def test_k0_ranges_that_cost_more_than_the_speculating_ranges_gain_mean_do_not_configure():
+    gain = lambda b: 1.2 if b <= 10 else 0.5  # noqa: E731
+    cycle = lambda b, k: theory.expected_tokens(0.6, k) / gain(b) + (k - 1)  # noqa: E731
+    cheap = plan(single(0.6), cycle, 3, 100, k0_overhead=lambda b: 0.01)
+    dear = plan(single(0.6), cycle, 3, 100, k0_overhead=lambda b: 0.10)
+    assert [r.k for r in cheap.ranges] == [1, 0] == [r.k for r in dear.ranges]
+    # 10 batches gain 20%, 90 lose the overhead: 1.2^0.1 x 0.99^0.9 > 1 > 1.2^0.1 x 0.9^0.9
+    assert cheap.configure and cheap.gain_over_off == pytest.approx(
+        1.2 ** 0.1 / 1.01 ** 0.9)
+    assert not dear.configure and dear.gain_over_off == pytest.approx(1.2 ** 0.1 / 1.1 ** 0.9)
+
+
+def test_a_batch_mix_weighs_the_comparison_as_the_traffic_runs():
+    gain = lambda b: 1.2 if b <= 10 else 0.5  # noqa: E731
+    cycle = lambda b, k: theory.expected_tokens(0.6, k) / gain(b) + (k - 1)  # noqa: E731
+    small = plan(single(0.6), cycle, 3, 100, k0_overhead=lambda b: 0.10,
+                 batch_weights={4: 9.0, 64: 1.0})
+    assert small.weighted and small.configure
+    assert small.gain_over_off == pytest.approx(1.2 ** 0.9 / 1.1 ** 0.1)
+    # the ranges are the same: the mix weighs the plan, it does not change a batch's best k
+    assert small.vllm_ranges() == plan(single(0.6), cycle, 3, 100,
+                                       k0_overhead=lambda b: 0.10).vllm_ranges()
+    outside = plan(single(0.6), cycle, 3, 100, batch_weights={4: 1.0, 500: 1.0})
+    assert any("50% of the traffic" in n for n in outside.notices)
 
 
 # ---- a mix in a link ----

@@ -57,7 +57,7 @@ def test_the_command_writes_a_file_the_plan_reads(tmp_path, capsys, model_dirs):
     assert "| B | k | draft passes | target pass | loop's own | step | steps |" in \
         capsys.readouterr().out
     data = json.loads(out.read_text())
-    assert data["version"] == 2 and data["clock"] == "cpu"
+    assert data["version"] == COSTS_FILE_VERSION and data["clock"] == "cpu"
     assert {(s["batch"], s["k"]) for s in data["steps"]} == {(b, k) for b in (1, 2)
                                                              for k in (0, 1, 2)}
     code = cli.main(["plan", "--alpha", "0.7", "--costs", str(out), "--max-num-seqs", "4"])

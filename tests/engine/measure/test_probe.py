@@ -218,3 +218,22 @@ def test_a_row_without_trials_has_no_estimates_and_no_chart_point(result):
     charts = chart_data(with_empty)
     assert "lookup" not in {b["domain"] for b in charts["alpha_by_domain"]}
     assert "lookup" not in {s["domain"] for s in charts["alpha_vs_temperature"]["series"]}
+
+
+def test_greedy_drafting_reaches_the_loop_and_the_result_names_it(good_pair, result):
+    """--draft-sample greedy: the draft proposes its argmax (q one-hot). At temperature 0 both
+    ways draft the argmax and count alike; at temperature 1 the drafts differ, and so does
+    what is counted. The result and its report say which way alpha was measured."""
+    greedy = run(good_pair, ProbeConfig(k=3, temperatures=[0.0, 1.0], max_new_tokens=12,
+                                        seed=3, bootstrap=300, draft_sample="greedy"))
+    assert result.draft_sample == "probabilistic" and greedy.draft_sample == "greedy"
+    assert "(greedy drafting)" in markdown(greedy) and "(probabilistic" in markdown(result)
+    by_key = {(r.domain, r.temperature): r for r in result.rows}
+    for row in greedy.rows:
+        other = by_key[row.domain, row.temperature]
+        if row.temperature == 0.0:
+            assert (row.accepted, row.trials) == (other.accepted, other.trials)
+    assert [(r.accepted, r.trials) for r in greedy.rows if r.temperature == 1.0] != [
+        (r.accepted, r.trials) for r in result.rows if r.temperature == 1.0]
+    with pytest.raises(ValueError, match="draft sampling"):
+        ProbeConfig(draft_sample="argmax").validate()

