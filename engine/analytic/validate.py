@@ -254,7 +254,7 @@ def format_report(report: Report) -> str:
                      f"{r.median_abs_error:.1%}{verdict}")
         lines.append(f"  {r.label}")
         for p in r.points:
-            lines.append(f"    {p.setting:<34} measured {p.measured:>9.4g} {r.unit:<8} "
+            lines.append(f"    {p.setting:<46} measured {p.measured:>9.4g} {r.unit:<8} "
                          f"model {p.model:>9.4g}  error {p.error:+7.1%}")
         lines.append("")
     if report.not_found:
