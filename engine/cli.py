@@ -20,6 +20,8 @@ and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
 ``specscope plan``: the draft length for each batch size and vLLM's config for it
 (:mod:`engine.serving.plan_cli`). ``specscope costs``: a step's costs measured through the
 decoding loop, for the plan (:mod:`engine.measure.loop_costs`).
+``specscope validate``: the cost model against published GPU measurements
+(:mod:`engine.analytic.validate`).
 """
 
 from __future__ import annotations
@@ -191,7 +193,24 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     loop_costs.add_parser(sub, d, _int_list)
     vllm_cli.add_parser(sub, d)
     plan_cli.add_parser(sub)
+    validate = sub.add_parser(
+        "validate", help="the cost model held against published GPU measurements",
+        description="Fit the overhead terms on the published measurements marked 'fit' "
+                    "(measurements/published), then print every fitted and held-out series: "
+                    "per point the model against the measurement and its error, and the "
+                    "median absolute error per series (engine/analytic/validate.py).")
+    validate.add_argument("--rates", choices=("achieved", "datasheet"), default="datasheet",
+                          help="the roofline's bandwidth and FLOP/s: the datasheet's (default) "
+                               "or the page's achieved fractions")
+    validate.add_argument("--json", action="store_true", help="print the JSON instead")
+    validate.set_defaults(run=_validate)
     return parser
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from engine.analytic import validate  # pure Python, imported only when it runs
+
+    return validate.run_command(args)
 
 
 def add_drafter_arguments(parser: argparse.ArgumentParser) -> None:

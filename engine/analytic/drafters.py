@@ -1,0 +1,101 @@
+"""Drafter kinds as pure pricing functions (standard library only): what one draft step reads
+and computes, as a :class:`~engine.analytic.roofline.Pass` of the roofline.
+
+- a draft model: :func:`engine.analytic.roofline.draft_pass` (its own weights and full KV cache)
+- an EAGLE-style head (EAGLE-1, Li et al. 2024): one decoder layer of the target's width over
+  ``fc([embed(x_{t+1}), f_t])``, the target's final hidden state ``f_t`` and the next token's
+  embedding concatenated (``fc``: ``2 hidden -> hidden``), then the target's LM head. It keeps
+  a KV cache of its one layer over the whole context. EAGLE-3 fuses features of three target
+  layers (``fc``: ``3 hidden -> hidden``) and has its own LM head over a smaller draft
+  vocabulary. The embedding table is shared with the target and only ``B`` rows of it are
+  read, so it is not counted
+- self-speculation with a bounded draft KV cache (MagicDec, Sadhukhan et al. 2024): the
+  target drafts for itself, reading all its weights but attending over a fixed budget of
+  cached tokens (StreamingLLM: attention sinks plus a recent window, e.g. 512 tokens) instead
+  of the whole context
+
+Chain drafts only: one token a draft step, ``k`` steps a cycle. EAGLE's own evaluations and
+SGLang draft trees (several candidates a step, verified together), which this does not price.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from engine.analytic.roofline import ModelShape, Pass, Setting, forward_pass
+
+STREAMING_BUDGET = 512  # tokens: MagicDec's StreamingLLM budget with a measured acceptance rate
+
+
+@dataclass(frozen=True)
+class EagleHead:
+    """An EAGLE-style head's config.json values and what it feeds on.
+
+    ``fc_inputs``: feature vectors concatenated into ``fc`` (2 for EAGLE-1: embedding and top
+    hidden state; 3 for EAGLE-3: three layers' features). ``lm_head_vocab``: rows of the LM
+    head the head applies (the target's vocabulary for EAGLE-1, which reuses the target's LM
+    head; ``draft_vocab_size`` for EAGLE-3)."""
+
+    label: str
+    source: str
+    target: str  # the key of the target's shape
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    lm_head_vocab: int
+    fc_inputs: int = 2
+    fc_bias: bool = True
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def params(self) -> int:
+        """Weights one draft step reads: ``fc``, one decoder layer (attention, gated MLP, two
+        RMSNorms), the final norm and the LM head."""
+        h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
+        fc = self.fc_inputs * h * h + (h if self.fc_bias else 0)
+        layer = h * q + 2 * h * kv + q * h + 3 * h * self.intermediate + 2 * h
+        return fc + layer + h + self.lm_head_vocab * h
+
+    def shape(self) -> ModelShape:
+        """The head as a one-layer model for the roofline: its KV cache is one layer's."""
+        return ModelShape(self.label, self.params, 1, self.heads, self.kv_heads, self.head_dim,
+                          self.source, self.hidden)
+
+
+EAGLE_HEADS: dict[str, EagleHead] = {
+    # yuhuili/EAGLE-llama2-chat-7B config.json (huggingface.co, revision ed8213c): hidden 4096,
+    # intermediate 11008, 1 layer, 32 heads, 32 KV heads, vocab 32000. EAGLE-1 reuses the
+    # target's LM head.
+    "eagle-llama2-chat-7b": EagleHead(
+        "EAGLE head of Llama 2 7B chat (yuhuili/EAGLE-llama2-chat-7B)",
+        "yuhuili/EAGLE-llama2-chat-7B config.json", "llama-2-7b",
+        hidden=4096, intermediate=11008, heads=32, kv_heads=32, lm_head_vocab=32000),
+    # SpecForge's EAGLE-3 config for Llama 3 8B (configs/llama3-8B-eagle3.json, as stored in
+    # huggingface.co/FasterDFlash/Hanrui): hidden 4096, intermediate 14336, 1 layer, 32 heads,
+    # 8 KV heads, vocab 128256, draft_vocab_size 32000; Llama 3.1 8B has the same shape.
+    # The config of yuhuili/EAGLE-LLaMA3.1-Instruct-8B was not in the stored material.
+    "eagle3-llama-3.1-8b": EagleHead(
+        "EAGLE-3 head of Llama 3.1 8B (SpecForge's llama3-8B-eagle3 config)",
+        "SpecForge configs/llama3-8B-eagle3.json", "llama-3.1-8b",
+        hidden=4096, intermediate=14336, heads=32, kv_heads=8, lm_head_vocab=32000,
+        fc_inputs=3, fc_bias=False),
+}
+
+
+def eagle_draft_pass(s: Setting, head: EagleHead, batch: float, gpus: int | None = None) -> Pass:
+    """One draft step of an EAGLE head for ``batch`` rows after ``s.context`` tokens: its
+    weights, and one layer's KV cache over the whole context. ``gpus``: its tensor-parallel
+    degree (the target's unless given; vLLM 0.32 lets an EAGLE head run on fewer)."""
+    return forward_pass(head.shape(), s, batch, 1, gpus)
+
+
+def self_spec_draft_pass(s: Setting, batch: float, budget: int = STREAMING_BUDGET) -> Pass:
+    """One draft step of self-speculation with a bounded KV cache: the target's weights, its
+    KV cache cut to ``budget`` tokens (or the context, if shorter), on the target's GPUs."""
+    if budget < 1:
+        raise ValueError("a draft KV budget is at least one token")
+    return forward_pass(s.target, replace(s, context=min(budget, s.context)), batch, 1)

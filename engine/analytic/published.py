@@ -1,0 +1,170 @@
+"""Published measurements the cost model is held against, read from
+``measurements/published/*.json`` (standard library only).
+
+Each file is one source (a README table, a paper's table, an issue comment) with its full
+citation: ``source`` (title, url, version, where in it, a quote), the hardware and software,
+and ``series`` of points. Every point says how its number was read (``reading``: "exact
+(table)", "exact (text)" or "read from a figure"). A series carries its role in the validation,
+fixed in advance in the file, not chosen after seeing the errors:
+
+- ``fit``: the overhead terms are fitted on these points
+- ``held_out``: compared with the model, never fitted
+- ``spec_step_fit``: fixes the speculative-step terms (vLLM's k = 0 report)
+- ``input``: a measured quantity the model takes (an acceptance rate), not compared
+- ``reference``: recorded, not modelled (a tree draft, an unknown acceptance rate)
+
+What a source should have held but the stored copy did not is listed under ``not_found``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FOLDER = Path(__file__).resolve().parents[2] / "measurements" / "published"
+SCHEMA = "specscope.published/1"
+SPLITS = ("fit", "held_out", "spec_step_fit", "input", "reference")
+QUANTITIES = {
+    "tokens_per_s_per_sequence": "tokens/s",
+    "tpot_ms": "ms",
+    "speedup": "x",
+    "acceptance_rate": "1",
+}
+READINGS = ("exact (table)", "exact (text)", "read from a figure")
+SOURCE_FIELDS = ("title", "url", "version", "where", "quote")
+
+
+class PublishedError(ValueError):
+    """A published-measurement file that does not follow the schema; the message names it."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured number and the setting it was measured at (``extra``: the point's other
+    fields, e.g. ``model``, ``gpus``, ``dtype``, ``k``, ``arm``)."""
+
+    value: float
+    reading: str
+    batch: int | None = None
+    context: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def get(self, name: str, default=None):
+        """A field of the point, else ``default`` (the series' value, usually)."""
+        if name in ("batch", "context"):
+            own = getattr(self, name)
+            return default if own is None else own
+        return self.extra.get(name, default)
+
+
+@dataclass(frozen=True)
+class Series:
+    id: str
+    label: str
+    quantity: str
+    unit: str
+    split: str
+    points: tuple[Point, ...]
+    fields: dict  # the series' other fields (hardware, model, gpus, dtype, notes, ...)
+    source_id: str
+
+    def setting(self, point: Point, name: str, default=None):
+        """``name`` for ``point``: the point's own value, else the series', else ``default``."""
+        return point.get(name, self.fields.get(name, default))
+
+
+@dataclass(frozen=True)
+class Source:
+    id: str
+    title: str
+    url: str
+    version: str
+    where: str
+    quote: str
+    hardware: str
+    software: str
+    notes: str
+    series: tuple[Series, ...]
+    not_found: tuple[dict, ...]
+    path: Path
+
+
+def _require(mapping: dict, names, where: str) -> None:
+    for name in names:
+        value = mapping.get(name)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise PublishedError(f"{where}: '{name}' is missing or empty")
+
+
+def _point(raw: dict, where: str) -> Point:
+    _require(raw, ("value", "reading"), where)
+    value = raw["value"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise PublishedError(f"{where}: 'value' must be a positive number, got {value!r}")
+    if raw["reading"] not in READINGS:
+        raise PublishedError(f"{where}: 'reading' must be one of {READINGS}, "
+                             f"got {raw['reading']!r}")
+    for name in ("batch", "context", "gpus", "k"):
+        if name in raw and (not isinstance(raw[name], int) or raw[name] < 0
+                            or (name != "k" and raw[name] == 0)):
+            raise PublishedError(f"{where}: '{name}' must be a positive whole number")
+    extra = {k: v for k, v in raw.items() if k not in ("value", "reading", "batch", "context")}
+    return Point(float(value), raw["reading"], raw.get("batch"), raw.get("context"), extra)
+
+
+def _series(raw: dict, source_id: str, where: str) -> Series:
+    _require(raw, ("id", "label", "quantity", "unit", "split", "points"), where)
+    where = f"{where} '{raw['id']}'"
+    if raw["quantity"] not in QUANTITIES:
+        raise PublishedError(f"{where}: unknown quantity {raw['quantity']!r}")
+    if raw["unit"] != QUANTITIES[raw["quantity"]]:
+        raise PublishedError(f"{where}: a {raw['quantity']} is in "
+                             f"{QUANTITIES[raw['quantity']]!r}, not {raw['unit']!r}")
+    if raw["split"] not in SPLITS:
+        raise PublishedError(f"{where}: 'split' must be one of {SPLITS}")
+    if not raw["points"]:
+        raise PublishedError(f"{where}: no points")
+    points = tuple(_point(p, f"{where} point {i}") for i, p in enumerate(raw["points"]))
+    rest = {k: v for k, v in raw.items()
+            if k not in ("id", "label", "quantity", "unit", "split", "points")}
+    return Series(raw["id"], raw["label"], raw["quantity"], raw["unit"], raw["split"], points,
+                  rest, source_id)
+
+
+def load_source(path: Path) -> Source:
+    """One file, checked against the schema (a :class:`PublishedError` names what is wrong)."""
+    where = path.name
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise PublishedError(f"{where}: not readable JSON ({error})") from error
+    if raw.get("schema") != SCHEMA:
+        raise PublishedError(f"{where}: 'schema' must be {SCHEMA!r}")
+    _require(raw, ("id", "source", "hardware", "software", "series"), where)
+    _require(raw["source"], SOURCE_FIELDS, f"{where} source")
+    not_found = tuple(raw.get("not_found", ()))
+    for i, missing in enumerate(not_found):
+        _require(missing, ("what", "searched", "consequence"), f"{where} not_found {i}")
+    series = tuple(_series(s, raw["id"], f"{where} series") for s in raw["series"])
+    s = raw["source"]
+    return Source(raw["id"], s["title"], s["url"], s["version"], s["where"], s["quote"],
+                  raw["hardware"], raw["software"], raw.get("notes", ""), series, not_found,
+                  path)
+
+
+def load_all(folder: Path = FOLDER) -> list[Source]:
+    """Every source in ``folder``, sorted by file name; series ids are unique across them."""
+    sources = [load_source(path) for path in sorted(folder.glob("*.json"))]
+    seen: dict[str, str] = {}
+    for source in sources:
+        for s in source.series:
+            if s.id in seen:
+                raise PublishedError(f"series id {s.id!r} is in both {seen[s.id]} and "
+                                     f"{source.path.name}")
+            seen[s.id] = source.path.name
+    return sources
+
+
+def all_series(sources: list[Source]) -> dict[str, Series]:
+    return {s.id: s for source in sources for s in source.series}

@@ -1,0 +1,88 @@
+"""Drafter kinds priced by the roofline: an EAGLE head and self-speculation with a bounded KV
+cache, and MagicDec's finding that the latter pays more as the batch grows at long context."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from engine.analytic import drafters, overheads, shapes
+from engine.analytic.drafters import EAGLE_HEADS, EagleHead, eagle_draft_pass, self_spec_draft_pass
+from engine.analytic.roofline import HARDWARE, MODELS, Setting, forward_pass, target_pass
+from engine.analytic.theory import expected_tokens
+
+
+def setting(target: str = "llama-3.1-8b", context: int = 32000, gpus: int = 8) -> Setting:
+    m = shapes.model(target)
+    return Setting(HARDWARE["a100-80gb"], m, m, gpus=gpus, context=context)
+
+
+def test_an_eagle_head_counts_fc_one_layer_and_the_lm_head():
+    head = EagleHead("h", "test", "llama-2-7b", hidden=8, intermediate=16, heads=2, kv_heads=1,
+                     lm_head_vocab=100, fc_inputs=2, fc_bias=False)
+    # fc 2*8*8; q 8*8, k and v 2*8*4, o 8*8; MLP 3*8*16; two norms 2*8; final norm 8; LM head
+    assert head.params == 128 + 64 + 64 + 64 + 384 + 16 + 8 + 800
+    assert head.shape().layers == 1
+
+
+@pytest.mark.parametrize("key", sorted(EAGLE_HEADS))
+def test_the_eagle_presets_are_a_few_percent_of_their_targets(key):
+    head = EAGLE_HEADS[key]
+    target = shapes.model(head.target)
+    assert head.hidden == target.width
+    assert 0.02 < head.params / target.params < 0.08
+
+
+def test_an_eagle_heads_kv_cache_is_one_layer_of_the_target_width():
+    head = EAGLE_HEADS["eagle3-llama-3.1-8b"]
+    target = MODELS["llama-3.1-8b"]
+    per_token = head.shape().kv_bytes_per_token("bf16")
+    assert per_token * target.layers == target.kv_bytes_per_token("bf16")
+
+
+def test_an_eagle_step_costs_a_small_share_of_a_target_step():
+    s = setting(context=2048, gpus=1)
+    head = EAGLE_HEADS["eagle3-llama-3.1-8b"]
+    for batch in (1, 64):
+        c = eagle_draft_pass(s, head, batch).seconds / target_pass(s, batch).seconds
+        assert c < 0.1
+
+
+def test_self_speculation_reads_the_targets_weights_and_a_bounded_kv_cache():
+    short, long = setting(context=512), setting(context=100_000)
+    assert self_spec_draft_pass(short, 64).bytes == target_pass(short, 64).bytes
+    assert self_spec_draft_pass(long, 64).bytes == self_spec_draft_pass(setting(context=32000),
+                                                                       64).bytes
+    assert self_spec_draft_pass(long, 64).bytes < target_pass(long, 64).bytes / 10
+    with pytest.raises(ValueError, match="at least one token"):
+        self_spec_draft_pass(long, 64, budget=0)
+
+
+def test_at_long_context_a_bounded_draft_gets_cheaper_against_the_target_as_the_batch_grows():
+    s = setting(context=32000)
+    ratios = [self_spec_draft_pass(s, b).seconds / target_pass(s, b).seconds
+              for b in (8, 32, 128)]
+    assert ratios == sorted(ratios, reverse=True)
+
+
+def test_magicdecs_finding_a_bounded_draft_pays_more_as_the_batch_grows():
+    s, k, alpha = setting(context=32000), 3, 0.81
+
+    def gain(batch: int, bounded: bool) -> float:
+        draft = (self_spec_draft_pass(s, batch) if bounded
+                 else forward_pass(s.target, s, batch, 1)).seconds
+        return overheads.speedup(expected_tokens(alpha, k), draft,
+                                 target_pass(s, batch, k + 1).seconds,
+                                 target_pass(s, batch).seconds, k, overheads.NONE, batch)
+
+    bounded = [gain(b, True) for b in (8, 32, 128)]
+    assert bounded == sorted(bounded) and bounded[-1] > 1
+    # the same target drafting with its full KV cache never pays: every step costs a step
+    assert all(gain(b, False) < 1 for b in (8, 32, 128))
+
+
+def test_self_speculation_runs_on_the_targets_gpus():
+    s = setting(context=32000, gpus=8)
+    assert self_spec_draft_pass(s, 32).bytes < self_spec_draft_pass(replace(s, gpus=1), 32).bytes
+    assert drafters.STREAMING_BUDGET == 512

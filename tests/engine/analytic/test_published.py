@@ -1,0 +1,86 @@
+"""The published measurements: every file follows the schema and cites its source; the loader
+refuses a file that does not, naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.analytic import published
+from engine.analytic.published import PublishedError, load_all, load_source
+
+FILES = sorted(published.FOLDER.glob("*.json"))
+
+
+def test_the_folder_holds_the_sources_of_issue_28():
+    ids = {source.id for source in load_all()}
+    assert {"gpt-fast-readme", "magicdec", "eagle3-sglang", "vllm-issue-49548"} <= ids
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_every_file_cites_its_source(path: Path):
+    source = load_source(path)
+    assert source.url.startswith("https://"), "a source is cited by its address"
+    # a version pins what was read: a commit, an arXiv version, a dated comment
+    assert re.search(r"[0-9a-f]{40}|v\d|\d{4}-\d{2}-\d{2}|undated", source.version)
+    assert len(source.quote) > 40, "the quote is a sentence of the source, not a stub"
+    assert source.hardware and source.software
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_every_point_says_how_it_was_read_and_what_it_measures(path: Path):
+    for series in load_source(path).series:
+        assert series.unit == published.QUANTITIES[series.quantity]
+        for point in series.points:
+            assert point.reading in published.READINGS
+            assert point.value > 0
+        if series.split in ("fit", "held_out"):
+            # a compared series says where it ran: hardware and a context per point
+            assert series.fields.get("hardware"), series.id
+            assert all(point.context for point in series.points), series.id
+            assert all(series.setting(point, "batch") for point in series.points), series.id
+
+
+def test_a_source_missing_from_the_store_is_said_so():
+    magicdec = next(s for s in load_all() if s.id == "magicdec")
+    assert any("Table 3" in missing["what"] for missing in magicdec.not_found)
+
+
+def test_fit_points_are_the_ones_fixed_in_advance():
+    series = published.all_series(load_all())
+    fitted = [s.id for s in series.values() if s.split == "fit"]
+    assert fitted == ["gpt-fast-1gpu-bf16"]
+    assert all(p.get("gpus") == 1 for p in series["gpt-fast-1gpu-bf16"].points)
+
+
+def _broken(tmp_path: Path, change) -> Path:
+    source = published.FOLDER / "gpt-fast-readme.json"
+    raw = json.loads(source.read_text())
+    change(raw)
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r["source"].pop("url"), "'url' is missing"),
+    (lambda r: r["series"][0]["points"][0].update(reading="guessed"), "'reading' must be"),
+    (lambda r: r["series"][0]["points"][0].update(value=-1), "positive number"),
+    (lambda r: r["series"][0].update(unit="ms"), "is in 'tokens/s'"),
+    (lambda r: r["series"][0].update(split="tuned"), "'split' must be"),
+    (lambda r: r.update(schema="other"), "'schema' must be"),
+])
+def test_the_loader_names_what_is_wrong(tmp_path, change, message):
+    with pytest.raises(PublishedError, match=message):
+        load_source(_broken(tmp_path, change))
+
+
+def test_a_series_id_used_twice_is_refused(tmp_path):
+    shutil.copy(published.FOLDER / "gpt-fast-readme.json", tmp_path / "a.json")
+    shutil.copy(published.FOLDER / "gpt-fast-readme.json", tmp_path / "b.json")
+    with pytest.raises(PublishedError, match="is in both a.json and b.json"):
+        load_all(tmp_path)
