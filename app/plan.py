@@ -137,12 +137,17 @@ def mix_domains(entries: Sequence[str]) -> tuple[list[Domain], list[str]]:
     return domains, notices
 
 
-def mix_hrefs(rows: Sequence[dict]) -> list[tuple[float, str]]:
+def mix_hrefs(rows: Sequence[dict], draft_sample: str | None = None,
+              ) -> list[tuple[float, str]]:
     """For each temperature of a probe, the page planning for its domains at that
-    temperature, each weighted by its prompts: "Plan a schedule from this" for the mix."""
+    temperature, each weighted by its prompts: "Plan a schedule from this" for the mix. The
+    plan names the probe's way of drafting (``draft_sample``) when it is not the default."""
+    sample = ([("draft_sample", draft_sample)] if draft_sample in CHOICES["draft_sample"][1]
+              and draft_sample != CHOICES["draft_sample"][0] else [])
     links = []
     for t in sorted({float(r["temperature"]) for r in rows}):
         mix = [Domain(str(r["domain"]), float(r["prompts"]), float(r["alpha_counted"]))
                for r in rows if float(r["temperature"]) == t]
-        links.append((t, f"/?{urlencode([('mix', mix_entry(d)) for d in mix])}#plan"))
+        query = [("mix", mix_entry(d)) for d in mix] + sample
+        links.append((t, f"/?{urlencode(query)}#plan"))
     return links

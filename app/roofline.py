@@ -570,9 +570,10 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_notices": notices + problems,
         "rl_headline": headline(s, fig, state, sp),
         "rl_plan": sp,
-        "rl_k_words": (f"k = {s.k}, the slider's" if sp is None else
-                       f"k = {s.k}, the plan's" if sp.k_at(state.batch) else
-                       f"k = {s.k}, the best here (the plan's is 0)"),
+        # short: the figures' labels do not wrap on a wide screen
+        "rl_k_words": (f"k = {s.k} (slider)" if sp is None else
+                       f"k = {s.k} (plan)" if sp.k_at(state.batch) else
+                       f"k = {s.k} (best; plan: 0)"),
         "rl_memory_headline": memory_headline(s, fig, state),
         "rl_capacity": capacity_line(fig, state),
         "rl_lookup_speedup": lookup_s,

@@ -134,5 +134,6 @@ def probe_page(request: Request, probe_id: str):
                                     probe_result(record["result"]["ngram"])
                                     if "ngram" in record["result"] else None),
         "panel_link": f"/?{panel_query(record['settings'])}#traffic",
-        "plan_mixes": mix_hrefs(record["result"]["rows"]),
+        "plan_mixes": mix_hrefs(record["result"]["rows"],
+                                record["result"].get("draft_sample")),
     })

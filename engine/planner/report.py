@@ -25,6 +25,7 @@ from engine.planner.vllm_config import (
 )
 
 DO_NOT_CONFIGURE = "do not configure speculation"
+CLOSE_TO_FIXED = 1.01  # a schedule this close to the best fixed k is worth a word
 
 
 def k0_price(inputs: PlanInputs, costs: Costs) -> K0Price:
@@ -78,6 +79,10 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
             notices.append("A schedule makes vLLM run piecewise CUDA graphs, not full ones "
                            "(config/vllm.py; VLLM_USE_V2_MODEL_RUNNER=1 keeps them full): a "
                            "cost the plan's figures do not include.")
+            if p.fixed_gain < CLOSE_TO_FIXED:
+                notices.append(f"The schedule gains only {p.fixed_gain - 1:.1%} over a fixed "
+                               f"k = {p.fixed_k}: num_speculative_tokens = {p.fixed_k} alone "
+                               "says nearly the same and keeps vLLM's full CUDA graphs.")
     if config is not None and deployment.dtype == "int4":
         notices.append("int4 weights: vLLM runs them from a checkpoint quantized beforehand "
                        "(AWQ or GPTQ); name one with --target, and the draft's with --draft.")
@@ -165,13 +170,15 @@ def markdown(result: dict) -> str:
              f"alpha: {alphas} ({result['alpha_note']}; "
              f"{DRAFT_SAMPLE_WORDS[result['draft_sample']]}); k from 0 (off) to {p['k_max']}; "
              f"batches 1 to {p['max_num_seqs']} (max_num_seqs)"]
-    if p["ranges"]:
-        lines += ["", f"| batches | k | speedup over off | over fixed k = {p['fixed_k']} |",
-                  "| ---: | ---: | ---: | ---: |"]
+    if p["ranges"]:  # the comparison with a fixed k only where there is something to compare
+        fixed = p["speculates"]
+        lines += ["", "| batches | k | speedup over off |" + (
+            f" over fixed k = {p['fixed_k']} |" if fixed else ""),
+            "| ---: | ---: | ---: |" + (" ---: |" if fixed else "")]
         for r in p["ranges"]:
             batches = f"{r['lo']}" if r["lo"] == r["hi"] else f"{r['lo']}–{r['hi']}"
-            lines.append(f"| {batches} | {r['k']} | {_span(*r['speedup'])} | "
-                         f"{_span(*r['vs_fixed'])} |")
+            lines.append(f"| {batches} | {r['k']} | {_span(*r['speedup'])} |" + (
+                f" {_span(*r['vs_fixed'])} |" if fixed else ""))
         if any(r["k"] == 0 for r in p["ranges"]) and p["speculates"]:
             lines += ["", f"k = 0 ranges priced by {result['k0']['source']}."]
     if len(p["domains"]) > 1:

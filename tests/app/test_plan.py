@@ -258,3 +258,16 @@ def test_old_api_names_still_work_and_the_new_name_wins(client):
     assert old == new and new["refused"] is not None
     both = client.get("/api/plan?bw_share=0.5&bandwidth_fraction=0.6").json()
     assert both["plan"] == client.get("/api/plan?bw_share=0.5").json()["plan"]
+
+
+def test_a_greedy_probes_mix_link_plans_for_greedy_drafting(client):
+    from app.plan import mix_hrefs
+
+    rows = [{"temperature": 1.0, "domain": "code", "prompts": 3, "alpha_counted": 0.8}]
+    (_, plain), = mix_hrefs(rows)
+    (_, greedy), = mix_hrefs(rows, "greedy")
+    assert "draft_sample" not in plain and greedy.endswith("&draft_sample=greedy#plan")
+    page = client.get(greedy.removesuffix("#plan")).text
+    config = re.search(r'data-copy-text="([^"]*)"', page).group(1)
+    assert json.loads(html.unescape(config))["speculative_config"][
+        "draft_sample_method"] == "greedy"

@@ -142,7 +142,7 @@ def test_section_works_with_javascript_off(browser, slider_server):
         page.locator("#roofline-apply").click()
     q = query(page)
     assert (q["models"], q["batch"], q["alpha"]) == ("qwen-7b-0.5b", "96", "0.8")
-    k = re.fullmatch(r"k = (\d+), the plan's",
+    k = re.fullmatch(r"k = (\d+) \(plan\)",
                      page.locator('[data-figure="rl_k"]').inner_text()).group(1)
     r = expected(models="qwen-7b-0.5b", batch=96, alpha=0.8, k=int(k))  # the plan's k there
     assert page.locator('[data-figure="s_b"]').inner_text() == f"{r.speedup:.2f}×"

@@ -86,6 +86,8 @@ def test_a_preset_plan_prints_the_verdict_the_table_and_a_deployable_config(caps
             "max_num_seqs": fit, "gpu_memory_utilization": 0.9, "max_model_len": 8192,
             "speculative_config": config}
     assert json.dumps(args) in out and json.dumps(config) in out
+    assert expected.fixed_gain < 1.01 and (f"gains only {expected.fixed_gain - 1:.1%} over a "
+                                           f"fixed k = {expected.fixed_k}") in out
     assert "# alpha 0.7 assumed for probabilistic drafting" in out
     # The snippet is Python that starts vLLM with exactly those arguments.
     snippet = out[out.index("from vllm import LLM"):out.index("\n\nvllm serve")]
@@ -181,7 +183,8 @@ def test_json_holds_the_ranges_covering_one_to_max_num_seqs(capsys):
 def test_where_nothing_pays_it_says_do_not_speculate_and_emits_no_config(capsys):
     assert main(["plan", "--alpha", "0", *LLAMA, "--k0-overhead", "0"]) == 0
     out = capsys.readouterr().out
-    assert "do not speculate here" in out
+    assert "do not speculate here" in out and "| 1–256 | 0 | 1.00× |" in out
+    assert "over fixed k" not in out  # nothing to compare a fixed k with
     assert "speculative_config" not in out and "from vllm" not in out
     data = plan_json(capsys, "--alpha", "0", *LLAMA, "--k0-overhead", "0")
     assert data["speculative_config"] is None and data["python"] is None
