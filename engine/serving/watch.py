@@ -177,6 +177,9 @@ def fetch_metrics(url: str, timeout_s: float) -> str:
             kind = response.headers.get_content_type()
             body = response.read(MAX_METRICS_BYTES + 1)
     except urllib.error.HTTPError as error:
+        if error.code >= 500:
+            raise Unusable(GAP, f"{address} answered HTTP {error.code}, a server error: a "
+                                "gap, nothing measured") from None
         raise Unusable(NOT_VLLM, f"{address} answered HTTP {error.code}: not a vLLM "
                                  "server's /metrics") from None
     except TimeoutError:
