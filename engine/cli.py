@@ -19,6 +19,8 @@ and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
 :mod:`engine.serving.cli`).
 ``specscope plan``: the draft length for each batch size and vLLM's config for it
 (:mod:`engine.serving.plan_cli`).
+``specscope watch URL``: a vLLM server's acceptance over time against the plan
+(:mod:`engine.serving.watch_cli`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from engine.decoder.events import (
 from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, PromptLookup
 from engine.measure import commands as measure_commands
 from engine.serving import cli as vllm_cli
-from engine.serving import plan_cli
+from engine.serving import plan_cli, watch_cli
 from engine.serving.client import VllmError
 from engine.settings import Settings
 
@@ -170,6 +172,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     measure_commands.add_parsers(sub, d, _float_list)
     vllm_cli.add_parser(sub, d)
     plan_cli.add_parser(sub, d)
+    watch_cli.add_parser(sub, d)
     return parser
 
 
@@ -211,6 +214,8 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
         return vllm_cli.run(args)
     if args.command == "plan":
         return plan_cli.run(args)
+    if args.command == "watch":
+        return watch_cli.run(args)
     if args.command in ("bench", "roofline"):
         try:
             return _bench(args, argv) if args.command == "bench" else _roofline(args)
