@@ -126,7 +126,7 @@ class WatchService:
         self.deployments = {name: deployment(name, url, settings)
                             for name, url in settings.watch_deployments.items()}
         self.gauges = Gauges()
-        self.subscribers: set[asyncio.Queue[str]] = set()
+        self.subscribers: set[asyncio.Queue[str | None]] = set()
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -161,7 +161,7 @@ class WatchService:
                 self.store_error = str(error)
         self.gauges.update(iv)
         for queue in list(self.subscribers):
-            with contextlib.suppress(asyncio.QueueFull):
+            if queue.qsize() < SUBSCRIBER_QUEUE:  # room is kept for the end of the stream
                 queue.put_nowait(d.name)
         return iv
 
@@ -171,9 +171,16 @@ class WatchService:
             return [latest.to_json()] if latest else []
         return self.store.intervals(name, last)
 
+    def end_streams(self) -> None:
+        """Tell every open event stream to end (the server is shutting down)."""
+        for queue in list(self.subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(None)
+
     @contextlib.contextmanager
     def subscription(self):
-        queue: asyncio.Queue[str] = asyncio.Queue(SUBSCRIBER_QUEUE)
+        """A queue of deployment names, one per scrape; None: the stream should end."""
+        queue: asyncio.Queue[str | None] = asyncio.Queue(SUBSCRIBER_QUEUE + 1)
         self.subscribers.add(queue)
         try:
             yield queue

@@ -31,6 +31,15 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class Band:
+    """A stretch with no answer from the server: from the last reading before it to the
+    first one after."""
+
+    x: float
+    width: float
+
+
+@dataclass(frozen=True)
 class TimeChart(Frame):
     title: str
     y_title: str
@@ -38,6 +47,7 @@ class TimeChart(Frame):
     y_ticks: list[Tick]
     x_ticks: list[tuple[float, str]]
     markers: list[Marker]
+    bands: list[Band]
     empty: bool
 
 
@@ -88,10 +98,20 @@ def time_chart(intervals: Sequence[dict], title: str, y_title: str,
     ticks = [Tick(y_floor + i * step, y_of(y_floor + i * step), f"{y_floor + i * step:g}")
              for i in range(int(round((y_max - y_floor) / step)) + 1)]
     x_ticks = [(x_of(t), _clock(t)) for t in _time_ticks(t0, t1)]
-    markers = [Marker(x_of(iv["ended"]), iv["state"]) for iv in intervals
-               if iv.get("state") in ("gap", "reset")]
+    markers = [Marker(x_of(iv["ended"]), "restart") for iv in intervals
+               if iv.get("state") == "reset"]
+    bands = []
+    start = None
+    for i, iv in enumerate(intervals):
+        if iv.get("state") == "gap" and start is None:
+            start = intervals[i - 1]["ended"] if i else iv["ended"]
+        elif iv.get("state") != "gap" and start is not None:
+            bands.append(Band(x_of(start), x_of(iv["ended"]) - x_of(start)))
+            start = None
+    if start is not None:
+        bands.append(Band(x_of(start), x_of(intervals[-1]["ended"]) - x_of(start)))
     return TimeChart(width, height, left, right, top, bottom, title, y_title, lines, ticks,
-                     x_ticks, markers, not values)
+                     x_ticks, markers, bands, not values)
 
 
 def _time_ticks(t0: float, t1: float, count: int = 4) -> list[float]:

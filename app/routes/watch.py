@@ -109,6 +109,8 @@ async def watch_events(request: Request, deployment: str | None = None) -> Respo
                 except TimeoutError:
                     yield ": keep-alive\n\n"
                     continue
+                if name is None:
+                    return
                 if name not in names:
                     continue
                 html = templates.get_template("_watch_deployment.html").render(

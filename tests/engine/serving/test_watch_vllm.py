@@ -95,7 +95,7 @@ def test_the_watch_sees_the_domain_switch_the_warning_and_a_restart(tmp_path):
         port = server.port
 
         # 1. what the two domains are on this server and these costs, recorded
-        for name, intervals in seen.items():
+        for intervals in seen.values():
             assert all(iv.state == MOVING and iv.full_k and iv.k == K for iv in intervals)
         scripture, python = pooled(seen["scripture"]), pooled(seen["python"])
         print(f"\nbreak-even alpha of k = {K} at batch 1: {break_even:.3f} (cycle "
