@@ -3,8 +3,8 @@
 Starts vLLM with the shipped pair (k = 1, T = 0) and the page's server watching it
 (SPECSCOPE_WATCH_URLS, a short interval, the plan of k = 1 for Scripture traffic and vLLM's
 costs in measurements/vllm-shipped-cpu-costs.json); sends Scripture prompts, then Python
-prompts, one request at a time; screenshots /watch at 1280 and 390 px, light and dark, once
-the warning is up; restarts vLLM on the same port, sends Scripture again, screenshots again;
+prompts, one request at a time; screenshots /watch at 1280 and 390 px, light and dark, while
+the Python traffic runs; restarts vLLM on the same port, sends Scripture again, screenshots again;
 prints the watch's table (CSV) and a scrape of our /metrics.
 
     .venv/bin/python tools/watch_demo.py --out out/watch [--interval 4]
@@ -97,10 +97,13 @@ def main() -> None:
         print("vLLM and the page are up; Scripture traffic ...", flush=True)
         traffic(vllm.client, prompts["scripture"], args.seconds)
         print("Python traffic ...", flush=True)
-        traffic(vllm.client, prompts["python"], args.seconds)
-        time.sleep(args.interval * 1.5)
+        python = threading.Thread(target=traffic,
+                                  args=(vllm.client, prompts["python"], args.seconds))
+        python.start()
+        time.sleep(args.seconds * 0.8)  # the page during the Python traffic
         shots += screenshots(base + "/watch", args.out, "switch")
         during = httpx.get(base + "/metrics").text
+        python.join()
         print("restarting vLLM ...", flush=True)
     time.sleep(args.interval * 2)
     with VllmServer(dataclasses.replace(spec)) as vllm:

@@ -116,6 +116,7 @@ def read_snapshot(text: str) -> Snapshot:
     totals = dict.fromkeys((DRAFTS, DRAFT_TOKENS, ACCEPTED), 0.0)
     per_position: dict[int, float] = {}
     generated = running = process_start = None
+    present: set[str] = set()
     seen_vllm = seen_spec = False
     for family in families:
         for sample in family.samples:
@@ -137,6 +138,7 @@ def read_snapshot(text: str) -> Snapshot:
             else:
                 seen_spec = True
                 counter = _spec_counter(name)
+                present.add(counter)
                 if counter == PER_POS:
                     position = sample.labels.get("position", "")
                     if not position.isdigit() or int(position) >= MAX_POSITIONS:
@@ -151,6 +153,11 @@ def read_snapshot(text: str) -> Snapshot:
     if not seen_spec:
         raise Unusable(NO_SPECULATION, "this server does not speculate: its /metrics has no "
                                        f"{PREFIX}* counters")
+    missing = [f"{PREFIX}{c}_total" for c in (DRAFTS, DRAFT_TOKENS, ACCEPTED)
+               if c not in present]
+    if missing:
+        raise Unusable(UNREADABLE, f"the page lacks {', '.join(missing)}: the counters cannot "
+                                   "be read without it; nothing stored")
     if sorted(per_position) != list(range(len(per_position))):
         raise Unusable(UNREADABLE, f"per-position counters at {sorted(per_position)}: "
                                    "positions 0..k-1 expected")

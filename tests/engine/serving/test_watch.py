@@ -286,3 +286,26 @@ def test_the_batch_mix_is_the_share_of_time_at_each_batch():
     mix = w.batch_mix(intervals)
     assert mix == {1: 0.25, 4: 0.75}
     assert w.batch_mix_text(mix) == "1=0.25,4=0.75"
+
+
+def test_a_page_missing_the_per_position_series_gives_no_counted_alpha():
+    text = "\n".join(line for line in page(START).splitlines() if "per_pos" not in line) + "\n"
+    later = "\n".join(line for line in page(START + [2] * 10).splitlines()
+                      if "per_pos" not in line) + "\n"
+    wt = watch()
+    wt.observe(text, 0.0)
+    iv = wt.observe(later, 10.0)
+    assert iv.state == w.MOVING and iv.alpha is None and not iv.full_k
+    assert iv.draft_acceptance_rate == pytest.approx(20 / 40)
+
+
+def test_a_page_missing_the_draft_tokens_is_not_a_measurement():
+    def without_tokens(c: Counts) -> str:
+        return "\n".join(line for line in page(c).splitlines()
+                         if "num_draft_tokens" not in line) + "\n"
+
+    wt = watch()
+    wt.observe(without_tokens(START), 0.0)
+    iv = wt.observe(without_tokens(START + [1] * 10), 10.0)
+    assert iv.state == w.UNREADABLE and iv.alpha is None
+    assert "lacks vllm:spec_decode_num_draft_tokens_total" in iv.message
