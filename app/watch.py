@@ -96,16 +96,17 @@ class Gauges:
         self.rate = gauge("specscope_watch_draft_acceptance_rate", "Accepted / draft tokens "
                           "in the latest interval")
         self.batch = gauge("specscope_watch_batch", "Requests running at the latest scrape")
-        self.warning = gauge("specscope_watch_warning", "1 while the pooled alpha is below "
-                             "the break-even beyond its uncertainty, else 0")
+        self.warning = gauge("specscope_watch_warning", "1 when the latest measured interval "
+                             "warns: the pooled alpha below the break-even beyond its "
+                             "uncertainty, else 0")
         self.up = gauge("specscope_watch_up", "1 when the latest scrape was answered")
 
     def update(self, iv: Interval) -> None:
         name = iv.deployment
         self.up.labels(name).set(0 if iv.state == GAP else 1)
-        self.warning.labels(name).set(1 if iv.verdict == WARNING else 0)
         if not iv.measured:
             return  # the last measured figures stay; `up` says whether they are fresh
+        self.warning.labels(name).set(1 if iv.verdict == WARNING else 0)
         for gauge, value in ((self.alpha, iv.alpha), (self.window_alpha, iv.window_alpha),
                              (self.window_high, iv.window_high),
                              (self.break_even, iv.break_even),
