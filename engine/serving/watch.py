@@ -518,7 +518,8 @@ class Watch:
             iv.verdict = DRIFT
             iv.lines.insert(0, f"Alpha {span} {over} has drifted from the plan's "
                                f"{iv.assumed_alpha:.3f}: plan again from these counters "
-                               "(specscope plan --from-metrics BEFORE AFTER).")
+                               "(two snapshots of the server's /metrics, then specscope plan "
+                               "--from-metrics BEFORE AFTER).")
         elif iv.break_even is not None or iv.assumed_alpha is not None:
             iv.verdict = HOLDS
 
