@@ -144,7 +144,11 @@ class WatchService:
     async def _run(self) -> None:
         next_at = time.monotonic()
         while True:
-            await asyncio.gather(*(self.scrape(d) for d in self.deployments.values()))
+            done = await asyncio.gather(*(self.scrape(d) for d in self.deployments.values()),
+                                        return_exceptions=True)
+            for outcome in done:
+                if isinstance(outcome, Exception):  # a fault of ours: log it, keep watching
+                    log.error("a watch scrape failed", exc_info=outcome)
             next_at += self.interval_s
             # A scrape that overran skips the missed ticks rather than bunching them up.
             while next_at < time.monotonic():

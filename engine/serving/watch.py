@@ -173,22 +173,37 @@ def _spec_counter(name: str) -> str | None:
     return base if base in COUNTERS else None
 
 
-def fetch_metrics(url: str, timeout_s: float) -> str:
-    """GET ``url/metrics`` within ``timeout_s``, reading at most the size limit.
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as the error it would be: the watch fetches the address it was
+    given and no other."""
 
-    :class:`Unusable` with ``gap`` when nothing (or too little, too late) came, ``not-vllm``
-    for an HTTP error or a page that is not text, ``unreadable`` for one over the limit."""
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: PLR0913
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def fetch_metrics(url: str, timeout_s: float) -> str:
+    """GET ``url/metrics`` within ``timeout_s``, reading at most the size limit; redirects
+    are not followed.
+
+    :class:`Unusable` with ``gap`` when nothing (or too little, too late) came, or a server
+    error; ``not-vllm`` for another HTTP error (a redirect included) or a page that is not
+    text; ``unreadable`` for one over the limit."""
     address = url.rstrip("/") + "/metrics"
     try:
-        with urllib.request.urlopen(address, timeout=timeout_s) as response:
+        with _OPENER.open(address, timeout=timeout_s) as response:
             kind = response.headers.get_content_type()
             body = response.read(MAX_METRICS_BYTES + 1)
     except urllib.error.HTTPError as error:
         if error.code >= 500:
             raise Unusable(GAP, f"{address} answered HTTP {error.code}, a server error: a "
                                 "gap, nothing measured") from None
-        raise Unusable(NOT_VLLM, f"{address} answered HTTP {error.code}: not a vLLM "
-                                 "server's /metrics") from None
+        where = error.headers.get("Location") if 300 <= error.code < 400 else None
+        raise Unusable(NOT_VLLM, f"{address} answered HTTP {error.code}"
+                                 + (f" (a redirect to {where[:80]}, not followed)" if where
+                                    else "") + ": not a vLLM server's /metrics") from None
     except TimeoutError:
         raise Unusable(GAP, f"no answer from {address} within {timeout_s:g} s (a gap: "
                             "nothing measured)") from None

@@ -72,16 +72,21 @@ class PageServer:
         self.status = 200
         self.delay_s = 0.0
         self.content_type = "text/plain; version=0.0.4"
+        self.extra_headers: dict[str, str] = {}
+        self.requests = 0
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+                owner.requests += 1
                 time.sleep(owner.delay_s)
                 body = owner.page.encode() if isinstance(owner.page, str) else owner.page
                 try:
                     self.send_response(owner.status)
                     self.send_header("Content-Type", owner.content_type)
                     self.send_header("Content-Length", str(len(body)))
+                    for name, value in owner.extra_headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):

@@ -269,6 +269,16 @@ def test_an_address_that_is_not_vllm(status, kind, words):
         assert iv.state == w.NOT_VLLM and words in iv.message
 
 
+def test_a_redirect_is_not_followed():
+    with PageServer() as target, PageServer() as server:
+        target.page = page(START)
+        server.status = 302
+        server.extra_headers = {"Location": target.url + "/metrics"}
+        iv = w.Watch("prod", server.url, timeout_s=2.0).scrape()
+        assert iv.state == w.NOT_VLLM and "not followed" in iv.message
+        assert target.requests == 0
+
+
 def test_a_huge_body_is_read_only_up_to_the_limit():
     with PageServer() as server:
         server.page = b"#" * (w.MAX_METRICS_BYTES + 100_000)
