@@ -4,6 +4,7 @@ not stall the page, and a request that finds every parser busy is told so at onc
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -54,6 +55,29 @@ def test_a_busy_parser_refuses_a_request_at_once_and_the_watch_waits_its_turn():
         assert await queued == "after the others"
         await asyncio.gather(*held)
 
+    asyncio.run(scenario())
+
+
+def test_the_collector_is_paused_while_any_parse_runs_and_back_after_the_last():
+    async def scenario() -> None:
+        parsers, first_done, second_done = Parsers(limit=2), threading.Event(), threading.Event()
+        seen: list[bool] = []
+
+        def parse(done: threading.Event) -> None:
+            seen.append(gc.isenabled())
+            done.wait()
+
+        first = asyncio.create_task(parsers.queued(parse, first_done))
+        second = asyncio.create_task(parsers.queued(parse, second_done))
+        await asyncio.sleep(0.1)
+        first_done.set()
+        await first
+        assert not gc.isenabled()  # the second parse still runs
+        second_done.set()
+        await second
+        assert seen == [False, False] and gc.isenabled()
+
+    assert gc.isenabled()
     asyncio.run(scenario())
 
 
