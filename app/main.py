@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect
 from app.body_limits import BodyLimit
 from app.errors import client_gone_handler, http_error_handler, validation_error_handler
 from app.host_guard import HostGuard
+from app.parsing import Parsers
 from app.routes import (
     api,
     health,
@@ -30,13 +31,16 @@ from app.routes import (
     saved,
     saved_probes,
     traffic,
+    watch,
 )
 from app.run_queue import RunManager
 from app.saved.archive import Archiver
 from app.security import SecurityHeaders
 from app.store import RunStore, StoreUnavailable
 from app.strict_query import known_query_only
+from app.watch import WatchService
 from engine.decoder.loading import ModelPair, load_pair, set_threads
+from engine.serving.watch_store import WatchStore, WatchStoreError
 from engine.settings import REPO_ROOT, Settings
 
 SWAGGER_VERSION = "5.35.0"
@@ -59,10 +63,24 @@ def open_store(settings: Settings) -> tuple[RunStore | None, str]:
         return None, str(error)
 
 
+def open_watch_store(settings: Settings) -> tuple[WatchStore | None, str]:
+    """The watch's history (in the same SQLite file as the saved runs), or None and why."""
+    if not settings.watch_deployments:
+        return None, ""
+    try:
+        return WatchStore(settings.db, settings.watch_kept), ""
+    except WatchStoreError as error:
+        log.error("%s", error)
+        return None, str(error)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     store, store_error = open_store(settings)
     archiver = Archiver(store, settings, store_error)  # saves finished runs and probes
+    parsers = Parsers()  # every /metrics text is parsed through these worker threads
+    watch_store, watch_store_error = open_watch_store(settings)
+    watcher = WatchService(settings, watch_store, parsers, watch_store_error)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -77,7 +95,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             except Exception as error:  # noqa: BLE001 - a page without live runs beats no page
                 log.exception("could not load the model pairs")
                 app.state.load_error = f"the models could not be loaded ({error})"
+        watcher.start()
         yield
+        await watcher.stop()
+        if watch_store is not None:
+            watch_store.close()
         if manager is not None:
             await asyncio.to_thread(manager.close)
         if store is not None:
@@ -88,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.store, app.state.store_error = store, store_error
     app.state.archiver = archiver
+    app.state.parsers, app.state.watch = parsers, watcher
     app.add_middleware(BodyLimit, settings=settings)  # inside HostGuard: a bad Host first
     app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts,
                        allowed_origins=settings.allowed_origins)
@@ -108,6 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(traffic.router)
     app.include_router(traffic.probes_api(settings))
     app.include_router(health.router)
+    app.include_router(watch.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:

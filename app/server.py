@@ -86,6 +86,9 @@ class Server(uvicorn.Server):
         runs = getattr(self.app.state, "runs", None)
         if runs is not None:
             runs.stop_all(SHUTDOWN_MESSAGE)
+        watch = getattr(self.app.state, "watch", None)
+        if watch is not None:
+            watch.end_streams()  # /watch's event streams would otherwise never end
         await super().shutdown(sockets)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 from fastapi.templating import Jinja2Templates
 
 from engine.settings import REPO_ROOT
@@ -43,7 +45,13 @@ def _token_label(text: str) -> str:
     return text.replace(" ", "·").replace("\n", "↵").replace("\t", "⇥")
 
 
+def _clock(unix_s: float) -> str:
+    """A Unix time as UTC hours, minutes and seconds."""
+    return datetime.datetime.fromtimestamp(unix_s, datetime.UTC).strftime("%H:%M:%S")
+
+
 templates.env.filters["fixed"] = _fixed
+templates.env.filters["clock"] = _clock
 templates.env.filters["token_label"] = _token_label
 templates.env.filters["durations"] = _durations
 templates.env.filters["ms"] = _ms

@@ -22,6 +22,8 @@ and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
 decoding loop, for the plan (:mod:`engine.measure.loop_costs`).
 ``specscope validate``: the cost model against published GPU measurements
 (:mod:`engine.analytic.validate`).
+``specscope watch URL``: a vLLM server's acceptance over time against the plan
+(:mod:`engine.serving.watch_cli`).
 """
 
 from __future__ import annotations
@@ -188,6 +190,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     from engine.measure import commands as measure_commands
     from engine.measure import loop_costs
     from engine.serving import cli as vllm_cli
+    from engine.serving import watch_cli
 
     measure_commands.add_parsers(sub, d, _float_list)
     loop_costs.add_parser(sub, d, _int_list)
@@ -204,6 +207,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
                                "or the page's achieved fractions")
     validate.add_argument("--json", action="store_true", help="print the JSON instead")
     validate.set_defaults(run=_validate)
+    watch_cli.add_parser(sub, d)
     return parser
 
 
@@ -259,6 +263,7 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
     from engine.measure import commands as measure_commands
     from engine.measure import loop_costs
     from engine.serving import cli as vllm_cli
+    from engine.serving import watch_cli
     from engine.serving.client import VllmError
 
     d = UNREAD_DEFAULTS if given in ([], ["-h"], ["--help"]) else defaults()
@@ -271,6 +276,8 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
         return plan_cli.run(args)
     if args.command == "costs":
         return loop_costs.run(args)
+    if args.command == "watch":
+        return watch_cli.run(args)
     if args.command in ("bench", "roofline"):
         try:
             return _bench(args, argv) if args.command == "bench" else _roofline(args)

@@ -22,6 +22,32 @@ DATA_DIR = REPO_ROOT / "data"  # `make run` creates it
 ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 
 
+WATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+def parse_watch_urls(text: str) -> dict[str, str]:
+    """``"prod=http://h:8000,http://g:8000"`` as ``{"prod": "http://h:8000", "g:8000":
+    "http://g:8000"}``; ValueError for an address that is not http(s) or a bad name."""
+    found: dict[str, str] = {}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        name, sep, url = entry.partition("=")
+        if not sep:
+            name, url = "", entry
+        url = url.strip().rstrip("/")
+        match = re.match(r"^https?://([^/?#\s]+)$", url)
+        if not match:
+            raise ValueError(f"watch_urls: {url[:60]!r} is not an http:// or https:// address "
+                             "of a server (no path)")
+        name = name.strip() or match[1]
+        if not WATCH_NAME.match(name):
+            raise ValueError(f"watch_urls: {name[:60]!r} is not a name (letters, digits, "
+                             "_ . : -; 64 at most)")
+        if name in found:
+            raise ValueError(f"watch_urls: {name!r} is named twice")
+        found[name] = url
+    return found
+
+
 class PairSpec(BaseModel):
     """A draft/target pair the server may load: local paths or Hugging Face ids. ``draft``
     may be left out: such a pair speculates with prompt lookup only (it needs no draft)."""
@@ -105,6 +131,29 @@ class Settings(BaseSettings):
         if url is not None and not url.startswith(("http://", "https://")):
             raise ValueError(f"vllm_url must be an http:// or https:// address, got {url!r}")
         return url.rstrip("/") if url else None
+
+    # The watch (/watch, /metrics): the only vLLM servers this server scrapes, comma-separated
+    # URLs, each optionally named: "prod=http://10.0.0.5:8000,http://10.0.0.6:8000" (a name
+    # left out is the URL's host:port). The page cannot make it fetch any other address.
+    watch_urls: str = ""
+    watch_interval: float = Field(10.0, ge=1.0, le=3600.0)  # seconds between scrapes
+    # Per deployment name: the plan it deployed (specscope plan --json) and vLLM's step costs
+    # (specscope sweep --engine vllm --costs-out), for the break-even and the assumed alpha.
+    watch_plans: dict[str, Path] = {}
+    watch_costs: dict[str, Path] = {}
+    watch_window: int = Field(3, ge=1, le=1000)  # intervals pooled for the verdict
+    watch_kept: int = Field(8640, ge=1)  # intervals kept per deployment (a day at 10 s)
+
+    @field_validator("watch_urls")
+    @classmethod
+    def _watch_urls_are_http(cls, text: str) -> str:
+        parse_watch_urls(text)
+        return text
+
+    @property
+    def watch_deployments(self) -> dict[str, str]:
+        """The watched deployments, name to URL (``watch_urls``)."""
+        return parse_watch_urls(self.watch_urls)
 
     @model_validator(mode="after")
     def _default_pair_is_offered(self) -> Settings:

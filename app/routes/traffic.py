@@ -285,8 +285,13 @@ async def create_page_probe(
 
 
 async def _calibration(request: Request) -> tuple[Any, str | None]:
-    """The calibration of the posted form (``before``, optional ``after``), or an error."""
+    """The calibration of the posted form (``before``, optional ``after``), or an error. The
+    decoding and the parsing run in a worker thread (:mod:`app.parsing`)."""
     body = await request.body()  # bounded at the edge (app.body_limits)
+    return await request.app.state.parsers.now(_calibrate_form, body)
+
+
+def _calibrate_form(body: bytes) -> tuple[Any, str | None]:
     try:
         form = parse_qs(body.decode("utf-8"), keep_blank_values=True)
     except UnicodeDecodeError:
@@ -343,17 +348,28 @@ class CalibrateRequest(BaseModel):
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": CalibrateRequest.model_json_schema()}}}},
     responses={413: too_large(CALIBRATE_BYTES),
-               **error_responses(400, 403, 422)},
+               **error_responses(400, 403, 422),
+               503: {"model": Problem, "description": "every /metrics parser is busy: try "
+                                                      "again after Retry-After seconds"}},
 )
 async def calibrate_api(request: Request) -> JSONResponse:
     """One row per label set (`model_name`, `engine`). A text with no speculative-decoding
     counters, or counters that contradict each other, is refused with 422 saying why."""
-    try:
-        data = CalibrateRequest.model_validate_json(await request.body())
-    except ValidationError as error:
+    outcome = await request.app.state.parsers.now(_calibrate_json, await request.body())
+    if isinstance(outcome, ValidationError):
         raise RequestValidationError(
-            [e | {"loc": ("body", *e["loc"])} for e in error.errors()]) from None
-    result, error = _calibrate_texts(data.before, data.after)
+            [e | {"loc": ("body", *e["loc"])} for e in outcome.errors()]) from None
+    result, error = outcome
     if error:
         return _problem(422, error, ("body", "before"))
     return JSONResponse(asdict(result))
+
+
+def _calibrate_json(body: bytes) -> tuple[Any, str | None] | ValidationError:
+    """The JSON body validated and calibrated, in a worker thread; a validation error is
+    returned, to be raised on the event loop."""
+    try:
+        data = CalibrateRequest.model_validate_json(body)
+    except ValidationError as error:
+        return error
+    return _calibrate_texts(data.before, data.after)

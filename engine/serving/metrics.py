@@ -51,7 +51,7 @@ def read_counts(text: str, name: str = "the metrics") -> dict[tuple, Counts]:
         families = list(text_string_to_metric_families(text))
     except Exception:  # noqa: BLE001 - the parser raises several kinds on bad text
         raise MetricsError(f"{name} are not Prometheus text format: "
-                           f"{_first_bad_line(text)}") from None
+                           f"{first_bad_line(text)}") from None
     for family in families:
         for sample in family.samples:
             counter = _counter(sample.name)
@@ -79,7 +79,7 @@ def read_counts(text: str, name: str = "the metrics") -> dict[tuple, Counts]:
     return counts
 
 
-def _first_bad_line(text: str) -> str:
+def first_bad_line(text: str) -> str:
     """Where the text stops being Prometheus text, and what is wrong there, in words (the
     parser's own exception says neither)."""
     for number, line in enumerate(text.splitlines(), start=1):

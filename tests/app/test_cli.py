@@ -22,7 +22,7 @@ from engine import cli as engine_cli
 
 REPO = Path(__file__).resolve().parents[2]
 COMMANDS = ["serve", "generate", "bench", "roofline", "probe", "calibrate", "costs", "vllm",
-            "sweep", "plan", "validate"]
+            "sweep", "plan", "validate", "watch"]
 
 
 def entry_point():

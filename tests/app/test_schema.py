@@ -51,6 +51,8 @@ CASES = [
     ("POST /api/probes", POSITIVE), ("POST /api/probes", NEGATIVE),
     ("POST /api/calibrate", POSITIVE), ("POST /api/calibrate", NEGATIVE),
     ("GET /healthz", POSITIVE),  # no input to break
+    ("GET /watch/{name}.json", POSITIVE), ("GET /watch/{name}.csv", POSITIVE),  # any name
+    ("GET /metrics", POSITIVE),  # no input to break
 ]
 # A schema can say a body is text, not that the text is a prompt file (no NUL bytes, at least
 # one prompt, JSONL lines that parse): any string fits, and one that is not is refused with

@@ -48,3 +48,16 @@ def test_bad_values_are_refused(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_the_watched_deployments_are_named_http_addresses():
+    from engine.settings import Settings
+
+    s = Settings(watch_urls="prod=http://10.0.0.5:8000/, http://10.0.0.6:8000")
+    assert s.watch_deployments == {"prod": "http://10.0.0.5:8000",
+                                   "10.0.0.6:8000": "http://10.0.0.6:8000"}
+    assert Settings().watch_deployments == {} and Settings().watch_interval == 10.0
+    for bad in ("file:///etc/passwd", "http://h:1/metrics", "a b=http://h:1",
+                "x=http://h:1,x=http://g:1"):
+        with pytest.raises(ValueError):
+            Settings(watch_urls=bad)

@@ -1,0 +1,23 @@
+// /watch: replace a deployment's section with the one the server renders after each scrape.
+// Without JavaScript the page is a snapshot with a Reload link.
+(() => {
+  "use strict";
+  const page = document.querySelector(".watch-page");
+  if (!page || !window.EventSource || !page.querySelector(".watch-deployment")) return;
+  const status = document.getElementById("watch-live");
+  const events = new EventSource(page.dataset.events);
+  events.addEventListener("update", (event) => {
+    const template = document.createElement("template");
+    template.innerHTML = event.data;
+    const fresh = template.content.firstElementChild;
+    const old = fresh && document.getElementById(fresh.id);
+    if (old) old.replaceWith(fresh);
+    status.textContent = `Live: updated ${new Date().toLocaleTimeString()} after a scrape.`;
+  });
+  events.addEventListener("open", () => {
+    status.textContent = "Live: the page updates after every scrape.";
+  });
+  events.addEventListener("error", () => {
+    status.textContent = "The live updates stopped; trying again. Reload for a snapshot.";
+  });
+})();
