@@ -23,21 +23,15 @@ batch is the one against no speculative config. Standard library only.
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+
+from engine.analytic.schedule import PlanError, TimedCosts, timed_costs
+from engine.analytic.theory import expected_tokens
 
 BISECTION_STEPS = 60  # 2^-60: far below any alpha a counter can resolve
 
-
-class CostsError(ValueError):
-    """A costs file that does not give the step times this needs; says why."""
-
-
-def expected_tokens(alpha: float, k: int) -> float:
-    """``1 + alpha + ... + alpha^k``: tokens per row per cycle under i.i.d. acceptance."""
-    return sum(alpha**i for i in range(k + 1))
+CostsError = PlanError  # a costs file that does not give the step times this needs; says why
 
 
 def break_even_alpha(cycle: float, k: int) -> float | None:
@@ -61,79 +55,20 @@ def break_even_alpha(cycle: float, k: int) -> float | None:
     return (lo + hi) / 2
 
 
-@dataclass(frozen=True)
-class StepCosts:
-    """Timed passes in ms: ``target[(B, T)]`` over ``T`` new tokens per row, ``draft[B]`` one
-    draft step, at the timed batches."""
-
-    batches: tuple[int, ...]
-    target: Mapping[tuple[int, int], float]
-    draft: Mapping[int, float]
-
-    @property
-    def k_limit(self) -> int:
-        """The largest k whose verification (``k + 1`` tokens) was timed at every batch."""
-        k = 0
-        while all((b, k + 2) in self.target for b in self.batches):
-            k += 1
-        return k
-
-    def _at(self, values, batch: int) -> float:
-        bs = self.batches
-        if batch <= bs[0] or len(bs) == 1:
-            return values(bs[0])
-        i = bisect.bisect_left(bs, batch)
-        if i < len(bs) and bs[i] == batch:
-            return values(batch)
-        lo, hi = (bs[i - 1], bs[i]) if i < len(bs) else (bs[-2], bs[-1])
-        y_lo, y_hi = values(lo), values(hi)
-        y = y_lo + (y_hi - y_lo) * (batch - lo) / (hi - lo)
-        return y if i < len(bs) else max(y, y_hi)
-
-    def cycle(self, batch: int, k: int) -> float:
-        """``(k t_draft(B) + t_target(B, k + 1)) / t_target(B, 1)``, in plain steps."""
-        if not 1 <= k <= self.k_limit:
-            raise CostsError(f"the costs do not time a verification over {k + 1} tokens "
-                             f"(they go up to k = {self.k_limit})")
-        plain = self._at(lambda b: self.target[(b, 1)], batch)
-        verify = self._at(lambda b: self.target[(b, k + 1)], batch)
-        draft = self._at(lambda b: self.draft[b], batch)
-        return (k * draft + verify) / plain
-
-    def break_even(self, batch: int, k: int) -> float | None:
-        """The break-even alpha of k at ``batch`` (see :func:`break_even_alpha`)."""
-        return break_even_alpha(self.cycle(batch, k), k)
+def break_even(costs: TimedCosts, batch: int, k: int) -> float | None:
+    """The break-even alpha of k at ``batch`` on ``costs`` (see :func:`break_even_alpha`)."""
+    return break_even_alpha(costs.cycle(batch, k), k)
 
 
-def step_costs(data: object) -> StepCosts:
-    """:class:`StepCosts` from a costs file's JSON (``passes``); :class:`CostsError` says
-    what is missing."""
+def step_costs(data: object) -> TimedCosts:
+    """The costs file's timed steps, read as the plan reads them
+    (:func:`engine.analytic.schedule.timed_costs`); :class:`CostsError` says what is
+    missing."""
     passes = data.get("passes") if isinstance(data, dict) else None
     if not isinstance(passes, list) or not passes:
         raise CostsError('this is not a costs file: it has no "passes" (write one with '
                          "specscope sweep --engine vllm --policies off,2,4 --costs-out FILE)")
-    target: dict[tuple[int, int], float] = {}
-    draft: dict[int, float] = {}
-    for i, p in enumerate(passes):
-        try:
-            model, batch, tokens, ms = (p["model"], int(p["batch"]), int(p["tokens"]),
-                                        float(p["median_ms"]))
-        except (KeyError, TypeError, ValueError):
-            raise CostsError(f'"passes"[{i}] needs "model", "batch", "tokens" and a number '
-                             '"median_ms"') from None
-        if batch < 1 or tokens < 1 or not (math.isfinite(ms) and ms > 0):
-            raise CostsError(f'"passes"[{i}]: batch and tokens must be at least 1 and '
-                             "median_ms a positive number")
-        if model == "target":
-            target[(batch, tokens)] = ms
-        elif model == "draft" and tokens == 1:
-            draft[batch] = ms
-    batches = tuple(sorted({b for b, _ in target} | set(draft)))
-    for b in batches:
-        if (b, 1) not in target or b not in draft:
-            raise CostsError(f"the costs lack the target's plain step or the draft step at "
-                             f"batch {b}")
-    return StepCosts(batches, target, draft)
+    return timed_costs(passes, data.get("loop") or ())
 
 
 def planned_k(ranges: Sequence[Sequence[int]], batch: int, k_cap: int | None = None) -> int:

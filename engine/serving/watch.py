@@ -47,7 +47,8 @@ from dataclasses import asdict, dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.analytic import acceptance as estimators
-from engine.analytic.break_even_alpha import CostsError, StepCosts, planned_k, step_costs
+from engine.analytic.break_even_alpha import CostsError, break_even, planned_k, step_costs
+from engine.analytic.schedule import TimedCosts
 from engine.serving.metrics import (
     ACCEPTED,
     COUNTERS,
@@ -305,7 +306,7 @@ def _assumed_alpha(domains: object, notices: list[str]) -> float | None:
     return sum(w * a for w, a in pairs) / total
 
 
-def read_costs(data: object) -> StepCosts:
+def read_costs(data: object) -> TimedCosts:
     """vLLM's step costs (``specscope sweep --engine vllm --costs-out``)."""
     try:
         return step_costs(data)
@@ -377,7 +378,7 @@ class Watch:
     :meth:`scrape` fetch them); each returns the :class:`Interval` since the last good one."""
 
     def __init__(self, name: str, url: str, plan: PlanView | None = None,
-                 costs: StepCosts | None = None, window: int = DEFAULT_WINDOW,
+                 costs: TimedCosts | None = None, window: int = DEFAULT_WINDOW,
                  timeout_s: float = DEFAULT_INTERVAL_S / 2,
                  clock: Callable[[], float] = time.time):
         if window < 1:
@@ -509,7 +510,7 @@ class Watch:
                             "specscope sweep --engine vllm --costs-out).")
         else:
             try:
-                iv.break_even = self.costs.break_even(iv.batch or 1, iv.planned_k)
+                iv.break_even = break_even(self.costs, iv.batch or 1, iv.planned_k)
                 never_pays = iv.break_even is None
             except CostsError as error:
                 iv.lines.append(f"No break-even: {error}.")

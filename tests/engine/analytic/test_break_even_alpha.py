@@ -7,6 +7,7 @@ import pytest
 from engine.analytic import schedule
 from engine.analytic.break_even_alpha import (
     CostsError,
+    break_even,
     break_even_alpha,
     expected_tokens,
     planned_k,
@@ -76,7 +77,7 @@ def test_the_cycle_follows_the_plans_reading_of_the_same_costs():
 def test_the_break_even_at_a_batch_from_the_costs():
     data = costs({1: (10.0, 1.0, 12.0)})
     # k = 4: (4 * 1 + 12) / 10 = 1.6 steps
-    alpha = step_costs(data).break_even(1, 4)
+    alpha = break_even(step_costs(data), 1, 4)
     assert expected_tokens(alpha, 4) == pytest.approx(1.6)
     with pytest.raises(CostsError, match="up to k = 4"):
         step_costs(data).cycle(1, 5)
@@ -86,7 +87,8 @@ def test_the_break_even_at_a_batch_from_the_costs():
     ({}, "no \"passes\""),
     ({"passes": []}, "no \"passes\""),
     ({"passes": [{"model": "target", "batch": 1}]}, "needs"),
-    ({"passes": [{"model": "target", "batch": 1, "tokens": 1, "median_ms": -2}]}, "positive"),
+    ({"passes": [{"model": "target", "batch": 1, "tokens": 1, "median_ms": -2},
+                 {"model": "draft", "batch": 1, "tokens": 1, "median_ms": 1}]}, "positive"),
     ({"passes": [{"model": "target", "batch": 1, "tokens": 1, "median_ms": 2}]}, "draft step"),
 ])
 def test_a_file_that_is_not_costs_is_refused_saying_why(data, message):

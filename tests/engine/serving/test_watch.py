@@ -10,6 +10,7 @@ import math
 import pytest
 from support.watch_pages import Counts, PageServer, page
 
+from engine.analytic.break_even_alpha import break_even as break_even_of
 from engine.analytic.break_even_alpha import expected_tokens, step_costs
 from engine.serving import watch as w
 from engine.settings import REPO_ROOT
@@ -148,7 +149,7 @@ def test_contradicting_counters_are_not_stored_as_a_measurement():
 
 
 def test_the_verdict_warns_below_the_break_even_and_holds_above_it():
-    break_even = COSTS.break_even(1, 2)
+    break_even = break_even_of(COSTS, 1, 2)
     assert expected_tokens(break_even, 2) == pytest.approx(1.5)
     base = Counts(drafts=0, accepted_per_position=(0, 0), generated=0, running=1)
     wt = watch(plan_at(2, alpha=0.5), COSTS, window=1)

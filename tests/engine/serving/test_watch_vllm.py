@@ -22,6 +22,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
+from engine.analytic.break_even_alpha import break_even as break_even_of
 from engine.analytic.break_even_alpha import expected_tokens
 from engine.measure.prompt_sets import builtin
 from engine.serving.server import VLLM_PYTHON, ServerSpec, VllmServer
@@ -71,7 +72,7 @@ def test_the_watch_sees_the_domain_switch_the_warning_and_a_restart(tmp_path):
     domains = {name: [list(tokenizer(p.text).input_ids) for p in builtin(name)]
                for name in ("scripture", "python")}
     costs = read_costs(json.loads(COSTS.read_text()))
-    break_even = costs.break_even(1, K)
+    break_even = break_even_of(costs, 1, K)
     assert expected_tokens(break_even, K) == pytest.approx(costs.cycle(1, K))
     store = WatchStore(str(tmp_path / "watch.db"), kept=1000)
     spec = ServerSpec(TARGET, DRAFT, k=K)
