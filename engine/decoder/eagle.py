@@ -267,12 +267,11 @@ def head_config(target_config: LlamaConfig) -> LlamaConfig:
 # ---- the target's features ------------------------------------------------------------------
 
 
-def target_features(target: PreTrainedModel, ids: torch.Tensor, cache=None) -> torch.Tensor:
+def target_features(target: PreTrainedModel, ids: torch.Tensor) -> torch.Tensor:
     """The target's last hidden states ``[B, n, H]`` (after its final norm) for ``ids
-    [B, n]`` after what ``cache`` (a transformers cache, or None) holds: the ``f_t`` the head
-    reads. The logits are ``target.lm_head`` of these."""
-    out = target.model(input_ids=ids, past_key_values=cache, use_cache=cache is not None)
-    return out.last_hidden_state
+    [B, n]`` from position 0: the ``f_t`` the head reads. The target's logits are
+    ``target.lm_head`` of these."""
+    return target.model(input_ids=ids, use_cache=False).last_hidden_state
 
 
 # ---- drafting ---------------------------------------------------------------------------------

@@ -86,6 +86,8 @@ def train(head: EagleHead, tokens: torch.Tensor, features: torch.Tensor, args,
     """AdamW with warmup and cosine decay over ``args.steps`` steps of ``args.batch_size``
     random windows; the mean of each loss part over every ``args.log_every`` steps."""
     gen = torch.Generator().manual_seed(args.seed)
+    for shared in (head.shared.embed_tokens.weight, head.shared.lm_head.weight):
+        shared.requires_grad_(False)  # the target's: frozen, and no gradient to compute
     params = [p for p in head.parameters() if p.requires_grad]
     opt = optimizer(head, args.lr)
     curve: list[dict] = []
@@ -145,7 +147,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=1800)
+    ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--cls-weight", type=float, default=0.1,
                     help="weight of the token loss beside the feature regression")
@@ -232,7 +234,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict:
     path = args.out / "training_summary.json"
     path.write_text(json.dumps(summary, indent=1) + "\n")
     if args.measure_prompts:
-        from engine.measure.eagle_alpha import measure
+        from engine.measure.eagle_compare import measure
 
         summary["heldout_alpha"] = measure(
             args.target, args.out, args.draft, args.prompts, n_prompts=args.measure_prompts,
