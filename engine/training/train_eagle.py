@@ -40,20 +40,28 @@ from engine.training.train_pair import encode_stream, lr_at, n_params, optimizer
 NOISE = 0.1  # features get U(-NOISE, NOISE) added in training (EAGLE-1)
 
 
-@torch.inference_mode()
-def compute_features(target, stream: torch.Tensor, seq_len: int, batch: int = 16,
-                     log=print) -> tuple[torch.Tensor, torch.Tensor]:
-    """The stream cut into windows ``tokens [N, seq_len]`` and the target's features
-    ``[N, seq_len, H]`` (float16) for them, each window run on its own from position 0."""
+def windows_of(stream: torch.Tensor, seq_len: int, count: int = 0) -> torch.Tensor:
+    """The stream cut into windows ``[N, seq_len]``; with ``count``, that many of them evenly
+    spaced over the stream (so every domain keeps its share, and every part of each book)."""
     n = len(stream) // seq_len
-    tokens = stream[: n * seq_len].view(n, seq_len)
+    windows = stream[: n * seq_len].view(n, seq_len)
+    if 0 < count < n:
+        windows = windows[torch.linspace(0, n - 1, count).round().long()]
+    return windows
+
+
+@torch.inference_mode()
+def compute_features(target, windows: torch.Tensor, batch: int = 16, log=print) -> torch.Tensor:
+    """The target's features ``[N, seq_len, H]`` (float16) for ``windows [N, seq_len]``,
+    each window run on its own from position 0."""
+    n, seq_len = windows.shape
     features = torch.empty(n, seq_len, target.config.hidden_size, dtype=torch.float16)
     t0 = time.perf_counter()
     for i in range(0, n, batch):
-        features[i : i + batch] = target.model(input_ids=tokens[i : i + batch]).last_hidden_state
-        if (i // batch) % 50 == 0:
-            log(f"features: {i + batch}/{n} windows, {time.perf_counter() - t0:.0f} s")
-    return tokens, features
+        features[i : i + batch] = target.model(input_ids=windows[i : i + batch]).last_hidden_state
+        if (i // batch) % 25 == 0:
+            log(f"features: {min(i + batch, n)}/{n} windows, {time.perf_counter() - t0:.0f} s")
+    return features
 
 
 def head_loss(head: EagleHead, tokens: torch.Tensor, features: torch.Tensor,
@@ -147,13 +155,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--steps", type=int, default=800)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--cls-weight", type=float, default=0.1,
                     help="weight of the token loss beside the feature regression")
     ap.add_argument("--log-every", type=int, default=25)
-    ap.add_argument("--max-windows", type=int, default=0,
-                    help="train on the first N windows of the stream only (0: all)")
+    ap.add_argument("--windows", type=int, default=3000,
+                    help="train on this many windows spread evenly over the stream (0: all)")
+    ap.add_argument("--eval-windows", type=int, default=40, help="held-out windows per domain")
     ap.add_argument("--features-cache", type=Path,
                     help="keep the target's features in this file and reuse them")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
@@ -189,18 +198,16 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict:
     stream = torch.cat([encode_stream(tokenizer, c.train) for c in corpora])
     heldout = {c.domain: encode_stream(tokenizer, c.heldout) for c in corpora}
 
-    if args.max_windows:
-        stream = stream[: args.max_windows * args.seq_len]
+    tokens = windows_of(stream, args.seq_len, args.windows)
     t0 = time.perf_counter()
-    cached = bool(args.features_cache and args.features_cache.exists())
+    cache = args.features_cache
+    cached = bool(cache and cache.exists() and torch.equal(torch.load(cache)[0], tokens))
     if cached:
-        tokens, features = torch.load(args.features_cache)
+        features = torch.load(cache)[1]
     else:
-        tokens, features = compute_features(target, stream, args.seq_len)
-        if args.features_cache:
-            torch.save((tokens, features), args.features_cache)
-    windows = len(stream) // args.seq_len  # a cache may hold more than --max-windows
-    tokens, features = tokens[:windows], features[:windows]
+        features = compute_features(target, tokens)
+        if cache:
+            torch.save((tokens, features), cache)
     features_s = time.perf_counter() - t0
     print(f"{len(stream):,} training tokens, {len(tokens):,} windows of {args.seq_len}; "
           f"features {'loaded' if cached else 'computed'} in {features_s:.0f} s", flush=True)
@@ -214,7 +221,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict:
 
     heldout_losses = {}
     for domain, s in heldout.items():
-        h_tokens, h_features = compute_features(target, s, args.seq_len, log=lambda _: None)
+        h_tokens = windows_of(s, args.seq_len, args.eval_windows)
+        h_features = compute_features(target, h_tokens, log=lambda _: None)
         heldout_losses[domain] = heldout_loss(head, h_tokens, h_features, args.cls_weight)
     head.save(args.out)
     summary: dict = {
@@ -225,6 +233,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict:
         "head_params": n_params(head),
         "training_tokens": len(stream),
         "windows": len(tokens),
+        "window_tokens": tokens.numel(),
         "features_seconds": round(features_s, 1),
         "features_cached": cached,
         "train_seconds": round(train_s, 1),

@@ -9,7 +9,7 @@ import torch
 from support.tiny_models import build_llama
 
 from engine.decoder.eagle import EagleHead, head_config, target_features
-from engine.training.train_eagle import compute_features, head_loss, train
+from engine.training.train_eagle import compute_features, head_loss, train, windows_of
 
 
 def stream(target, n: int, seed: int = 0) -> torch.Tensor:
@@ -33,7 +33,8 @@ def args(**kw) -> argparse.Namespace:
 def test_features_are_the_targets_last_hidden_states_window_by_window():
     target = build_llama(seed=0)
     s = torch.randint(2, target.config.vocab_size, (100,), generator=torch.Generator())
-    tokens, features = compute_features(target, s, seq_len=16, batch=3, log=lambda _: None)
+    tokens = windows_of(s, 16)
+    features = compute_features(target, tokens, batch=4, log=lambda _: None)
     assert tokens.shape == (6, 16) and features.shape == (6, 16, target.config.hidden_size)
     assert features.dtype == torch.float16
     with torch.inference_mode():
@@ -41,10 +42,18 @@ def test_features_are_the_targets_last_hidden_states_window_by_window():
     torch.testing.assert_close(features[2].float(), expected, rtol=1e-3, atol=1e-3)
 
 
+def test_a_window_count_spreads_the_windows_over_the_whole_stream():
+    s = torch.arange(1000)
+    assert windows_of(s, 10).shape == (100, 10)
+    picked = windows_of(s, 10, count=5)
+    assert picked[:, 0].tolist() == [0, 250, 500, 740, 990]  # first and last included
+    assert torch.equal(windows_of(s, 10, count=500), windows_of(s, 10))  # more than there are
+
+
 def test_training_lowers_eagles_loss_and_repeats_with_the_seed():
     target = build_llama(seed=0)
-    tokens, features = compute_features(target, stream(target, 512), seq_len=32,
-                                        log=lambda _: None)
+    tokens = windows_of(stream(target, 512), 32)
+    features = compute_features(target, tokens, log=lambda _: None)
 
     def run():
         torch.manual_seed(1)
@@ -67,8 +76,8 @@ def test_the_token_loss_is_cross_entropy_to_the_targets_distribution():
     """With the head's prediction equal to the next feature, the regression part is 0 and
     the token part is the entropy of the target's own p."""
     target = build_llama(seed=0)
-    tokens, features = compute_features(target, stream(target, 64), seq_len=8,
-                                        log=lambda _: None)
+    tokens = windows_of(stream(target, 64), 8)
+    features = compute_features(target, tokens, log=lambda _: None)
     head = EagleHead(head_config(target.config), target)
     f = features[:2].float()
 
