@@ -318,3 +318,73 @@ def propose(
             position = position + 1
             feature = head(token[:, None], feature, position, cache)
     return torch.stack(drafts, 1), (torch.stack(qs, 1) if qs else None)
+
+
+# ---- the head as a drafter of a speculative loop ---------------------------------------------
+
+
+class EagleDrafter:
+    """The head driven by a loop that verifies ``B`` rows: ``start`` once with the prompt,
+    then per cycle ``propose(k)`` and ``commit`` with what the target's pass verified.
+
+    What it needs from the loop is the target's final hidden states (after its final norm)
+    at the positions it verified: for a cycle that drafted ``d_1 .. d_k`` after the row's
+    last token, the target's pass over ``[last, d_1 .. d_k]`` gives ``hidden [B, k + 1, H]``;
+    with ``a`` drafts accepted and ``x`` the token the target chose after them, the head's new
+    entries are ``(d_1, hidden_0) .. (d_a, hidden_{a-1}), (x, hidden_a)``. They are run at the
+    start of the next ``propose``, overwriting the head's own drafted entries there (vLLM's
+    proposer does the same), so the head's cache holds target features at every verified
+    position and its own only past them.
+    """
+
+    def __init__(self, head: EagleHead, batch: int, capacity: int = 1024):
+        self.head = head
+        self.cache = head.new_cache(batch, capacity)
+        self.verified = torch.zeros(batch, dtype=torch.long)  # head entries from the target
+        self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self.drafts: torch.Tensor | None = None
+
+    def start(self, tokens: torch.Tensor, hidden: torch.Tensor, lengths: torch.Tensor,
+              next_tokens: torch.Tensor) -> None:
+        """The prompt: ``tokens [B, n]`` (row b's first ``lengths[b]`` real, padded on the
+        right), the target's ``hidden [B, n, H]`` over them and ``next_tokens [B]``, the
+        token the target chose after each prompt."""
+        b, n = tokens.shape
+        lengths = torch.as_tensor(lengths, dtype=torch.long)
+        shifted = torch.cat([tokens[:, 1:], tokens[:, :1]], 1).clone()
+        shifted[torch.arange(b), lengths - 1] = next_tokens  # entry t reads x_{t+1}
+        index = torch.arange(n)[None]
+        positions = torch.where(index < lengths[:, None], index, PADDING)
+        self.pending = (shifted, hidden, positions)
+        self.verified = torch.zeros(b, dtype=torch.long)
+        self.cache.rollback(torch.zeros(b, dtype=torch.long))
+
+    @torch.inference_mode()
+    def propose(self, k: int, temperature: float = 0.0,
+                generator: torch.Generator | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """``(tokens [B, k], q [B, k, V] or None when greedy, lengths [B])``: k drafts for
+        every row (the head always proposes k)."""
+        assert self.pending is not None, "start() first, and commit() after every propose()"
+        tokens, features, positions = self.pending
+        self.cache.rollback(self.verified)
+        drafts, q = propose(self.head, self.cache, tokens, features, positions, k,
+                            temperature, generator)
+        self.verified = torch.where(positions >= 0, positions + 1, 0).max(dim=1).values
+        self.pending, self.drafts = None, drafts
+        return drafts, q, torch.full((drafts.shape[0],), k, dtype=torch.long)
+
+    def commit(self, accepted: torch.Tensor, hidden: torch.Tensor,
+               next_tokens: torch.Tensor) -> None:
+        """The verification of the last proposal: ``accepted [B]`` drafts kept per row, the
+        target's ``hidden [B, k + 1, H]`` over ``[last, d_1 .. d_k]`` and ``next_tokens [B]``
+        (the correction or bonus token of each row)."""
+        assert self.drafts is not None, "propose() before commit()"
+        accepted = torch.as_tensor(accepted, dtype=torch.long)
+        b, k = self.drafts.shape
+        index = torch.arange(k + 1)[None]
+        tokens = torch.cat([self.drafts, self.drafts[:, :1]], 1).clone()
+        tokens[torch.arange(b), accepted] = next_tokens
+        positions = torch.where(index <= accepted[:, None], self.verified[:, None] + index,
+                                PADDING)
+        self.pending, self.drafts = (tokens, hidden, positions), None

@@ -260,3 +260,43 @@ def test_sampled_drafts_come_with_their_distributions_and_follow_the_seed(head, 
     assert bool((q[0, torch.arange(4), drafts[0]] > 0).all())
     assert torch.equal(run(0)[0], drafts)
     assert any(not torch.equal(run(s)[0], drafts) for s in range(1, 6))
+
+
+# ---- the drafter interface -------------------------------------------------------------------
+
+
+def test_the_drafter_proposes_per_row_what_a_fresh_head_proposes_over_the_whole_row(head,
+                                                                                      target):
+    """Two rows of different lengths, accepting different numbers of drafts each cycle: the
+    drafter, fed only the target's hidden states at the verified positions, proposes what a
+    fresh cache over each row's whole verified sequence proposes."""
+    from engine.decoder.eagle import EagleDrafter
+
+    rows = [torch.tensor([5, 17, 42, 9, 100, 7]), torch.tensor([33, 8, 250])]
+    next_tokens = torch.tensor([12, 13])
+    n = max(len(r) for r in rows)
+    padded = torch.stack([torch.cat([r, torch.zeros(n - len(r), dtype=torch.long)]) for r in rows])
+    with torch.inference_mode():
+        hidden = target_features(target, padded)  # right padding leaves real positions alone
+    drafter = EagleDrafter(head, batch=2, capacity=64)
+    drafter.start(padded, hidden, torch.tensor([len(r) for r in rows]), next_tokens)
+    seqs = [torch.cat([r, t[None]]) for r, t in zip(rows, next_tokens, strict=True)]
+    k = 3
+    for accepted in ([1, 0], [3, 2], [0, 3]):
+        drafts, q, lengths = drafter.propose(k)
+        assert q is None and lengths.tolist() == [k, k]
+        for b, seq in enumerate(seqs):
+            with torch.inference_mode():
+                f = target_features(target, seq[None])[0][:-1]
+            expected, _ = propose(head, head.new_cache(1, 64), seq[1:][None], f[None],
+                                  torch.arange(len(seq) - 1)[None], k)
+            assert drafts[b].tolist() == expected[0].tolist(), (accepted, b)
+        # the target's pass over [last, d_1 .. d_k] of each row, and its choice after them
+        hidden = torch.zeros(2, k + 1, target.config.hidden_size)
+        fixes = torch.tensor([77, 78])
+        for b, seq in enumerate(seqs):
+            with torch.inference_mode():
+                f = target_features(target, torch.cat([seq, drafts[b]])[None])[0]
+            hidden[b] = f[len(seq) - 1 :]
+            seqs[b] = torch.cat([seq, drafts[b, : accepted[b]], fixes[b : b + 1]])
+        drafter.commit(torch.tensor(accepted), hidden, fixes)
