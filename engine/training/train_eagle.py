@@ -154,13 +154,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seq-len", type=int, default=256)
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=800)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--cls-weight", type=float, default=0.1,
                     help="weight of the token loss beside the feature regression")
     ap.add_argument("--log-every", type=int, default=25)
-    ap.add_argument("--windows", type=int, default=3000,
+    ap.add_argument("--windows", type=int, default=2000,
                     help="train on this many windows spread evenly over the stream (0: all)")
     ap.add_argument("--eval-windows", type=int, default=40, help="held-out windows per domain")
     ap.add_argument("--features-cache", type=Path,
