@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import time
@@ -25,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from engine.decoder.eagle import EagleCache, EagleHead, propose, target_features
+from engine.decoder.eagle import EagleDrafter, EagleHead, target_features
 from engine.decoder.forward import forward, new_cache, rollback
 from engine.decoder.sampling import warp
 from engine.measure.probe import bootstrap_ratio
@@ -36,24 +38,26 @@ from engine.measure.probe import bootstrap_ratio
 
 
 class HeadDrafter:
-    """The EAGLE head with its cache, driven as a speculative loop would drive it: each
-    cycle re-runs the head over the positions verified since the last one (overwriting its
-    drafts there), drafts k tokens, and is rolled back to the verified length."""
+    """The EAGLE head behind :class:`EagleDrafter`, one row: fed only the target's hidden
+    states at the positions each cycle verified, as a speculative loop feeds it."""
 
     def __init__(self, head: EagleHead, capacity: int = 1024):
         self.head = head
-        self.cache: EagleCache = head.new_cache(1, capacity)
+        self.drafter = EagleDrafter(head, 1, capacity)
 
-    def propose(self, ids: torch.Tensor, features: torch.Tensor, k: int, temperature: float,
-                gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """``ids [n]`` verified, ``features [n - 1, H]`` the target's for ``ids[:-1]``."""
-        start = int(self.cache.lengths[0])  # head entries 0 .. start - 1 are still valid
-        n = len(ids)
-        positions = torch.arange(start, n - 1)[None]
-        tokens, q = propose(self.head, self.cache, ids[start + 1 : n][None],
-                            features[start : n - 1][None], positions, k, temperature, gen)
-        self.cache.rollback([n - 1])  # entries from n - 1 on were drafted from the head's own
-        return tokens[0], _q_or_one_hot(q, tokens, self.head.config.vocab_size)
+    def start(self, prompt: torch.Tensor, hidden: torch.Tensor, first: int) -> None:
+        self.drafter.start(prompt[None], hidden[None], torch.tensor([len(prompt)]),
+                           torch.tensor([first]))
+
+    def propose(self, k: int, temperature: float, gen: torch.Generator
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens, q, _ = self.drafter.propose(k, temperature, gen)
+        if q is None:  # greedy: the draft's distribution is its argmax
+            return tokens[0], F.one_hot(tokens[0], self.head.config.vocab_size).float()
+        return tokens[0], q[0]
+
+    def commit(self, accepted: int, hidden: torch.Tensor, next_token: int) -> None:
+        self.drafter.commit(torch.tensor([accepted]), hidden[None], torch.tensor([next_token]))
 
 
 class ModelDrafter:
@@ -62,11 +66,15 @@ class ModelDrafter:
 
     def __init__(self, draft: PreTrainedModel):
         self.draft = draft
+        self.ids = torch.empty(0, dtype=torch.long)
+
+    def start(self, prompt: torch.Tensor, hidden: torch.Tensor, first: int) -> None:
+        self.ids = torch.cat([prompt, torch.tensor([first])])
 
     @torch.inference_mode()
-    def propose(self, ids: torch.Tensor, features: torch.Tensor, k: int, temperature: float,
-                gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        seq, drafts, qs = ids, [], []
+    def propose(self, k: int, temperature: float, gen: torch.Generator
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        seq, drafts, qs = self.ids, [], []
         for _ in range(k):
             logits = self.draft(input_ids=seq[None]).logits[0, -1].float()
             q = warp(logits, temperature)
@@ -75,14 +83,11 @@ class ModelDrafter:
             drafts.append(token)
             qs.append(q)
             seq = torch.cat([seq, token[None]])
-        return torch.stack(drafts), torch.stack(qs)
+        self.drafts = torch.stack(drafts)
+        return self.drafts, torch.stack(qs)
 
-
-def _q_or_one_hot(q: torch.Tensor | None, tokens: torch.Tensor, vocab: int) -> torch.Tensor:
-    """``q [k, V]``: the head's distributions, or one-hot rows of its greedy drafts."""
-    if q is not None:
-        return q[0]
-    return torch.nn.functional.one_hot(tokens[0], vocab).float()
+    def commit(self, accepted: int, hidden: torch.Tensor, next_token: int) -> None:
+        self.ids = torch.cat([self.ids, self.drafts[:accepted], torch.tensor([next_token])])
 
 
 # ---- the sampler -----------------------------------------------------------------------------
@@ -111,11 +116,13 @@ def run_prompt(target: PreTrainedModel, drafter, prompt_ids: torch.Tensor, k: in
     first = torch.multinomial(p, 1, generator=gen)
     ids = torch.cat([prompt_ids, first])
     run.tokens.append(int(first))
+    drafter.start(prompt_ids, features, int(first))
     while len(run.tokens) < max_new_tokens and not (eos is not None and run.tokens[-1] == eos):
-        drafts, q = drafter.propose(ids, features, k, temperature, gen)
-        scored = target_features(target, torch.cat([ids, drafts])[None])[0]
-        p = warp(target.lm_head(scored[len(ids) - 1 :]).float(), temperature)  # [k + 1, V]
+        drafts, q = drafter.propose(k, temperature, gen)
+        hidden = target_features(target, torch.cat([ids, drafts])[None])[0][len(ids) - 1 :]
+        p = warp(target.lm_head(hidden).float(), temperature)  # [k + 1, V]
         a, new = _verify(drafts, q, p, gen)
+        drafter.commit(a, hidden, new[a])
         run.cycles += 1
         run.accepted += a
         run.trials += a + (a < k)
@@ -127,7 +134,6 @@ def run_prompt(target: PreTrainedModel, drafter, prompt_ids: torch.Tensor, k: in
             new = new[: new.index(eos) + 1]
         run.tokens.extend(new)
         ids = torch.cat([ids, torch.tensor(new)])
-        features = scored[: len(ids) - 1]
     return run
 
 
@@ -188,22 +194,27 @@ def multiply_adds(model: torch.nn.Module, lm_head: torch.nn.Linear | None = None
 
 
 @torch.inference_mode()
-def step_ms(step, steps: int = 200) -> float:
-    """Median wall time of ``step()`` (the first tenth dropped as warm-up)."""
-    times = []
+def step_ms(step, steps: int = 200) -> tuple[float, float]:
+    """Median wall time and median CPU time of this thread for ``step()``, in ms (the first
+    tenth dropped as warm-up). CPU time leaves out the time other processes hold the core,
+    which on a shared machine can be most of the wall time."""
+    wall, cpu = [], []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         step()
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times[steps // 10 :])
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+    skip = steps // 10
+    return 1000 * statistics.median(wall[skip:]), 1000 * statistics.median(cpu[skip:])
 
 
 @torch.inference_mode()
 def draft_step_costs(target, head: EagleHead, draft, context: int = 64, steps: int = 200,
                      repeats: int = 3) -> dict:
-    """One draft step after ``context`` tokens, median ms: the head (one entry through its
-    layer with its cache, the LM head, argmax), the draft model and the target (one token
-    through the engine's fast path, rolled back so every step sees the same context)."""
+    """One draft step after ``context`` tokens, median ms of wall and of CPU time: the head
+    (one entry through its layer with its cache, the LM head, argmax), the draft model and
+    the target (one token through the engine's fast path, rolled back so every step sees
+    the same context); c = draft step / target step."""
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (1, context + 1), generator=gen)
     caches = {}
@@ -232,21 +243,23 @@ def draft_step_costs(target, head: EagleHead, draft, context: int = 64, steps: i
         head.logits(out[:, 0]).argmax(-1)
         head_cache.rollback([context - 1])
 
-    result: dict[str, list[float]] = {"target": [], "draft": [], "head": []}
+    steps_of = {"target": model_step("target"), "draft": model_step("draft"), "head": head_step}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in steps_of}
     for _ in range(repeats):  # interleaved, so load from other processes hits all alike
-        result["target"].append(step_ms(model_step("target"), steps))
-        result["draft"].append(step_ms(model_step("draft"), steps))
-        result["head"].append(step_ms(head_step, steps))
-    ms = {name: statistics.median(v) for name, v in result.items()}
-    return {
-        "context": context,
-        "threads": torch.get_num_threads(),
-        "target_step_ms": round(ms["target"], 3),
-        "draft_step_ms": round(ms["draft"], 3),
-        "head_step_ms": round(ms["head"], 3),
-        "c_draft": round(ms["draft"] / ms["target"], 3),
-        "c_head": round(ms["head"] / ms["target"], 3),
-    }
+        for name, step in steps_of.items():
+            times[name].append(step_ms(step, steps))
+    result: dict = {"context": context, "threads": torch.get_num_threads(),
+                    "load_average": round(os.getloadavg()[0], 2)}
+    for clock, i in (("wall", 0), ("cpu", 1)):
+        ms = {name: statistics.median(t[i] for t in v) for name, v in times.items()}
+        result[clock] = {
+            "target_step_ms": round(ms["target"], 3),
+            "draft_step_ms": round(ms["draft"], 3),
+            "head_step_ms": round(ms["head"], 3),
+            "c_draft": round(ms["draft"] / ms["target"], 3),
+            "c_head": round(ms["head"] / ms["target"], 3),
+        }
+    return result
 
 
 # ---- the comparison --------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 import torch
 from support.tiny_models import build_llama
 
-from engine.decoder.eagle import EagleHead, head_config, propose, target_features
+from engine.decoder.eagle import EagleHead, head_config
 from engine.measure.eagle_compare import (
     HeadDrafter,
     ModelDrafter,
@@ -61,23 +61,6 @@ def test_the_target_drafting_for_itself_is_always_accepted(target, temperature):
     assert run.cycles == 4 and result["tokens_per_cycle"] == 5.0  # 4 drafts + 1 bonus
 
 
-def test_the_head_drafts_in_the_loop_as_it_does_from_a_fresh_cache(target, head):
-    """Its cache, rolled back and re-run over the verified positions every cycle, proposes
-    what a fresh cache over the whole sequence proposes."""
-    drafter = HeadDrafter(head)
-    ids = PROMPT
-    for cycle in range(4):
-        with torch.inference_mode():
-            features = target_features(target, ids[None])[0][:-1]
-        drafts, _ = drafter.propose(ids, features, 3, 0.0, torch.Generator())
-        n = len(ids)
-        expected, _ = propose(head, head.new_cache(1, 64), ids[1:][None], features[None],
-                              torch.arange(n - 1)[None], 3)
-        assert drafts.tolist() == expected[0].tolist(), cycle
-        # as if the first draft and one correction were accepted
-        ids = torch.cat([ids, drafts[:1], torch.tensor([cycle + 11])])
-
-
 def test_intervals_surround_the_pooled_alpha(target, head):
     runs = [run_prompt(target, HeadDrafter(head), torch.tensor(p), k=2, temperature=1.0,
                        max_new_tokens=12, seed=i, eos=None)
@@ -96,9 +79,13 @@ def test_multiply_adds_count_every_linear_layer_once(target, head):
     assert multiply_adds(head, target.lm_head) == 2 * h * h + per_layer + v * h
 
 
-def test_draft_step_costs_time_all_three(target, head):
+def test_draft_step_costs_time_all_three_on_both_clocks(target, head):
     costs = draft_step_costs(target, head, build_llama(seed=1, layers=1), context=8, steps=10,
                              repeats=1)
-    assert costs["head_step_ms"] > 0 and costs["draft_step_ms"] > 0
-    assert costs["c_head"] == pytest.approx(costs["head_step_ms"] / costs["target_step_ms"],
-                                            abs=1e-3)
+    for clock in ("wall", "cpu"):
+        figures = costs[clock]
+        assert figures["head_step_ms"] > 0 and figures["draft_step_ms"] > 0
+        # c from the unrounded medians; the printed ms are rounded to the microsecond
+        for name in ("head", "draft"):
+            assert figures[f"c_{name}"] == pytest.approx(
+                figures[f"{name}_step_ms"] / figures["target_step_ms"], rel=0.02, abs=2e-3)
