@@ -131,6 +131,12 @@ class EagleCache:
         lengths = torch.as_tensor(lengths, dtype=torch.long)
         self.lengths = torch.minimum(self.lengths, lengths)
 
+    def keep_rows(self, rows: list[int]) -> None:
+        """Keep only the rows ``rows`` (indices into the batch, in the new order)."""
+        index = torch.tensor(rows, dtype=torch.long)
+        self.k, self.v = self.k[index], self.v[index]
+        self.lengths = self.lengths[index]
+
 
 class EagleHead(nn.Module):
     """The head's own weights (``fc`` and ``layers.0``) plus the target's shared embedding
@@ -388,3 +394,12 @@ class EagleDrafter:
         positions = torch.where(index <= accepted[:, None], self.verified[:, None] + index,
                                 PADDING)
         self.pending, self.drafts = (tokens, hidden, positions), None
+
+    def keep_rows(self, rows: list[int]) -> None:
+        """Keep only the rows ``rows`` (finished rows leave the batch), between a
+        ``commit`` and the next ``propose``."""
+        assert self.pending is not None, "keep_rows() goes between commit() and propose()"
+        index = torch.tensor(rows, dtype=torch.long)
+        self.cache.keep_rows(rows)
+        self.verified = self.verified[index]
+        self.pending = tuple(t[index] for t in self.pending)

@@ -300,3 +300,22 @@ def test_the_drafter_proposes_per_row_what_a_fresh_head_proposes_over_the_whole_
             hidden[b] = f[len(seq) - 1 :]
             seqs[b] = torch.cat([seq, drafts[b, : accepted[b]], fixes[b : b + 1]])
         drafter.commit(torch.tensor(accepted), hidden, fixes)
+
+
+def test_a_row_leaving_the_batch_leaves_the_others_drafting_as_before(head, target):
+    from engine.decoder.eagle import EagleDrafter
+
+    ids, hidden = sequence(target, 7, seed=4)
+    other, other_hidden = sequence(target, 7, seed=5)
+    both = EagleDrafter(head, batch=2, capacity=32)
+    both.start(torch.cat([ids, other]), torch.cat([hidden, other_hidden]),
+               torch.tensor([8, 8]), torch.tensor([20, 21]))
+    alone = EagleDrafter(head, batch=1, capacity=32)
+    alone.start(other, other_hidden, torch.tensor([8]), torch.tensor([21]))
+    drafts, _, _ = both.propose(2)
+    assert drafts[1].tolist() == alone.propose(2)[0][0].tolist()
+    step = torch.randn(2, 3, target.config.hidden_size)
+    both.commit(torch.tensor([2, 1]), step, torch.tensor([30, 31]))
+    alone.commit(torch.tensor([1]), step[1:], torch.tensor([31]))
+    both.keep_rows([1])
+    assert both.propose(2)[0].tolist() == alone.propose(2)[0].tolist()
