@@ -236,7 +236,7 @@ class EagleHead(nn.Module):
         head's own weights, in the names vLLM's ``EagleLlamaForCausalLM`` loads."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        config = self.config.to_dict()
+        config = self.config.to_diff_dict()  # what save_pretrained writes: no defaults
         config["dtype"] = str(dtype).removeprefix("torch.")
         (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         weights = {name: t.detach().to(dtype).contiguous() for name, t in self.state_dict().items()
