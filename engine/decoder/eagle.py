@@ -197,27 +197,41 @@ class EagleHead(nn.Module):
         return x + layer.mlp(layer.post_attention_layernorm(x))
 
     def _attend_cached(self, cache: EagleCache, q, k, v, positions: torch.Tensor):
-        real = positions >= 0
-        first = torch.where(real, positions, cache.capacity).min(dim=1).values
-        if bool((real.any(dim=1) & (first > cache.lengths)).any()):
-            raise ValueError(
-                f"a pass must start at or before each row's cached length {cache.lengths.tolist()}"
-                f"; it starts at {first.tolist()}"
-            )
-        end = int(positions.max()) + 1
+        # The bookkeeping runs on Python ints (one read of the positions): a decode step is
+        # a handful of small matrix products, and tensor ops for it would cost as much.
+        rows = positions.tolist()
+        lengths = cache.lengths.tolist()
+        ends = []
+        for row, length in zip(rows, lengths, strict=True):
+            real = [p for p in row if p >= 0]
+            if real and min(real) > length:
+                raise ValueError(
+                    f"a pass must start at or before each row's cached length {lengths}; "
+                    f"it starts at {[min((p for p in r if p >= 0), default=None) for r in rows]}")
+            ends.append(max(real, default=-1) + 1)
+        end = max(ends)
         if end > cache.capacity:
             raise ValueError(f"position {end - 1} is past the head's cache ({cache.capacity})")
-        slots = torch.where(real, positions, cache.capacity)  # padding goes to the spare slot
-        rows = torch.arange(cache.batch)[:, None]
-        cache.k[rows, :, slots] = k.transpose(1, 2).to(cache.k.dtype)
-        cache.v[rows, :, slots] = v.transpose(1, 2).to(cache.v.dtype)
-        ends = torch.where(real, positions + 1, 0).max(dim=1).values
-        cache.lengths = torch.maximum(cache.lengths, ends)
-        keys = torch.arange(end)
-        # a padded query attends position 0 only (an all-masked row would give NaN)
-        mask = keys[None, None, :] <= positions.clamp(min=0)[:, :, None]  # [B, n, end]
+        n = positions.shape[1]
+        first = rows[0][0]
+        if len(rows) == 1 and rows[0] == list(range(first, first + n)) and first >= 0:
+            # one row, consecutive positions: a slice, and causal within the new entries
+            cache.k[:, :, first : first + n] = k.to(cache.k.dtype)
+            cache.v[:, :, first : first + n] = v.to(cache.v.dtype)
+            mask = None if n == 1 else (torch.arange(end)[None, :]
+                                        <= torch.arange(first, first + n)[:, None])
+        else:
+            slots = positions.masked_fill(positions < 0, cache.capacity)  # padding: spare slot
+            index = torch.arange(cache.batch)[:, None]
+            cache.k[index, :, slots] = k.transpose(1, 2).to(cache.k.dtype)
+            cache.v[index, :, slots] = v.transpose(1, 2).to(cache.v.dtype)
+            # a padded query attends position 0 only (an all-masked row would give NaN)
+            mask = (torch.arange(end)[None, None, :]
+                    <= positions.clamp(min=0)[:, :, None])[:, None]  # [B, 1, n, end]
+        cache.lengths = torch.tensor([max(e, length) for e, length in zip(ends, lengths,
+                                                                          strict=True)])
         return F.scaled_dot_product_attention(
-            q, cache.k[:, :, :end], cache.v[:, :, :end], attn_mask=mask[:, None],
+            q, cache.k[:, :, :end], cache.v[:, :, :end], attn_mask=mask,
             enable_gqa=cache.k.shape[1] != q.shape[1],
         )
 
