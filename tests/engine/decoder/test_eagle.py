@@ -319,3 +319,20 @@ def test_a_row_leaving_the_batch_leaves_the_others_drafting_as_before(head, targ
     alone.commit(torch.tensor([1]), step[1:], torch.tensor([31]))
     both.keep_rows([1])
     assert both.propose(2)[0].tolist() == alone.propose(2)[0].tolist()
+
+
+def test_drafting_after_a_prompt_starts_from_the_targets_own_next_token(head, target):
+    from engine.decoder.eagle import draft_after_prompt
+
+    prompt = torch.tensor([5, 17, 42, 9, 100, 7])
+    nxt, drafts, q = draft_after_prompt(target, head, prompt, k=3)
+    with torch.inference_mode():
+        assert nxt == int(target(input_ids=prompt[None]).logits[0, -1].argmax())
+        f = target_features(target, prompt[None])
+        tokens = torch.cat([prompt[1:], torch.tensor([nxt])])[None]
+        expected, _ = propose(head, head.new_cache(1, 16), tokens, f, torch.arange(6)[None], 3)
+    assert q is None and drafts.tolist() == expected[0].tolist()
+    _, sampled, q = draft_after_prompt(target, head, prompt, k=3, temperature=1.0,
+                                       generator=torch.Generator().manual_seed(0))
+    assert q.shape == (3, target.config.vocab_size)
+    assert bool((q[torch.arange(3), sampled] > 0).all())
