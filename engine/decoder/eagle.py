@@ -1,0 +1,443 @@
+"""An EAGLE-1 head: a one-layer drafter that predicts the target's next feature from its last
+one, in vLLM's layout (``vllm/model_executor/models/llama_eagle.py``) so vLLM can load the
+same checkpoint with ``"method": "eagle"``.
+
+At position t the head reads the target's feature ``f_t`` (its last hidden state, after its
+final norm: what the LM head reads) and the next token ``x_{t+1}``:
+
+    h = fc([embed(x_{t+1}), f_t])              # fc: 2H -> H, no bias
+    f_{t+1}^ = layer(h, rotary position t)     # one Llama decoder layer, no input norm
+    q(x_{t+2}) = softmax(lm_head(f_{t+1}^))    # no final norm
+
+``embed`` and ``lm_head`` are the target's, shared and frozen: they are not in the head's
+parameters or its checkpoint (vLLM shares them from the target when the checkpoint lacks
+them). Drafting a second token feeds the head its own ``f^`` in place of the target's.
+
+The checkpoint is a folder with ``config.json`` (a plain one-layer ``LlamaForCausalLM`` of the
+target's width) and ``model.safetensors`` holding ``fc.weight`` and ``layers.0.*`` only (no
+``input_layernorm``, no ``norm``, no ``embed_tokens``, no ``lm_head``); vLLM prefixes
+``model.`` itself when it loads an EAGLE head.
+
+The head keeps its own KV cache of one layer, indexed by position: writing position t
+overwrites whatever a rolled-back draft left there, and attention masks every position after
+the query's, so rolling back is only lowering a length.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import LlamaConfig, PreTrainedModel
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+from engine.decoder.sampling import warp
+
+PADDING = -1  # a position that marks a padded entry of a ragged batch: written nowhere
+
+
+class RMSNorm(nn.Module):
+    """Llama's RMSNorm (computed in float32, as transformers and vLLM compute it)."""
+
+    def __init__(self, hidden: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        h = config.hidden_size
+        bias = bool(getattr(config, "attention_bias", False))
+        self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=bias)
+
+
+class MLP(nn.Module):
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        h, i = config.hidden_size, config.intermediate_size
+        bias = bool(getattr(config, "mlp_bias", False))
+        self.gate_proj = nn.Linear(h, i, bias=bias)
+        self.up_proj = nn.Linear(h, i, bias=bias)
+        self.down_proj = nn.Linear(i, h, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    """A Llama decoder layer without its input norm (EAGLE-1 drops it: ``fc``'s output goes
+    straight into attention), so it has ``post_attention_layernorm`` and no
+    ``input_layernorm``."""
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.self_attn = Attention(config)
+        self.mlp = MLP(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+
+@dataclass
+class Shared:
+    """The target's embedding and LM head, which the head uses but does not own (a plain
+    holder, so that torch does not register them as the head's submodules)."""
+
+    embed_tokens: nn.Embedding
+    lm_head: nn.Linear
+
+
+class EagleCache:
+    """Keys and values of the head's one layer, ``[B, kv_heads, capacity + 1, head_dim]``
+    each, indexed by absolute position; the last slot takes padded entries and is never
+    attended. ``lengths[b]``: positions of row ``b`` that hold verified (or drafted) entries;
+    a pass may start anywhere up to it."""
+
+    def __init__(self, head: EagleHead, batch: int, capacity: int):
+        attn = head.layers[0].self_attn
+        shape = (batch, attn.kv_heads, capacity + 1, attn.head_dim)
+        weight = attn.k_proj.weight
+        self.k = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
+        self.v = torch.zeros_like(self.k)
+        self.lengths = torch.zeros(batch, dtype=torch.long)
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[2] - 1
+
+    @property
+    def batch(self) -> int:
+        return self.k.shape[0]
+
+    def rollback(self, lengths: torch.Tensor | list[int]) -> None:
+        """Keep the first ``lengths[b]`` positions of each row (never more than it has)."""
+        lengths = torch.as_tensor(lengths, dtype=torch.long)
+        self.lengths = torch.minimum(self.lengths, lengths)
+
+    def keep_rows(self, rows: list[int]) -> None:
+        """Keep only the rows ``rows`` (indices into the batch, in the new order)."""
+        index = torch.tensor(rows, dtype=torch.long)
+        self.k, self.v = self.k[index], self.v[index]
+        self.lengths = self.lengths[index]
+
+
+class EagleHead(nn.Module):
+    """The head's own weights (``fc`` and ``layers.0``) plus the target's shared embedding
+    and LM head. ``config``: the target's config with one layer."""
+
+    def __init__(self, config: LlamaConfig, target: PreTrainedModel | None = None):
+        super().__init__()
+        self.config = config
+        h = config.hidden_size
+        self.fc = nn.Linear(2 * h, h, bias=False)
+        self.layers = nn.ModuleList([DecoderLayer(config)])
+        self.rotary = LlamaRotaryEmbedding(config)
+        self.shared: Shared | None = None
+        if target is not None:
+            self.share(target)
+
+    def share(self, target: PreTrainedModel) -> None:
+        """Use ``target``'s embedding and LM head (frozen: the head never trains them)."""
+        self.shared = Shared(target.get_input_embeddings(), target.get_output_embeddings())
+
+    # ---- the computation ---------------------------------------------------------------
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        features: torch.Tensor,
+        positions: torch.Tensor,
+        cache: EagleCache | None = None,
+    ) -> torch.Tensor:
+        """The head's output features ``[B, n, H]``: entry i reads token ``tokens[:, i]``
+        (``x_{t+1}``) and feature ``features[:, i]`` (``f_t``, the target's or the head's
+        own) at rotary position ``positions[:, i]`` (t) and predicts ``f_{t+1}``.
+
+        ``tokens``, ``positions``: ``[B, n]`` long; ``features``: ``[B, n, H]``. Without a
+        cache the n entries are one causal sequence (training: positions must increase along
+        n). With a cache the entries are written at their positions (overwriting them) and
+        each attends the row's positions up to its own; ``PADDING`` positions write nothing
+        and their outputs are meaningless.
+        """
+        assert self.shared is not None, "share(target) first: the head uses its embedding"
+        embeds = self.shared.embed_tokens(tokens).to(features.dtype)
+        x = self.fc(torch.cat((embeds, features), dim=-1))
+        layer = self.layers[0]
+        attn = layer.self_attn
+        b, n, _ = x.shape
+        q = attn.q_proj(x).view(b, n, attn.heads, attn.head_dim).transpose(1, 2)
+        k = attn.k_proj(x).view(b, n, attn.kv_heads, attn.head_dim).transpose(1, 2)
+        v = attn.v_proj(x).view(b, n, attn.kv_heads, attn.head_dim).transpose(1, 2)
+        cos, sin = self.rotary(x, positions.clamp(min=0))
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        if cache is None:
+            out = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, enable_gqa=attn.kv_heads != attn.heads
+            )
+        else:
+            out = self._attend_cached(cache, q, k, v, positions)
+        x = x + attn.o_proj(out.transpose(1, 2).reshape(b, n, -1))
+        return x + layer.mlp(layer.post_attention_layernorm(x))
+
+    def _attend_cached(self, cache: EagleCache, q, k, v, positions: torch.Tensor):
+        # The bookkeeping runs on Python ints (one read of the positions): a decode step is
+        # a handful of small matrix products, and tensor ops for it would cost as much.
+        rows = positions.tolist()
+        lengths = cache.lengths.tolist()
+        ends = []
+        for row, length in zip(rows, lengths, strict=True):
+            real = [p for p in row if p >= 0]
+            if real and min(real) > length:
+                raise ValueError(
+                    f"a pass must start at or before each row's cached length {lengths}; "
+                    f"it starts at {[min((p for p in r if p >= 0), default=None) for r in rows]}")
+            ends.append(max(real, default=-1) + 1)
+        end = max(ends)
+        if end > cache.capacity:
+            raise ValueError(f"position {end - 1} is past the head's cache ({cache.capacity})")
+        n = positions.shape[1]
+        first = rows[0][0]
+        if len(rows) == 1 and rows[0] == list(range(first, first + n)) and first >= 0:
+            # one row, consecutive positions: a slice, and causal within the new entries
+            cache.k[:, :, first : first + n] = k.to(cache.k.dtype)
+            cache.v[:, :, first : first + n] = v.to(cache.v.dtype)
+            mask = None if n == 1 else (torch.arange(end)[None, :]
+                                        <= torch.arange(first, first + n)[:, None])
+        else:
+            slots = positions.masked_fill(positions < 0, cache.capacity)  # padding: spare slot
+            index = torch.arange(cache.batch)[:, None]
+            cache.k[index, :, slots] = k.transpose(1, 2).to(cache.k.dtype)
+            cache.v[index, :, slots] = v.transpose(1, 2).to(cache.v.dtype)
+            # a padded query attends position 0 only (an all-masked row would give NaN)
+            mask = (torch.arange(end)[None, None, :]
+                    <= positions.clamp(min=0)[:, :, None])[:, None]  # [B, 1, n, end]
+        cache.lengths = torch.tensor([max(e, length) for e, length in zip(ends, lengths,
+                                                                          strict=True)])
+        return F.scaled_dot_product_attention(
+            q, cache.k[:, :, :end], cache.v[:, :, :end], attn_mask=mask,
+            enable_gqa=cache.k.shape[1] != q.shape[1],
+        )
+
+    def logits(self, features: torch.Tensor) -> torch.Tensor:
+        """``[..., V]``: the target's LM head on the head's features (no final norm)."""
+        assert self.shared is not None, "share(target) first: the head uses its LM head"
+        return self.shared.lm_head(features.to(self.shared.lm_head.weight.dtype))
+
+    def new_cache(self, batch: int = 1, capacity: int = 1024) -> EagleCache:
+        return EagleCache(self, batch, capacity)
+
+    # ---- checkpoint ----------------------------------------------------------------------
+
+    def save(self, folder: str | Path, dtype: torch.dtype = torch.float16) -> None:
+        """``config.json`` (one-layer LlamaForCausalLM) and ``model.safetensors`` with the
+        head's own weights, in the names vLLM's ``EagleLlamaForCausalLM`` loads."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        config = self.config.to_diff_dict()  # what save_pretrained writes: no defaults
+        config["dtype"] = str(dtype).removeprefix("torch.")
+        (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        weights = {name: t.detach().to(dtype).contiguous() for name, t in self.state_dict().items()
+                   if not name.startswith("rotary.")}
+        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+    @classmethod
+    def load(cls, folder: str | Path, target: PreTrainedModel | None = None,
+             dtype: torch.dtype = torch.float32) -> EagleHead:
+        """The head saved in ``folder``, in ``dtype``, sharing ``target``'s embedding and
+        LM head (pass it, or call :meth:`share` later)."""
+        folder = Path(folder)
+        config = LlamaConfig.from_dict(json.loads((folder / "config.json").read_text()))
+        if config.num_hidden_layers != 1:
+            raise ValueError(f"{folder}: an EAGLE head has one layer, not "
+                             f"{config.num_hidden_layers}")
+        head = cls(config, target)
+        weights = load_file(str(folder / "model.safetensors"))
+        missing, unexpected = head.load_state_dict(weights, strict=False)
+        missing = [m for m in missing if not m.startswith("rotary.")]
+        if missing or unexpected:
+            raise ValueError(f"{folder}: weights missing {missing}, unexpected {unexpected}")
+        return head.to(dtype).eval()
+
+
+def head_config(target_config: LlamaConfig) -> LlamaConfig:
+    """The head's config: the target's, with one layer and the plain Llama architecture."""
+    config = LlamaConfig.from_dict(target_config.to_dict())
+    config.num_hidden_layers = 1
+    config.architectures = ["LlamaForCausalLM"]
+    return config
+
+
+# ---- the target's features ------------------------------------------------------------------
+
+
+def target_features(target: PreTrainedModel, ids: torch.Tensor) -> torch.Tensor:
+    """The target's last hidden states ``[B, n, H]`` (after its final norm) for ``ids
+    [B, n]`` from position 0: the ``f_t`` the head reads. The target's logits are
+    ``target.lm_head`` of these."""
+    return target.model(input_ids=ids, use_cache=False).last_hidden_state
+
+
+# ---- drafting ---------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def propose(
+    head: EagleHead,
+    cache: EagleCache,
+    tokens: torch.Tensor,
+    features: torch.Tensor,
+    positions: torch.Tensor,
+    k: int,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Draft ``k`` tokens per row after the newly verified entries.
+
+    ``tokens [B, n]``, ``features [B, n, H]``, ``positions [B, n]``: the entries since the
+    last call, as :meth:`EagleHead.forward` reads them (token ``x_{t+1}`` beside the target's
+    feature ``f_t`` at position t, the last one's token being the target's own next token);
+    ragged rows are padded at the end with ``PADDING`` positions. The head re-runs over them
+    (overwriting its cache there), then drafts from its own features. Returns the drafts
+    ``[B, k]`` and, when sampling, their distributions ``q [B, k, V]`` (None when greedy).
+    After the call the cache holds the k - 1 drafted entries too; the caller rolls it back to
+    the verified length before the next call.
+    """
+    out = head(tokens, features, positions, cache)
+    last = (positions >= 0).sum(dim=1) - 1  # each row's last real entry
+    rows = torch.arange(tokens.shape[0])
+    feature = out[rows, last][:, None]  # [B, 1, H]
+    position = positions[rows, last][:, None]
+    drafts, qs = [], []
+    for i in range(k):
+        logits = head.logits(feature[:, 0]).float()
+        if temperature == 0.0:
+            token = logits.argmax(-1)
+        else:
+            q = warp(logits, temperature)
+            token = torch.multinomial(q, 1, generator=generator)[:, 0]
+            qs.append(q)
+        drafts.append(token)
+        if i + 1 < k:
+            position = position + 1
+            feature = head(token[:, None], feature, position, cache)
+    return torch.stack(drafts, 1), (torch.stack(qs, 1) if qs else None)
+
+
+@torch.inference_mode()
+def draft_after_prompt(
+    target: PreTrainedModel,
+    head: EagleHead,
+    prompt: torch.Tensor,
+    k: int,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> tuple[int, torch.Tensor, torch.Tensor | None]:
+    """One cycle's proposal from scratch: the target reads ``prompt [n]`` and chooses its
+    next token (argmax, or sampled at ``temperature``), then the head drafts ``k`` tokens
+    after it from the target's hidden states. Returns that token, the drafts ``[k]`` and
+    their distributions ``q [k, V]`` (None when greedy)."""
+    features = target_features(target, prompt[None])  # [1, n, H]
+    p = warp(target.lm_head(features[0, -1]).float(), temperature)
+    nxt = int(p.argmax()) if temperature == 0.0 else int(
+        torch.multinomial(p, 1, generator=generator))
+    tokens = torch.cat([prompt[1:], torch.tensor([nxt])])[None]
+    positions = torch.arange(len(prompt))[None]
+    drafts, q = propose(head, head.new_cache(1, len(prompt) + k), tokens, features, positions,
+                        k, temperature, generator)
+    return nxt, drafts[0], (q[0] if q is not None else None)
+
+
+# ---- the head as a drafter of a speculative loop ---------------------------------------------
+
+
+class EagleDrafter:
+    """The head driven by a loop that verifies ``B`` rows: ``start`` once with the prompt,
+    then per cycle ``propose(k)`` and ``commit`` with what the target's pass verified.
+
+    What it needs from the loop is the target's final hidden states (after its final norm)
+    at the positions it verified: for a cycle that drafted ``d_1 .. d_k`` after the row's
+    last token, the target's pass over ``[last, d_1 .. d_k]`` gives ``hidden [B, k + 1, H]``;
+    with ``a`` drafts accepted and ``x`` the token the target chose after them, the head's new
+    entries are ``(d_1, hidden_0) .. (d_a, hidden_{a-1}), (x, hidden_a)``. They are run at the
+    start of the next ``propose``, overwriting the head's own drafted entries there (vLLM's
+    proposer does the same), so the head's cache holds target features at every verified
+    position and its own only past them.
+    """
+
+    def __init__(self, head: EagleHead, batch: int, capacity: int = 1024):
+        self.head = head
+        self.cache = head.new_cache(batch, capacity)
+        self.verified = torch.zeros(batch, dtype=torch.long)  # head entries from the target
+        self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self.drafts: torch.Tensor | None = None
+
+    def start(self, tokens: torch.Tensor, hidden: torch.Tensor, lengths: torch.Tensor,
+              next_tokens: torch.Tensor) -> None:
+        """The prompt: ``tokens [B, n]`` (row b's first ``lengths[b]`` real, padded on the
+        right), the target's ``hidden [B, n, H]`` over them and ``next_tokens [B]``, the
+        token the target chose after each prompt."""
+        b, n = tokens.shape
+        lengths = torch.as_tensor(lengths, dtype=torch.long)
+        shifted = torch.cat([tokens[:, 1:], tokens[:, :1]], 1).clone()
+        shifted[torch.arange(b), lengths - 1] = next_tokens  # entry t reads x_{t+1}
+        index = torch.arange(n)[None]
+        positions = torch.where(index < lengths[:, None], index, PADDING)
+        self.pending = (shifted, hidden, positions)
+        self.verified = torch.zeros(b, dtype=torch.long)
+        self.cache.rollback(torch.zeros(b, dtype=torch.long))
+
+    @torch.inference_mode()
+    def propose(self, k: int, temperature: float = 0.0,
+                generator: torch.Generator | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """``(tokens [B, k], q [B, k, V] or None when greedy, lengths [B])``: k drafts for
+        every row (the head always proposes k)."""
+        assert self.pending is not None, "start() first, and commit() after every propose()"
+        tokens, features, positions = self.pending
+        self.cache.rollback(self.verified)
+        drafts, q = propose(self.head, self.cache, tokens, features, positions, k,
+                            temperature, generator)
+        self.verified = torch.where(positions >= 0, positions + 1, 0).max(dim=1).values
+        self.pending, self.drafts = None, drafts
+        return drafts, q, torch.full((drafts.shape[0],), k, dtype=torch.long)
+
+    def commit(self, accepted: torch.Tensor, hidden: torch.Tensor,
+               next_tokens: torch.Tensor) -> None:
+        """The verification of the last proposal: ``accepted [B]`` drafts kept per row, the
+        target's ``hidden [B, k + 1, H]`` over ``[last, d_1 .. d_k]`` and ``next_tokens [B]``
+        (the correction or bonus token of each row)."""
+        assert self.drafts is not None, "propose() before commit()"
+        accepted = torch.as_tensor(accepted, dtype=torch.long)
+        b, k = self.drafts.shape
+        index = torch.arange(k + 1)[None]
+        tokens = torch.cat([self.drafts, self.drafts[:, :1]], 1).clone()
+        tokens[torch.arange(b), accepted] = next_tokens
+        positions = torch.where(index <= accepted[:, None], self.verified[:, None] + index,
+                                PADDING)
+        self.pending, self.drafts = (tokens, hidden, positions), None
+
+    def keep_rows(self, rows: list[int]) -> None:
+        """Keep only the rows ``rows`` (finished rows leave the batch), between a
+        ``commit`` and the next ``propose``."""
+        assert self.pending is not None, "keep_rows() goes between commit() and propose()"
+        index = torch.tensor(rows, dtype=torch.long)
+        self.cache.keep_rows(rows)
+        self.verified = self.verified[index]
+        self.pending = tuple(t[index] for t in self.pending)
