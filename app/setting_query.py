@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Query, Request
 
 from app.measurements import measurement_store
+from app.params import Slider
 from app.roofline import CHOICES, NUMBERS, hardware_for
 from engine.analytic.roofline import DTYPES, HARDWARE, PAIRS, ModelShape, Setting
 
@@ -40,9 +41,22 @@ def _edited(shape: ModelShape, which: str, given: dict[str, float | None]) -> Mo
 
 # Bounds wide enough for any real model or device, narrow enough that every figure is finite
 # (at least 1 MB/s and 1 MFLOP/s).
-Billions = Annotated[float | None, Query(ge=1e-6, le=100_000, description="parameters, billions")]
-Count = Annotated[int | None, Query(ge=1, le=100_000)]
-Rate = Annotated[float | None, Query(ge=1e-6, le=1_000_000)]
+BILLIONS = Slider("billions", "parameters, billions", 1e-6, 100_000, 1e-6, 1)
+COUNT = Slider("count", "count", 1, 100_000, 1, 1, integer=True)
+RATE = Slider("rate", "rate", 1e-6, 1_000_000, 1e-6, 1)
+Billions = Annotated[float | None, Query(ge=BILLIONS.minimum, le=BILLIONS.maximum,
+                                         description="parameters, billions")]
+Count = Annotated[int | None, Query(ge=COUNT.minimum, le=COUNT.maximum)]
+Rate = Annotated[float | None, Query(ge=RATE.minimum, le=RATE.maximum)]
+# Each query parameter named otherwise than the control it takes its range from, for the
+# messages (app.errors): what a value must be.
+QUERY_NUMBERS: dict[str, Slider] = {
+    "usable_fraction": NUMBERS["usable"], "link_latency_us": NUMBERS["latency_us"],
+    "bandwidth_fraction": NUMBERS["bw_share"], "flops_fraction": NUMBERS["flops_share"],
+    "link_gb_s": RATE, "bandwidth_tb_s": RATE, "tflops": RATE,
+    **{f"{which}_params_b": BILLIONS for which in ("target", "draft")},
+    **{f"{which}_{f}": COUNT for which in ("target", "draft") for f in SHAPE_FIELDS[1:]},
+}
 
 
 def setting_query(
