@@ -160,7 +160,8 @@ def test_probe_at_the_time_limit_reports_what_it_measured(live_server, app_state
 def test_page_stream_renders_the_table_and_two_charts(live_server):
     stream = probe(live_server, path="/probes")
     html = result_of(stream)["html"]
-    assert html.count("<svg") == 2 and 'class="probe-table"' in html
+    assert html.count('<svg class="chart alpha-') == 2 and 'class="probe-table"' in html
+    assert html.count('<svg class="chart swatch"') == 2  # the legend: one per domain
     assert html.count("Use these numbers") == 4
     assert 'href="/?alpha=' in html
 
