@@ -51,6 +51,8 @@ def summary_context(summary: SummaryEvent) -> dict[str, Any]:
             [str(a) for a in range(k + 1)], shares,
             no_model if alpha is None else geometric.length_shares(alpha, lengths)),
         "base": acceptance_base(summary),
+        # the same base, short enough for an axis
+        "base_short": "proposals" if summary.drafter == "ngram" else "cycles",
     }
 
 

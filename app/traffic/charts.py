@@ -78,7 +78,7 @@ def domain_legend(result: ProbeResult) -> list[LegendEntry]:
 def alpha_bars_chart(result: ProbeResult, width: int = 560, height: int = 240) -> AlphaChart:
     """Counted alpha with its 95% interval: a group of bars per temperature, a bar per
     domain in the domain's colour."""
-    left, right, top, bottom = 40, width - 10, 12, height - 40
+    left, right, top, bottom = 52, width - 10, 12, height - 40
     rows = _with_alpha(result)
     names = domains(result)
     temps = sorted({r.temperature for r in rows})
@@ -102,7 +102,7 @@ def alpha_vs_temperature_chart(
 ) -> AlphaChart:
     """Counted alpha against temperature, one line per domain in its colour, intervals as
     whiskers."""
-    left, right, top, bottom = 40, width - 16, 12, height - 34
+    left, right, top, bottom = 52, width - 16, 12, height - 34
     measured = _with_alpha(result)
     temps = sorted({r.temperature for r in measured}) or [0.0]
     span = (temps[-1] - temps[0]) or 1.0

@@ -111,7 +111,8 @@ def test_a_lookup_summary_shows_pi_and_counts_lengths_over_the_cycles_with_a_pro
     assert [b.measured for b in context["lengths"].bars] == [1 / 3, 1 / 3, 0, 0, 1 / 3]
     assert [b.model for b in context["lengths"].bars] == length_shares(
         summary.alpha_counted, [5, 0, 1, 1, 1])
-    assert "share of cycles with a proposal" in html
+    assert "share of proposals" in html  # the axis; the caption names the base in full
+    assert "The cycles with a proposal by drafts accepted" in html
     assert "Of the cycles with a proposal that proposed at least i drafts" in html
 
 
