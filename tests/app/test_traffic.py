@@ -161,7 +161,7 @@ def test_page_stream_renders_the_table_and_two_charts(live_server):
     stream = probe(live_server, path="/probes")
     html = result_of(stream)["html"]
     assert html.count('<svg class="chart alpha-') == 2 and 'class="probe-table"' in html
-    assert html.count('<svg class="chart swatch"') == 2  # the legend: one per domain
+    assert html.count('<svg class="swatch"') == 2  # the legend: one per domain
     assert html.count("Use these numbers") == 4
     assert 'href="/?alpha=' in html
 
