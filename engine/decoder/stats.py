@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -154,7 +155,8 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         proposed_per_cycle=counts.drafted / len(proposing) if proposing else 0.0,
         proposal_lengths=proposal_lengths(cycles, k),
         speedup_from_histogram=histogram_speedup(cycles, cost.c, cost.v),
-        geometric_chi2=None if fit is None else fit.chi2,
+        # infinite only for counts the model calls impossible (p is then 0): JSON has no inf
+        geometric_chi2=None if fit is None or math.isinf(fit.chi2) else fit.chi2,
         geometric_df=0 if fit is None else fit.df,
         geometric_p=None if fit is None else fit.p_value,
         geometric_smallest_expected=None if fit is None else fit.smallest_expected,

@@ -151,3 +151,15 @@ def test_a_one_token_draft_has_nothing_to_test():
     s = summarize([cycle(0, k=1), cycle(1, k=1)], baseline_step_ms=[4.0])
     assert (s.geometric_chi2, s.geometric_df, s.geometric_p) == (None, 0, None)
     assert s.speedup_from_histogram == pytest.approx(1.5 / theory.cycle_cost(1, s.c, s.v))
+
+
+def test_a_summary_is_finite_where_the_model_calls_a_count_impossible(monkeypatch):
+    """A saved run must be JSON: an infinite chi-square is kept as none, its p as 0."""
+    import json
+
+    from engine.analytic import geometric
+
+    monkeypatch.setattr(geometric, "acceptance_length_pmf", lambda alpha, m: [0.0] * m + [1.0])
+    s = summarize([cycle(0), cycle(4)], baseline_step_ms=[4.0])
+    assert (s.geometric_chi2, s.geometric_p) == (None, 0.0)
+    json.dumps(asdict(s), allow_nan=False)
