@@ -406,7 +406,7 @@ def format_summary(s: SummaryEvent) -> str:
     fit = ""
     if s.geometric_p is not None:
         p = "< 0.0001" if s.geometric_p < 1e-4 else f"{s.geometric_p:.4f}"
-        fit = (f"; chi2 {s.geometric_chi2:.1f}, df {s.geometric_df}, p {p} against the "
+        fit = (f"; chi2 {_num(s.geometric_chi2, 1)}, df {s.geometric_df}, p {p} against the "
                "geometric (cycles taken as independent)")
     lookup = []
     if s.drafter == "ngram":
