@@ -4,9 +4,10 @@ A route that takes a body has a limit: a small multiple of its largest valid req
 prompt file's limit itself for a probe, whose body is the file). Every other route takes no
 body and allows ``NO_BODY_LIMIT`` bytes. A ``Content-Length`` over the limit is answered 413
 before the app runs; a body sent in chunks is answered 413 as soon as the chunks pass the
-limit, and the rest is never read (the connection is closed). Without this, a route that
-reads its body first and validates it afterwards holds all of it in memory: an 800 MB body
-took the server from 614 MB to 2.5 GB.
+limit, and the rest is never read (the connection is closed); on a route that takes none,
+whose handler never reads it, the edge reads a chunked body itself, up to the limit. Without
+this, a route that reads its body first and validates it afterwards holds all of it in
+memory: an 800 MB body took the server from 614 MB to 2.5 GB.
 """
 
 from __future__ import annotations
@@ -81,10 +82,20 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = self.limits.get(scope["path"], self.no_body)
-        declared = Headers(scope=scope).get("content-length", "")
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit.bytes:
             await refuse(send, 413, limit.message())
             return
+        if limit is self.no_body and "transfer-encoding" in headers:
+            # No route here reads a body, so nothing would pull the chunks through the check
+            # below while the server still reads them all to reuse the connection: read them
+            # here, up to the limit.
+            first = await self._read_small(receive, limit)
+            if first is None:
+                await refuse(send, 413, limit.message())
+                return
+            receive = _replaying(first, receive)
         received = 0
 
         async def bounded() -> Message:
@@ -97,3 +108,27 @@ class BodyLimit:
             return message
 
         await self.app(scope, bounded, send)
+
+    @staticmethod
+    async def _read_small(receive: Receive, limit: Limit) -> Message | None:
+        """The whole body as one message, or None once it passes ``limit``."""
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return message  # the client went away: the app sees it
+            body += message.get("body", b"")
+            if len(body) > limit.bytes:
+                return None
+            if not message.get("more_body", False):
+                return {"type": "http.request", "body": body, "more_body": False}
+
+
+def _replaying(first: Message, receive: Receive) -> Receive:
+    """``receive`` that answers ``first`` once before it waits on the client again."""
+    pending = [first]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from fastapi import Request
@@ -15,6 +16,7 @@ from starlette.exceptions import HTTPException
 from app.params import LOOKUP_SLIDERS, SLIDERS
 from app.plan import PLAN_NUMBERS
 from app.roofline import NUMBERS
+from app.setting_query import QUERY_NUMBERS
 
 log = logging.getLogger("specscope")
 
@@ -68,9 +70,13 @@ def _message(error: dict) -> str:
     given = str(error.get("input"))[:40]
     # The theory API's query parameters are the sliders: state their range in full.
     # The roofline's gpus, context and batch too, and prompt lookup's pi.
-    ranged = SLIDERS | LOOKUP_SLIDERS | NUMBERS | PLAN_NUMBERS
+    ranged = SLIDERS | LOOKUP_SLIDERS | NUMBERS | PLAN_NUMBERS | QUERY_NUMBERS
     if where == "query" and name in ranged:
-        return f"{ranged[name].describe_range()} (got {given!r})"
+        return f"{name} must be {ranged[name].allowed()} (got {given!r})"
+    if error.get("type") == "json_invalid":
+        position = error["loc"][-1] if isinstance(error["loc"][-1], int) else None
+        at = f" at character {position}" if position is not None else ""
+        return f"body: the JSON is not valid{at}: {error.get('ctx', {}).get('error', '')}"
     blank = error.get("type") in ("string_pattern_mismatch", "string_too_short")
     if blank and name in PATTERN_MESSAGES:
         return f"{name}: {PATTERN_MESSAGES[name]} (got {given!r})"
@@ -86,12 +92,27 @@ async def validation_error_handler(request: Request, exc: RequestValidationError
     return JSONResponse(status_code=422, content=problem.model_dump())
 
 
+def _unreadable_json(cause: BaseException | None) -> str | None:
+    """Why Python's JSON reader gave up on a body, for the JSON that is not malformed but
+    that it still cannot read (FastAPI answers those with a bare 400), or None."""
+    if isinstance(cause, UnicodeDecodeError):
+        return "body: the JSON is not UTF-8 text"
+    if isinstance(cause, RecursionError):
+        return ("body: the JSON nests deeper than the server reads (a request is one object "
+                "of strings and numbers)")
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return (f"body: the JSON has a number of more than {sys.get_int_max_str_digits()} "
+                "digits")
+    if cause is not None:
+        return f"body: the JSON cannot be read ({type(cause).__name__})"
+    return None
+
+
 async def http_error_handler(request: Request, exc: HTTPException) -> JSONResponse:
     """404, 405 and the like in the same shape as every other error."""
-    if isinstance(exc.__cause__, UnicodeDecodeError):
-        # FastAPI answers a JSON body that is not UTF-8 with a bare 400; every other
-        # invalid body is a 422 naming the body, and so is this one.
-        message = "body: the JSON is not UTF-8 text"
+    message = _unreadable_json(exc.__cause__) if exc.status_code == 400 else None
+    if message is not None:
+        # Every other invalid body is a 422 naming the body, and so are these.
         problem = ValidationProblem(message=message, detail=[FieldProblem(loc=["body"],
                                                                           msg=message)])
         return JSONResponse(status_code=422, content=problem.model_dump())

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Annotated, Literal
 from urllib.parse import urlencode
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic_core import PydanticCustomError
 
 from app.params import MAX_SEED, Slider, fmt, parse_controls
 from engine.analytic.theory import CURVE_MAX_K
@@ -80,10 +82,38 @@ def run_request_model(settings: Settings) -> type[BaseModel]:
     for name, control in BODY_CONTROLS.items():
         s = controls[control]
         kind = JSONInteger if s.integer else float
-        fields[name] = (kind, Field(_default(s), ge=s.minimum, le=s.maximum,
-                                    description=BODY_DESCRIPTIONS[name]))
+        fields[name] = (Annotated[kind, BeforeValidator(_within(s))],
+                        Field(_default(s), ge=s.minimum, le=s.maximum,
+                              description=BODY_DESCRIPTIONS[name]))
     return create_model("RunRequest", __config__=ConfigDict(extra="forbid", strict=True),
                         __doc__="The settings of one live run.", **fields)
+
+
+def _within(s: Slider) -> Callable[[object], object]:
+    """A check of one body number that names what the control allows and what came, for
+    every way a value can miss: NaN or an infinity (JSON's extensions), a string, a
+    fraction where a whole number goes, or a number outside the range."""
+
+    def check(value: object) -> object:
+        number = not isinstance(value, bool) and isinstance(value, int | float)
+        if not number or not math.isfinite(value) or not s.minimum <= value <= s.maximum \
+                or (s.integer and value != int(value)):
+            raise PydanticCustomError("out_of_range", "must be {allowed} (got {given})",
+                                      {"allowed": s.allowed(), "given": _given(value)})
+        return value
+
+    return check
+
+
+def _given(value: object) -> str:
+    """A body value as its JSON wrote it (NaN, Infinity, 1e+20), or its repr."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return f"{value:g}"
+    return repr(value)[:40]
 
 
 def _json_number(value: object) -> object:

@@ -33,8 +33,12 @@ class Slider:
     widget: str = "range"  # "range" (a slider with its value beside it) or "number"
 
     def describe_range(self) -> str:
+        return f"{self.name} must be {self.allowed()}"
+
+    def allowed(self) -> str:
+        """What a value must be, in words: "a whole number from 1 to 16"."""
         kind = "a whole number" if self.integer else "a number"
-        return f"{self.name} must be {kind} from {fmt(self.minimum)} to {fmt(self.maximum)}"
+        return f"{kind} from {fmt(self.minimum)} to {fmt(self.maximum)}"
 
     def clamp(self, value: float) -> float | int:
         """``value`` moved into the range (and rounded, for a whole-number control)."""
@@ -150,6 +154,8 @@ def _short(raw: str) -> str:
 
 
 def _parse_number(raw: str) -> float | None:
+    if "_" in raw:  # Python's float() reads "1_0" as 10; nobody writes a number that way
+        return None
     try:
         value = float(raw.strip())
     except ValueError:

@@ -9,7 +9,7 @@ from app.charts import measured_vs_model
 from app.params import LOOKUP_SLIDERS, SLIDERS
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.templating import templates
-from engine.analytic import theory
+from engine.analytic import geometric, theory
 from engine.decoder.events import SummaryEvent
 
 
@@ -17,12 +17,21 @@ def _render(name: str, **context: Any) -> str:
     return templates.get_template(name).render(**context)
 
 
+def acceptance_base(summary: SummaryEvent) -> str:
+    """What the acceptance charts' shares are of, in words."""
+    return "cycles with a proposal" if summary.drafter == "ngram" else "cycles"
+
+
 def summary_context(summary: SummaryEvent) -> dict[str, Any]:
     """Per-position acceptance against alpha^i, and acceptance lengths against the
-    truncated geometric model, both at the counted alpha; and the measured alpha, k, c, v and
-    step time as the slider page's controls can take them ("Use these numbers")."""
+    truncated geometric model, both at the counted alpha and both over the cycles with a
+    proposal (every cycle, for a draft model); and the measured alpha, k, c, v and step time
+    as the slider page's controls can take them ("Use these numbers")."""
     k, alpha = summary.k, summary.alpha_counted
-    shares = [n / summary.cycles for n in summary.acceptance_length_histogram]
+    counted = sum(summary.acceptance_length_histogram)
+    shares = [n / counted if counted else None for n in summary.acceptance_length_histogram]
+    # the model over the same proposals: their lengths, when the summary has them
+    lengths = summary.proposal_lengths or [0] * k + [counted]
     measured = {"alpha": alpha, "k": k, "c": summary.c, "v": summary.v,
                 "step_ms": summary.step_ms}
     # Without a counted alpha (no draft was ever tried) there is no model to draw.
@@ -40,7 +49,10 @@ def summary_context(summary: SummaryEvent) -> dict[str, Any]:
             no_model[:k] if alpha is None else theory.position_acceptance(alpha, k)),
         "lengths": measured_vs_model(
             [str(a) for a in range(k + 1)], shares,
-            no_model if alpha is None else theory.acceptance_length_pmf(alpha, k)),
+            no_model if alpha is None else geometric.length_shares(alpha, lengths)),
+        "base": acceptance_base(summary),
+        # the same base, short enough for an axis
+        "base_short": "proposals" if summary.drafter == "ngram" else "cycles",
     }
 
 

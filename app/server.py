@@ -6,7 +6,8 @@
 - At SIGTERM the runs waiting for the engine end at once with an ``error`` event, the one on
   the engine stops at its next cycle with the same event, and open responses get
   ``shutdown_timeout_s`` to finish before they are cancelled.
-- Past ``max_connections`` open connections a request is answered 503.
+- Past ``max_connections`` open connections a request is answered 503, with the JSON
+  ``{"message"}`` every other error has (uvicorn's own answer is plain text).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from app.host_guard import refuse
 from engine.settings import Settings
 
 SHUTDOWN_MESSAGE = "the server is shutting down; please start the run again in a moment"
@@ -29,6 +31,26 @@ class BoundedH11Protocol(H11Protocol):
 
     read_timeout_s = 10.0  # set per server by serving_config
     _read_deadline: asyncio.TimerHandle | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The connection limit, checked here as uvicorn checks it, so the refusal can be
+        # the documented JSON: uvicorn's own check is off.
+        self.max_connections, self.limit_concurrency = self.limit_concurrency, None
+        self.app, self._app = self._within_limit, self.app
+
+    async def _within_limit(self, scope, receive, send) -> None:
+        # This request's task is already counted, unlike where uvicorn counts.
+        if self.max_connections is not None and scope["type"] == "http" and (
+                len(self.connections) >= self.max_connections
+                or len(self.tasks) > self.max_connections):
+            self.logger.warning("refused a request past the limit of %d connections",
+                                self.max_connections)
+            await refuse(send, 503, "the server has as many connections open as it takes "
+                                    f"(SPECSCOPE_MAX_CONNECTIONS = {self.max_connections}); "
+                                    "try again in a moment")
+            return
+        await self._app(scope, receive, send)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Query, Request
 
 from app.measurements import measurement_store
+from app.params import Slider
 from app.roofline import CHOICES, NUMBERS, hardware_for
 from engine.analytic.passes import Setting
 from engine.analytic.presets import DTYPES, HARDWARE, PAIRS
@@ -44,6 +45,16 @@ def _old(name: str) -> Any:
 def _edit(name: str) -> Any:
     words, lo, hi, _ = EDITS[name]
     return Query(ge=lo, le=hi, description=words)
+
+
+# Each query parameter named otherwise than the control it takes its range from, for the
+# messages (app.errors): what a value must be.
+QUERY_NUMBERS: dict[str, Slider] = {
+    "usable_fraction": NUMBERS["usable"], "link_latency_us": NUMBERS["latency_us"],
+    "bandwidth_fraction": NUMBERS["bw_share"], "flops_fraction": NUMBERS["flops_share"],
+    **{name: Slider(name, words, lo, hi, lo, lo, integer=integer)
+       for name, (words, lo, hi, integer) in EDITS.items()},
+}
 
 
 Rate = Annotated[float | None, _edit("link_gb_s")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import re
 import secrets
 import sqlite3
@@ -82,6 +83,44 @@ class RunTooLarge(Exception):
     """A run over the size limit: it is not saved."""
 
 
+class Unsavable(Exception):
+    """A record that no page or JSON answer could send back (a lone surrogate, a NaN): it is
+    not saved. The message names the field."""
+
+
+def _unservable(value: Any, where: str) -> str | None:
+    """Why ``value`` could not be sent as UTF-8 JSON, naming where in it, or None."""
+    if isinstance(value, str):
+        lone = next((c for c in value if "\ud800" <= c <= "\udfff"), None)
+        return None if lone is None else (
+            f"{where} holds text that is not UTF-8 (\\u{ord(lone):04x}, half of a surrogate "
+            "pair)")
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where} is {value}, which JSON cannot hold"
+    items = (value.items() if isinstance(value, dict)
+             else enumerate(value) if isinstance(value, list | tuple) else ())
+    for key, item in items:
+        if isinstance(key, str) and (why := _unservable(key, where)):
+            return why
+        if why := _unservable(item, f"{where}.{key}" if isinstance(key, str) else where):
+            return why
+    return None
+
+
+def _servable(value: Any) -> Any:
+    """``value`` with what an older server stored and no answer can send made sendable: a
+    lone surrogate becomes U+FFFD (whole pairs stay one character), NaN and infinities null."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {_servable(k): _servable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_servable(v) for v in value]
+    return value
+
+
 def new_run_id() -> str:
     return secrets.token_urlsafe(16)
 
@@ -121,8 +160,10 @@ class RunStore:
     def _save(self, table: str, record: dict[str, Any], extra: dict[str, Any] | None = None
               ) -> str:
         fields, noun = TABLES[table]
-        # ASCII JSON: any text, even a lone surrogate from a JSON body, stores and reads back.
-        row = {name: json.dumps(record.get(name)) for name in fields}
+        for name in fields:
+            if why := _unservable(record.get(name), name):
+                raise Unsavable(f"this {noun} cannot be kept: {why}")
+        row = {name: json.dumps(record.get(name), allow_nan=False) for name in fields}
         size = sum(len(text.encode()) for text in row.values())
         if size > self.max_run_bytes:
             raise RunTooLarge(
@@ -176,7 +217,7 @@ class RunStore:
             return None
         row = rows[0]
         try:
-            return {**row, **{name: json.loads(row[name]) for name in fields}}
+            return {**row, **{name: _servable(json.loads(row[name])) for name in fields}}
         except (TypeError, ValueError) as error:
             raise StoreUnavailable(f"the saved {noun} {record_id} is damaged ({error})") \
                 from error

@@ -50,8 +50,14 @@ def _clock(unix_s: float) -> str:
     return datetime.datetime.fromtimestamp(unix_s, datetime.UTC).strftime("%H:%M:%S")
 
 
+def _pvalue(p: float) -> str:
+    """A p-value as a person reads it: "< 0.0001" below that, else four decimals at most."""
+    return "< 0.0001" if p < 1e-4 else f"{p:.4f}".rstrip("0").rstrip(".")
+
+
 templates.env.filters["fixed"] = _fixed
 templates.env.filters["clock"] = _clock
+templates.env.filters["pvalue"] = _pvalue
 templates.env.filters["token_label"] = _token_label
 templates.env.filters["durations"] = _durations
 templates.env.filters["ms"] = _ms

@@ -471,6 +471,11 @@ def _num(x: float | None, digits: int, unit: str = "") -> str:
 def format_summary(s: SummaryEvent) -> str:
     positions = " ".join(_num(x, 2) for x in s.per_position_acceptance)
     histogram = " ".join(f"{a}:{n}" for a, n in enumerate(s.acceptance_length_histogram))
+    fit = ""
+    if s.geometric_p is not None:
+        p = "< 0.0001" if s.geometric_p < 1e-4 else f"{s.geometric_p:.4f}"
+        fit = (f"; chi2 {_num(s.geometric_chi2, 1)}, df {s.geometric_df}, p {p} against the "
+               "geometric (cycles taken as independent)")
     lookup = []
     if s.drafter == "ngram":
         lookup = [f"  prompt lookup          {s.proposal_share:.0%} of cycles proposed, "
@@ -485,13 +490,14 @@ def format_summary(s: SummaryEvent) -> str:
             f"({s.accepted}/{s.drafted})",
             f"  mean acceptance length {_num(s.mean_acceptance_length, 2)}",
             f"  per-position accepted  {positions}",
-            f"  accepted per cycle     {histogram}",
+            f"  accepted per {'proposal' if s.drafter == 'ngram' else 'cycle    '} {histogram}",
             f"  c = {s.c:.3f}, v = {s.v:.3f}     draft step {s.draft_step_ms:.2f} ms, "
             f"verification {s.verify_ms:.2f} ms, target step {s.step_ms:.2f} ms",
             f"  tokens/s               target-only {s.baseline_tok_s:.1f}, "
             f"speculative {_num(s.spec_tok_s, 1)}",
             f"  speedup                measured {_num(s.speedup_measured, 3, 'x')}, "
             f"predicted {_num(s.speedup_predicted, 3, 'x')}",
+            f"  from the lengths       {_num(s.speedup_from_histogram, 3, 'x')} predicted{fit}",
         ]
     )
 

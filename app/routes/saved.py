@@ -116,8 +116,10 @@ def run_chart(request: Request, run_id: str, chart: str, fmt: str):
     if chart not in CHARTS or fmt not in ("svg", "png"):
         return JSONResponse(status_code=404, content={
             "message": "a run's charts are positions and lengths, as .svg or .png"})
-    bars: BarChart = summary_context(summary_event(record))[chart]
-    svg = chart_svg(bars, "_bar_chart.html", **CHARTS[chart])
+    context = summary_context(summary_event(record))
+    bars: BarChart = context[chart]
+    labels = CHARTS[chart] | {"y_label": f"share of {context['base_short']}"}  # its base
+    svg = chart_svg(bars, "_bar_chart.html", **labels)
     return export(svg, fmt, f"specscope-run-{run_id}-{chart}")
 
 

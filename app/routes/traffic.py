@@ -47,17 +47,27 @@ from engine.settings import Settings
 router = APIRouter(tags=["traffic"])
 
 
+Where = tuple[str, ...]
+
+
 class BadProbe(Exception):
-    def __init__(self, status: int, message: str, where: tuple[str, ...] = ("body",)):
-        self.status, self.message, self.where = status, message, where
+    """A probe refused: one problem, or (``problems``) every one a request has, each with
+    where it is."""
+
+    def __init__(self, status: int, message: str = "", where: Where = ("body",),
+                 problems: list[tuple[str, Where]] | None = None):
+        self.status, self.problems = status, problems or [(message, where)]
 
 
-def _problem(status: int, message: str, where: tuple[str, ...] = ("body",)) -> JSONResponse:
-    """The documented error bodies: a 422 also names where the problem is."""
+def _problem(status: int, message: str = "", where: Where = ("body",),
+             problems: list[tuple[str, Where]] | None = None) -> JSONResponse:
+    """The documented error bodies: a 422 also names where each problem is."""
+    problems = problems or [(message, where)]
+    message = "; ".join(text for text, _ in problems)
     if status != 422:
         return JSONResponse(status_code=status, content=Problem(message=message).model_dump())
-    problem = ValidationProblem(message=message, detail=[FieldProblem(loc=list(where),
-                                                                      msg=message)])
+    problem = ValidationProblem(message=message, detail=[
+        FieldProblem(loc=list(place), msg=text) for text, place in problems])
     return JSONResponse(status_code=status, content=problem.model_dump())
 
 
@@ -69,25 +79,32 @@ async def _probe_request(request: Request, sets: list[str] | None, temperatures:
     """The prompts, the probe's settings, notices for the reader, and the settings as a saved
     probe records them."""
     settings: Settings = request.app.state.settings
+    problems: list[tuple[str, tuple[str, ...]]] = []  # every bad setting, named at once
     unknown = [s for s in sets or [] if s not in BUILTIN_SETS]
     if unknown:
-        raise BadProbe(422, f"no built-in prompt set {unknown[0][:40]!r}; "
-                            f"choose from {', '.join(BUILTIN_SETS)}", ("query", "sets"))
+        problems.append((f"no built-in prompt set {unknown[0][:40]!r}; "
+                         f"choose from {', '.join(BUILTIN_SETS)}", ("query", "sets")))
     try:
+        if "_" in temperatures:  # float() reads "0_5" as 5
+            raise ValueError(temperatures)
         temps = sorted({float(t) for t in temperatures.split(",") if t.strip()})
     except ValueError:
-        raise BadProbe(422, f"temperatures must be numbers separated by commas, "
-                            f"got {temperatures[:40]!r}", ("query", "temperatures")) from None
-    if not temps or len(temps) > len(TEMPERATURES) or any(not 0 <= t <= 2 for t in temps):
-        raise BadProbe(422, f"give 1 to {len(TEMPERATURES)} temperatures from 0 to 2",
-                      ("query", "temperatures"))
+        temps = []
+        problems.append((f"temperatures must be numbers separated by commas, "
+                         f"got {temperatures[:40]!r}", ("query", "temperatures")))
+    else:
+        if not temps or len(temps) > len(TEMPERATURES) or any(not 0 <= t <= 2 for t in temps):
+            problems.append((f"give 1 to {len(TEMPERATURES)} temperatures from 0 to 2",
+                             ("query", "temperatures")))
     if not 1 <= max_new_tokens <= settings.probe_max_new_tokens:
-        raise BadProbe(422, f"max new tokens must be 1..{settings.probe_max_new_tokens} here",
-                      ("query", "max_new_tokens"))
+        problems.append((f"max new tokens must be 1..{settings.probe_max_new_tokens} here",
+                         ("query", "max_new_tokens")))
     if not 1 <= k <= 16:
-        raise BadProbe(422, "k must be 1..16", ("query", "k"))
+        problems.append(("k must be 1..16", ("query", "k")))
     if not 1 <= prompts_per_set <= 1000:
-        raise BadProbe(422, "prompts per set must be at least 1", ("query", "prompts_per_set"))
+        problems.append(("prompts per set must be at least 1", ("query", "prompts_per_set")))
+    if problems:
+        raise BadProbe(422, problems=problems)
     body = await request.body()  # bounded at the edge (app.body_limits)
     if sets is None:  # not chosen: the built-in sets (lookup's on request) unless a file came
         sets = [] if body else list(DEFAULT_SETS)
@@ -168,7 +185,7 @@ async def _probe_stream(request: Request, render, **params) -> Any:
     try:
         prompts, config, notices, described = await _probe_request(request, **params)
     except BadProbe as bad:
-        return _problem(bad.status, bad.message, bad.where)
+        return _problem(bad.status, problems=bad.problems)
     manager = getattr(request.app.state, "runs", None)
     if manager is None or pair not in manager.pairs:
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"

@@ -12,7 +12,7 @@ from app.run_messages import RunMessage
 from app.run_queue import FinishedRun
 from app.saved.cards import run_preview_svg
 from app.saved.machine import describe_machine
-from app.store import RunStore, RunTooLarge, StoreUnavailable
+from app.store import RunStore, RunTooLarge, StoreUnavailable, Unsavable
 from engine.decoder.loading import ModelPair
 from engine.decoder.ngram import PromptLookup
 from engine.settings import Settings
@@ -52,7 +52,7 @@ class Archiver:
                 raise StoreUnavailable(self.unavailable)
             record = run_record(finished, self.settings)
             run_id = self.store.save(record)
-        except (RunTooLarge, StoreUnavailable) as error:
+        except (RunTooLarge, StoreUnavailable, Unsavable) as error:
             log.warning("run not saved: %s", error)
             return RunMessage.not_saved(f"the run was not saved: {error}")
         self.last_preview = draw_soon(run_preview_svg(record))
@@ -65,7 +65,7 @@ class Archiver:
             if self.store is None:
                 raise StoreUnavailable(self.unavailable)
             probe_id = self.store.save_probe(record)
-        except (RunTooLarge, StoreUnavailable) as error:
+        except (RunTooLarge, StoreUnavailable, Unsavable) as error:
             log.warning("probe not saved: %s", error)
             return RunMessage.not_saved(f"the probe was not saved: {error}")
         return RunMessage.saved(probe_id, f"/probes/{probe_id}")

@@ -3,12 +3,12 @@ each cycle."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.run_messages import timeline_scale_ms
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent, Token
-from engine.decoder.stats import acceptance
+from engine.decoder.stats import acceptance, histogram_speedup, predicted_speedup, summarize
 
 
 def cycle_events(record: dict[str, Any]) -> list[CycleEvent]:
@@ -17,7 +17,22 @@ def cycle_events(record: dict[str, Any]) -> list[CycleEvent]:
 
 
 def summary_event(record: dict[str, Any]) -> SummaryEvent:
-    return SummaryEvent(**record["summary"])
+    """The saved summary, with what this server derives from the saved cycles derived again:
+    the prediction by the drafter's own formula, the acceptance figures over one base and
+    the departure from the geometric model (a run saved by an older server had the draft
+    model's formula for every drafter and none of the rest). The timings are as measured."""
+    saved = SummaryEvent(**record["summary"])
+    cycles = cycle_events(record) if record.get("cycles") else []
+    if not cycles:
+        return saved
+    counted = summarize(cycles, [saved.step_ms])  # its own timings are not used
+    return replace(
+        saved,
+        speedup_predicted=predicted_speedup(cycles, saved.alpha_counted, saved.c, saved.v),
+        speedup_from_histogram=histogram_speedup(cycles, saved.c, saved.v),
+        **{name: getattr(counted, name) for name in (
+            "acceptance_length_histogram", "per_position_acceptance", "proposal_lengths",
+            "geometric_chi2", "geometric_df", "geometric_p", "geometric_smallest_expected")})
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.saved.replay import summary_event
 from engine.analytic.theory import Figures
 
 # A run's charts as files: their title and axis labels.
@@ -23,7 +24,7 @@ def short_prompt(prompt: str, limit: int = 48) -> str:
 
 def run_title(record: dict[str, Any]) -> str:
     """What the run shows, in one line: "k 4: measured 1.31x, predicted 1.34x, alpha 0.70"."""
-    s = record["summary"]
+    s = vars(summary_event(record))  # the prediction as this server makes it
 
     def num(key: str, unit: str = "") -> str:  # None: nothing to estimate from
         return "n/a" if s[key] is None else f"{s[key]:.2f}{unit}"

@@ -4,7 +4,7 @@ links (for the live panel and the saved probe's page)."""
 from __future__ import annotations
 
 from app.templating import templates
-from app.traffic.charts import alpha_by_domain_chart, alpha_vs_temperature_chart
+from app.traffic.charts import alpha_bars_chart, alpha_vs_temperature_chart, domain_legend
 from app.traffic.numbers import href, row_numbers
 from engine.measure.probe_compare import compare
 
@@ -19,6 +19,7 @@ def render_probe(result, ngram=None) -> str:
     return templates.get_template("_traffic_result.html").render(
         result=result,
         rows=[(r, href(row_numbers(r)), row_numbers(r)) for r in result.rows],
-        by_domain=alpha_by_domain_chart(result),
+        by_domain=alpha_bars_chart(result),
         by_temperature=alpha_vs_temperature_chart(result),
+        legend=domain_legend(result),
     )

@@ -116,6 +116,8 @@ def parse_traffic_state(
 
 
 def _number(raw: str) -> float | None:
+    if "_" in raw:  # Python's float() reads "1_0" as 10
+        return None
     try:
         value = float(raw)
     except ValueError:

@@ -190,7 +190,8 @@ class SummaryEvent(Acceptance):
     k: int
     # per draft position i = 1..k: the share of cycles that proposed i drafts and accepted i
     per_position_acceptance: list[float | None]
-    acceptance_length_histogram: list[int]  # cycles that accepted a = 0..k drafts
+    # cycles with a proposal that accepted a = 0..k drafts (a draft model's: every cycle)
+    acceptance_length_histogram: list[int]
     draft_step_ms: float  # mean (engine.decoder.stats.costs)
     verify_ms: float  # mean
     step_ms: float  # mean target-only decode step
@@ -215,6 +216,17 @@ class SummaryEvent(Acceptance):
     # The streamed pass (its cycles are the ones shown), timed but not counted: the page
     # renders it on the same CPUs. 0: a summary with no such pass.
     speedup_streamed: float = 0.0
+    # Cycles that proposed m = 0..k tokens (a draft model's: all k).
+    proposal_lengths: list[int] = field(default_factory=list)
+    # Without independence (engine.analytic.geometric): the speedup from the measured
+    # acceptance-length histogram's tokens per cycle at the same cycle cost, and the
+    # chi-square of the cycles against the truncated geometric at the counted alpha (None:
+    # nothing to test, df < 1 or no alpha).
+    speedup_from_histogram: float | None = None
+    geometric_chi2: float | None = None
+    geometric_df: int = 0
+    geometric_p: float | None = None
+    geometric_smallest_expected: float | None = None
     event: str = "summary"
 
 

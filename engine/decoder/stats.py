@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from engine.analytic import acceptance as estimators
-from engine.analytic import lookup, theory
+from engine.analytic import geometric, lookup, theory
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 
 
@@ -75,6 +76,48 @@ def cycle_costs(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float])
                  baseline_step_ms)
 
 
+def proposal_lengths(cycles: Sequence[CycleEvent], k: int) -> list[int]:
+    """Cycles that proposed m = 0..k tokens."""
+    lengths = [0] * (k + 1)
+    for c in cycles:
+        lengths[c.proposed] += 1
+    return lengths
+
+
+def predicted_speedup(
+    cycles: Sequence[CycleEvent], alpha: float | None, c: float, v: float
+) -> float | None:
+    """The drafter's own slider model at the cycles' alpha, c and v. Prompt lookup's prices
+    the share pi of cycles with a proposal and their lengths (engine.analytic.lookup); a
+    drafter that proposes k tokens every cycle at c target steps a token (a draft model, a
+    draft head) has the draft model's (engine.analytic.theory). None without an alpha, where
+    a drafter proposes every cycle; prompt lookup without a proposal needs none."""
+    k = cycles[0].k
+    if cycles[0].drafter == "ngram":
+        lengths = proposal_lengths(cycles, k)
+        pi = 1.0 - lengths[0] / len(cycles)
+        return lookup.speedup(alpha or 0.0, k, pi, c, v, lengths)
+    return None if alpha is None else theory.speedup(alpha, k, c, v)
+
+
+def histogram_speedup(cycles: Sequence[CycleEvent], c: float, v: float) -> float | None:
+    """The speedup with independence dropped: the tokens per cycle of the measured
+    acceptance-length histogram over the same cycle cost as :func:`predicted_speedup`."""
+    k = cycles[0].k
+    without = sum(1 for cycle in cycles if cycle.proposed == 0)
+    tokens = geometric.tokens_per_cycle(
+        estimators.acceptance_histogram(proposals(_proposing(cycles)), k), without)
+    if tokens is None:
+        return None
+    if cycles[0].drafter == "ngram":
+        return tokens / lookup.cycle_cost(1.0 - without / len(cycles), c, v)
+    return tokens / theory.cycle_cost(k, c, v)
+
+
+def _proposing(cycles: Sequence[CycleEvent]) -> list[CycleEvent]:
+    return [c for c in cycles if c.proposed > 0]
+
+
 def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> SummaryEvent:
     """Counted and expected alpha, the vLLM-style rates, c, v, and measured against predicted
     speedup. ``baseline_step_ms``: the target-only run's per-token step times."""
@@ -84,25 +127,14 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         raise ValueError("no target-only steps to compare with")
     counts = acceptance(cycles)
     k = cycles[0].k
-    histogram = estimators.acceptance_histogram(proposals(cycles), k)
+    proposing = _proposing(cycles)
+    # One base for every acceptance figure: the cycles with a proposal (the per-position
+    # shares divide by those that proposed at least i).
+    histogram = estimators.acceptance_histogram(proposals(proposing), k)
     per_position = estimators.tally(proposals(cycles)).per_position(k)
-
-    drafter = cycles[0].drafter
-    proposing = [c for c in cycles if c.proposed > 0]
     cost = cycle_costs(cycles, baseline_step_ms)
-    c_cost, v_cost = cost.c, cost.v
     baseline_tok_s = 1000.0 * len(baseline_step_ms) / sum(baseline_step_ms)
-    pi = len(proposing) / len(cycles)
-    if drafter == "ngram":
-        lengths = [0] * (k + 1)
-        for c in proposing:
-            lengths[c.proposed] += 1
-        # alpha is None only when nothing was proposed (pi = 0), where it does not enter
-        predicted = lookup.speedup(counts.alpha_counted or 0.0, k, pi, c_cost, v_cost, lengths)
-    elif counts.alpha_counted is None:
-        predicted = None
-    else:
-        predicted = theory.speedup(counts.alpha_counted, k, c_cost, v_cost)
+    fit = geometric.geometric_fit(proposals(cycles), counts.alpha_counted)
     return SummaryEvent(
         k=k,
         **asdict(counts),
@@ -116,9 +148,16 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         baseline_tok_s=baseline_tok_s,
         speedup_measured=(None if counts.spec_tok_s is None
                           else counts.spec_tok_s / baseline_tok_s),
-        speedup_predicted=predicted,
+        speedup_predicted=predicted_speedup(cycles, counts.alpha_counted, cost.c, cost.v),
         baseline_tokens=len(baseline_step_ms),
-        drafter=drafter,
-        proposal_share=pi,
+        drafter=cycles[0].drafter,
+        proposal_share=len(proposing) / len(cycles),
         proposed_per_cycle=counts.drafted / len(proposing) if proposing else 0.0,
+        proposal_lengths=proposal_lengths(cycles, k),
+        speedup_from_histogram=histogram_speedup(cycles, cost.c, cost.v),
+        # infinite only for counts the model calls impossible (p is then 0): JSON has no inf
+        geometric_chi2=None if fit is None or math.isinf(fit.chi2) else fit.chi2,
+        geometric_df=0 if fit is None else fit.df,
+        geometric_p=None if fit is None else fit.p_value,
+        geometric_smallest_expected=None if fit is None else fit.smallest_expected,
     )

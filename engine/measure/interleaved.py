@@ -17,13 +17,12 @@ import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from engine.analytic import theory
 from engine.decoder.baseline import target_only
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent, SummaryEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.ngram import PromptLookup
 from engine.decoder.speculative import speculate
-from engine.decoder.stats import cycle_costs, summarize
+from engine.decoder.stats import cycle_costs, histogram_speedup, predicted_speedup, summarize
 
 BOOTSTRAP_SAMPLES = 400
 
@@ -146,7 +145,9 @@ def measured_summary(
         step_ms=cost.step_ms,
         c=cost.c,
         v=cost.v,
-        speedup_predicted=theory.speedup(base.alpha_counted, base.k, cost.c, cost.v),
+        # the drafter's own model, at the pass's alpha (and pi) and the quiet passes' costs
+        speedup_predicted=predicted_speedup(cycles, base.alpha_counted, cost.c, cost.v),
+        speedup_from_histogram=histogram_speedup(cycles, cost.c, cost.v),
         spec_tok_s=1000.0 * tokens / sum(p.cycle_ms for p in pooled),
         baseline_tok_s=1000.0 * tokens / sum(p.baseline_ms for p in pooled),
         speedup_measured=speedup.wall,

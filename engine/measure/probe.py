@@ -98,11 +98,15 @@ class PromptMeasure:
     verified: int  # positions whose acceptance was decided (accepted + rejected)
     overlap_sum: float  # sum over them of sum_x min(p(x), q(x))
     top1_agreements: int  # of them, where argmax q == argmax p
-    histogram: list[int]  # cycles that accepted a = 0..k drafts
+    histogram: list[int]  # cycles with a proposal that accepted a = 0..k drafts
     draft_step_ms: list[float]  # prompt lookup: one lookup per cycle
     verify_ms: list[float]  # prompt lookup: the cycles with a proposal only
     baseline_step_ms: list[float]
     proposal_lengths: list[int] | None = None  # proposals of m = 0..k tokens (prompt lookup)
+    # Per draft position i = 1..k: cycles that proposed at least i tokens, and those that
+    # accepted position i (None: only the histogram is known, every cycle proposing k).
+    offered: list[int] | None = None
+    taken: list[int] | None = None
 
 
 @dataclass
@@ -234,6 +238,7 @@ def measure_events(
             steps.append(event)
             yield event
     counts = estimators.tally(proposals(cycles))
+    pad = [0] * config.k
     lengths = [0] * (config.k + 1)
     for c in cycles:
         lengths[c.proposed] += 1
@@ -253,11 +258,14 @@ def measure_events(
         verified=len(overlaps),
         overlap_sum=sum(overlaps),
         top1_agreements=agreements,
-        histogram=estimators.acceptance_histogram(proposals(cycles), config.k),
+        histogram=estimators.acceptance_histogram(
+            [(p, a) for p, a in proposals(cycles) if p > 0], config.k),
         draft_step_ms=[ms for c in cycles for ms in c.draft_step_ms],
         verify_ms=[c.verify_ms for c in verified_cycles],
         baseline_step_ms=[s.step_ms for s in steps],
         proposal_lengths=lengths if lookup else None,
+        offered=(list(counts.offered) + pad)[:config.k],
+        taken=(list(counts.taken) + pad)[:config.k],
     )
 
 
@@ -330,6 +338,17 @@ def summarize_probe(
     )
 
 
+def _per_position(group: Sequence[PromptMeasure], histogram: list[int], k: int
+                  ) -> list[float | None]:
+    """Acceptance at each draft position over the cycles that proposed at least i tokens
+    (the base alpha and the histogram share); from the histogram where that is all a
+    measure knows (a vLLM server's counters: every draft proposes k)."""
+    if all(m.offered is not None and m.taken is not None for m in group):
+        return estimators.per_position([sum(m.taken[i] for m in group) for i in range(k)],
+                                       [sum(m.offered[i] for m in group) for i in range(k)])
+    return estimators.tally_histogram(histogram).per_position(k)
+
+
 def _first(groups, row: ProbeRow) -> int:
     return list(dict.fromkeys(d for d, _ in groups)).index(row.domain)
 
@@ -386,7 +405,7 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
         top1_agreement=top1,
         top1_agreement_ci=(ci(lambda m: m.top1_agreements, lambda m: m.verified)
                            if verified else None),
-        per_position_acceptance=estimators.tally_histogram(histogram).per_position(k),
+        per_position_acceptance=_per_position(group, histogram, k),
         alpha_powers=[None] * k if alpha is None else theory.position_acceptance(alpha, k),
         draft_acceptance_rate=estimators.draft_acceptance_rate(accepted, drafted),
         mean_acceptance_length=estimators.mean_acceptance_length(accepted, proposing),

@@ -114,6 +114,31 @@ def test_a_declared_length_past_the_limit_is_refused_at_once(server, method, pat
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
 
 
+@pytest.mark.parametrize(("method", "path"), [("GET", "/api/theory"), ("GET", "/"),
+                                              ("POST", "/nowhere")])
+def test_a_chunked_body_on_a_route_that_takes_none_is_refused_past_1_kb(server, method, path):
+    """No route reads it, so the limit cannot wait for a route to: the edge reads it."""
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(head(path, server.port, method, Transfer_Encoding="chunked"))
+        try:
+            for _ in range(64):  # 1 MB, and then nothing: the 413 must not wait for the end
+                s.sendall(b"%x\r\n" % CHUNK + b"a" * CHUNK + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        reply = answer(s, 5.0)
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    message = json.loads(reply.split(b"\r\n\r\n", 1)[1])["message"]
+    assert message == f"the request body is over the limit of 1 KB ({NO_BODY_LIMIT} bytes)"
+
+
+def test_a_small_chunked_body_on_a_route_that_takes_none_is_read_and_ignored(server):
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(head("/api/theory", server.port, "GET", Transfer_Encoding="chunked")
+                  + b"5\r\nhello\r\n0\r\n\r\n")
+        reply = answer(s, 1.0)
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+
+
 def test_an_http_client_streaming_a_huge_body_gets_413_and_stops_sending(server):
     sent = 0
 

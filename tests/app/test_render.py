@@ -82,3 +82,73 @@ def test_use_these_numbers_carries_the_drafter_preset_and_a_lookup_runs_pi():
     looked_up = replace(summary, drafter="ngram", proposal_share=0.237)
     use = summary_context(looked_up)["use"]
     assert (use["preset"], use["pi"]) == ("ngram", "0.24")
+
+
+def lookup_cycle(accepted: int, proposed: int) -> CycleEvent:
+    tokens = ([Token(1, "a", "accepted")] * accepted
+              + [Token(2, "b", "rejected")] * (accepted < proposed) + [Token(3, "c", "target")])
+    return CycleEvent(index=0, tokens=tokens, draft_ms=0.1, verify_ms=6.0, cycle_ms=6.1, k=4,
+                      n_accepted=accepted, rejected=accepted < proposed, draft_step_ms=[0.1],
+                      overlap=[0.9] * (accepted + (accepted < proposed)),
+                      n_emitted=accepted + 1, drafter="ngram", n_proposed=proposed)
+
+
+LOOKUP_CYCLES = [lookup_cycle(4, 4), lookup_cycle(1, 2), lookup_cycle(0, 3)] + [
+    lookup_cycle(0, 0)] * 5
+
+
+def test_a_lookup_summary_shows_pi_and_counts_lengths_over_the_cycles_with_a_proposal():
+    from app.render import summary_context
+    from engine.analytic.geometric import length_shares
+    from engine.decoder.stats import summarize
+
+    summary = summarize(LOOKUP_CYCLES, [4.0])
+    html = render_page_message(RunMessage.summary(summary))["html"]
+    assert 'data-summary="proposal_share">0.375 (3.0 tokens a proposal)' in html
+    assert "theory from the measured α, π, c, v" in html
+    context = summary_context(summary)
+    # 3 cycles proposed: one accepted 0, one 1, one 4; the 5 plain steps are not "0 accepted"
+    assert [b.measured for b in context["lengths"].bars] == [1 / 3, 1 / 3, 0, 0, 1 / 3]
+    assert [b.model for b in context["lengths"].bars] == length_shares(
+        summary.alpha_counted, [5, 0, 1, 1, 1])
+    assert "share of proposals" in html  # the axis; the caption names the base in full
+    assert "The cycles with a proposal by drafts accepted" in html
+    assert "Of the cycles with a proposal that proposed at least i drafts" in html
+
+
+def test_the_summary_sets_the_histograms_prediction_beside_alphas_and_tests_independence():
+    from engine.decoder.stats import summarize
+
+    def model_cycle(accepted: int) -> CycleEvent:
+        kinds = [("d", "accepted")] * accepted + [("r", "rejected")] * (accepted < 4)
+        kinds += [("x", "discarded")] * max(0, 3 - accepted) + [("t", "target")]
+        return cycle(kinds)
+
+    cycles = [model_cycle(0)] * 45 + [model_cycle(a) for a in (1, 1, 2, 2, 3)] + [
+        model_cycle(4)] * 50
+    summary = summarize(cycles, [4.0])
+    html = render_page_message(RunMessage.summary(summary))["html"]
+    section = html.split('id="correlated-acceptance"')[1].split("</div>")[0]
+    assert f"From α alone it predicts <strong data-summary=\"speedup_predicted_again\">" \
+           f"{summary.speedup_predicted:.2f}×" in section
+    assert f'data-summary="speedup_from_histogram">{summary.speedup_from_histogram:.2f}×' \
+           in section
+    assert "χ² = " in section and "df = 3" in section and "p = &lt; 0.0001" in section
+    assert "the lengths depart from independent acceptance" in section
+    assert "as independent draws" in section  # what the test assumes
+
+
+def test_a_saved_runs_title_predicts_with_its_drafters_formula():
+    """A run saved before the fix carries the draft model's formula for prompt lookup: the
+    title and the page derive the prediction from the saved cycles again."""
+    from dataclasses import asdict, replace
+
+    from app.saved.titles import run_title
+    from engine.decoder.stats import summarize
+
+    summary = summarize(LOOKUP_CYCLES, [4.0])
+    stale = replace(summary, speedup_predicted=2.98)
+    record = {"summary": asdict(stale), "settings": {"drafter": "ngram"},
+              "cycles": [asdict(c) for c in LOOKUP_CYCLES]}
+    assert f"predicted {summary.speedup_predicted:.2f}x" in run_title(record)
+    assert "2.98" not in run_title(record)

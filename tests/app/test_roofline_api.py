@@ -56,8 +56,10 @@ def test_speculation_that_pays_everywhere_has_a_null_break_even(client):
     ("context=lots", "context must be a whole number from 0 to 131072"),
     ("alpha=2", "alpha must be a number from 0 to 1"),
     ("hardware=custom", "hardware: Input should be 'h100-sxm'"),
-    ("bandwidth_tb_s=0", "bandwidth_tb_s: Input should be greater than or equal to 0.000001"),
-    ("target_params_b=1e300", "target_params_b: Input should be less than or equal to 100000"),
+    ("bandwidth_tb_s=0", "bandwidth_tb_s must be a number from 1e-06 to 1000000 (got '0')"),
+    ("target_params_b=1e300", "target_params_b must be a number from 1e-06 to 100000 "
+                              "(got '1e300')"),
+    ("target_layers=0.5", "target_layers must be a whole number from 1 to 100000"),
 ])
 def test_bad_parameters_get_422_naming_the_parameter_and_what_is_allowed(client, query, named):
     response = client.get(f"/api/roofline?{query}")
@@ -128,7 +130,8 @@ def test_memory_capacity_is_answered_with_the_engines_figures(client):
 def test_a_usable_fraction_out_of_range_is_refused(client):
     response = client.get("/api/roofline?usable_fraction=1.5")
     assert response.status_code == 422
-    assert "usable_fraction: Input should be less than or equal to 1" in response.json()["message"]
+    assert "usable_fraction must be a number from 0.1 to 1 (got '1.5')" in \
+        response.json()["message"]
 
 
 def test_tensor_parallelism_reports_three_times_per_pass(client):

@@ -121,6 +121,23 @@ def test_a_probe_record_the_server_cannot_read_gets_a_clear_page(live_server, ap
     assert get(live_server, f"/api/probes/{probe_id}").status_code == 503
 
 
+def test_a_probe_saved_with_a_lone_surrogate_by_an_older_server_is_served(live_server,
+                                                                          app_state, saved):
+    """Such a record can no longer be saved; one kept from before reads back with the
+    replacement character on the page, the download and the API."""
+    record = get(live_server, f"/api/probes/{saved[0]}").json()
+    domain = record["result"]["rows"][0]["domain"]
+    probe_id = app_state.store.save_probe({name: record[name] for name in
+                                           ("pair", "settings", "machine", "result")})
+    app_state.store.db.execute(
+        "UPDATE probes SET result = replace(result, ?, ?) WHERE id = ?",
+        [f'"{domain}"', '"bad \\ud800 domain"', probe_id])
+    for path in (f"/probes/{probe_id}", f"/probes/{probe_id}.json", f"/api/probes/{probe_id}"):
+        response = get(live_server, path)
+        assert response.status_code == 200, path
+        assert "bad \ufffd domain" in response.text, path
+
+
 def test_the_page_offers_a_plan_at_each_rows_alpha_and_its_json_plans_a_mix(live_server, saved,
                                                                           tmp_path, capsys):
     from engine.cli import main

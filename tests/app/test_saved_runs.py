@@ -131,6 +131,20 @@ def test_the_run_page_shows_every_cycle_the_summary_and_card_tags(live_server, s
     assert html.count('<template class="replay-frame"') == len(cycles)
 
 
+def test_the_saved_output_marks_who_produced_each_token_as_the_live_panel_did(live_server,
+                                                                             saved):
+    run_id, events = saved
+    html = get(live_server, f"/runs/{run_id}").text
+    output = html.split('id="replay-text"')[1].split("</p>")[0]
+    tokens = [t for kind, data in events if kind == "cycle" for t in data["tokens"]
+              if t["kind"] in ("accepted", "target") and t["text"]]
+    assert output.count('class="by-draft"') == sum(t["kind"] == "accepted" for t in tokens) > 0
+    assert output.count('class="by-target"') == sum(t["kind"] == "target" for t in tokens) > 0
+    legend = html.split("<h3>Output</h3>")[1].split('id="replay-text"')[0]
+    assert '<span class="by-draft">from the draft, accepted</span>' in legend
+    assert '<span class="by-target">from the target</span>' in legend
+
+
 def test_each_saved_cycle_has_the_timeline_the_live_panel_drew(live_server, saved):
     run_id, events = saved
     html = get(live_server, f"/runs/{run_id}").text

@@ -126,7 +126,11 @@ def test_past_the_connection_limit_requests_get_503(served):
     idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
     try:
         time.sleep(0.2)
-        assert httpx.get(f"http://127.0.0.1:{port}/api/runs/status").status_code == 503
+        refused = httpx.get(f"http://127.0.0.1:{port}/api/runs/status")
+        assert refused.status_code == 503
+        assert refused.json() == {"message": "the server has as many connections open as it "
+                                             "takes (SPECSCOPE_MAX_CONNECTIONS = 8); try again "
+                                             "in a moment"}
     finally:
         for s in idle:
             s.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import threading
 import httpx
 import pytest
 
-from app.store import RunStore, RunTooLarge, StoreUnavailable, is_run_id
+from app.store import RunStore, RunTooLarge, StoreUnavailable, Unsavable, is_run_id
 from engine.settings import REPO_ROOT
 
 
@@ -161,3 +162,31 @@ def test_probes_are_kept_like_runs_under_the_same_limits():
     with pytest.raises(RunTooLarge, match=r"this probe is 1\d kB, over the server's limit"):
         store.save_probe(a_probe(9, padding=12_000))
     assert store.ids() == []  # no run was touched
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    ("a lone surrogate \ud800",
+     r"settings\.domain holds text that is not UTF-8 \(\\ud800, half of a surrogate"),
+    (float("nan"), r"settings\.domain is nan, which JSON cannot hold"),
+    (float("inf"), r"settings\.domain is inf, which JSON cannot hold"),
+])
+def test_a_record_that_cannot_be_served_as_json_is_never_saved(value, reason):
+    store = RunStore(":memory:", runs_kept=10, max_run_bytes=100_000)
+    with pytest.raises(Unsavable, match=reason):
+        store.save_probe(a_probe(1) | {"settings": {"domain": value}})
+    with pytest.raises(Unsavable, match=reason):
+        store.save(a_run(1) | {"settings": {"domain": value}})
+    assert store.ids("probes") == [] and store.ids() == []
+
+
+def test_a_record_saved_before_that_rule_is_read_back_servable():
+    """Older servers stored lone surrogates and NaN as JSON escapes: they come back as the
+    replacement character and null, which every page and JSON answer can send."""
+    store = RunStore(":memory:", runs_kept=10, max_run_bytes=100_000)
+    probe_id = store.save_probe(a_probe(1))
+    store.db.execute("UPDATE probes SET settings = ? WHERE id = ?",
+                     ['{"domain": "a\\ud800b \\ud83d\\ude80", "x": NaN, "y": [Infinity]}',
+                      probe_id])
+    settings = store.get_probe(probe_id)["settings"]
+    assert settings == {"domain": "a\ufffdb \U0001f680", "x": None, "y": [None]}
+    json.dumps(settings, ensure_ascii=False, allow_nan=False).encode()  # servable

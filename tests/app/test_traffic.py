@@ -70,6 +70,10 @@ def test_long_prompts_are_cut_with_a_notice(live_server):
         ({}, b"caf\xe9 au lait\n", 422, "is not UTF-8 text"),
         ({}, b"\n\n", 422, "holds no prompts"),
         ({}, b'{"text": "a"}\nnot json\n', 422, "line 2 is not valid JSON"),
+        ({"file_name": "mine.jsonl"}, b'{"text": "a", "domain": "\\ud800"}\n', 422,
+         'mine.jsonl, line 1: "domain" holds a lone surrogate'),
+        ({}, b'{"text": "a"}\n{"text": "\\ud800"}\n', 422,
+         'uploaded, line 2: "text" holds a lone surrogate'),
         ({}, "\n".join(["p"] * 201).encode(), 422, "holds 201 prompts; the limit is 200"),
         ({}, b"x" * (256 * 1024 + 1), 413, "over the limit of 256 KB"),
         ({"sets": ["klingon"]}, b"", 422, "sets: Input should be 'scripture', 'jargon'"),
@@ -156,7 +160,8 @@ def test_probe_at_the_time_limit_reports_what_it_measured(live_server, app_state
 def test_page_stream_renders_the_table_and_two_charts(live_server):
     stream = probe(live_server, path="/probes")
     html = result_of(stream)["html"]
-    assert html.count("<svg") == 2 and 'class="probe-table"' in html
+    assert html.count('<svg class="chart alpha-') == 2 and 'class="probe-table"' in html
+    assert html.count('<svg class="swatch"') == 2  # the legend: one per domain
     assert html.count("Use these numbers") == 4
     assert 'href="/?alpha=' in html
 

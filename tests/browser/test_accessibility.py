@@ -1,6 +1,7 @@
 """An accessibility audit (axe-core: WCAG 2.1 A and AA, and best practice) of every kind of
 page: the slider page after a live run, a saved run, a saved probe, the embeds, and the pages
-a browser without JavaScript gets."""
+a browser without JavaScript gets; on a phone (390 px) and a desktop (1280 px), in light and
+dark, since a phone's screen is where tables scroll."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ METRICS = "\n".join(
      'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 15']) + "\n"
 
 
+WIDTHS = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1280, "height": 900}}
+LOOKS = [(width, scheme) for width in WIDTHS for scheme in ("light", "dark")]
+
+
+def looking(browser, live_server, width: str, scheme: str):
+    return checked_page(browser, live_server.url, color_scheme=scheme, viewport=WIDTHS[width])
+
+
 @pytest.fixture(scope="module")
 def saved_run(browser, live_server) -> str:
     """A run made on the page; the link it was saved under."""
@@ -29,32 +38,57 @@ def saved_run(browser, live_server) -> str:
         return page.locator("#share-run").get_attribute("href")
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_page_after_a_live_run(browser, live_server, scheme):
-    context = browser.new_context(base_url=live_server.url, color_scheme=scheme)
-    page = context.new_page()
-    page.goto("/?temperature=1&run_k=3&max_new_tokens=30&run_seed=2&repeats=1")
-    page.locator("#prompt").fill("the quick brown fox")
-    page.locator("#run-live").click()
-    expect(page.locator("#live-summary .live-summary")).to_be_visible(timeout=60_000)
-    expect(page.locator("#share-run")).to_be_visible()
-    assert audit(page) == []
-    context.close()
+@pytest.mark.parametrize(("width", "scheme"), LOOKS)
+def test_the_page_after_a_live_run(browser, live_server, width, scheme):
+    with looking(browser, live_server, width, scheme) as page:
+        page.goto("/?temperature=1&run_k=3&max_new_tokens=30&run_seed=2&repeats=1")
+        page.locator("#prompt").fill("the quick brown fox")
+        page.locator("#run-live").click()
+        expect(page.locator("#live-summary .live-summary")).to_be_visible(timeout=60_000)
+        expect(page.locator("#share-run")).to_be_visible()
+        assert audit(page) == []
 
 
+@pytest.mark.parametrize(("width", "scheme"), LOOKS)
 @pytest.mark.parametrize("path", ["{run}", "{run}?embed=1", "/?embed=1"])
-def test_a_saved_run_and_the_embeds(browser, live_server, saved_run, path):
-    with checked_page(browser, live_server.url) as page:
+def test_a_saved_run_and_the_embeds(browser, live_server, saved_run, path, width, scheme):
+    with looking(browser, live_server, width, scheme) as page:
         page.goto(path.format(run=saved_run))
         assert audit(page) == []
 
 
-def test_a_saved_probe(browser, live_server):
-    saved = next(data for kind, data in probe(live_server, FAST) if kind == "saved")
-    with checked_page(browser, live_server.url) as page:
-        page.goto(saved["url"])
+@pytest.fixture(scope="module")
+def saved_probe(live_server) -> str:
+    return next(data for kind, data in probe(live_server, FAST) if kind == "saved")["url"]
+
+
+@pytest.mark.parametrize(("width", "scheme"), LOOKS)
+def test_a_saved_probe(browser, live_server, saved_probe, width, scheme):
+    with looking(browser, live_server, width, scheme) as page:
+        page.goto(saved_probe)
         expect(page.locator(".probe-table").first).to_be_visible()
         assert audit(page) == []
+
+
+SCROLLERS_OUT_OF_REACH = """() => [...document.querySelectorAll("*")].filter(el => {
+  const style = getComputedStyle(el);
+  const scrolls = (/(auto|scroll)/.test(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
+    || (/(auto|scroll)/.test(style.overflowY) && el.scrollHeight > el.clientHeight + 1);
+  const reachable = el.tabIndex >= 0
+    || el.querySelector("a[href], button, input, select, textarea, [tabindex]");
+  return scrolls && !reachable;
+}).map(el => el.tagName.toLowerCase() + "." + el.className)"""
+
+
+@pytest.mark.parametrize(("width", "scheme"), LOOKS)
+def test_every_region_that_scrolls_is_reachable_by_keyboard(browser, live_server, saved_run,
+                                                          saved_probe, width, scheme):
+    """axe checks this too; this names every scroller on each kind of page at once."""
+    with looking(browser, live_server, width, scheme) as page:
+        for path in ("/", saved_run, saved_probe):
+            page.goto(path)
+            page.wait_for_load_state("load")
+            assert page.evaluate(SCROLLERS_OUT_OF_REACH) == [], path
 
 
 def test_the_pages_without_javascript(browser, live_server, saved_run):

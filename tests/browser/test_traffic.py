@@ -45,6 +45,7 @@ def test_probe_a_set_and_a_file_share_it_then_use_a_row(page, browser, live_serv
     assert rows.count() == 4  # python and tickets at T = 0 and 1
     assert set(rows.evaluate_all("rs => rs.map(r => r.dataset.domain)")) == {"python", "tickets"}
     assert page.locator("#probe-result svg.chart").count() == 2
+    expect(page.locator("#probe-result .domain-legend li")).to_have_count(2)
     assert page.locator("#probe-progress").evaluate("p => p.value === p.max && p.max === 6")
 
     share = page.locator("#share-probe")

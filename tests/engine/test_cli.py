@@ -115,3 +115,20 @@ def test_the_summary_prints_n_a_for_an_estimate_without_data():
     text = format_summary(summary)
     assert "counted n/a (1/2)" in text and "predicted n/a" in text
     assert "per-position accepted  1.00 n/a" in text
+
+
+def test_the_summary_prints_the_check_of_independent_acceptance():
+    from engine.cli import format_summary
+    from engine.decoder.events import CycleEvent
+    from engine.decoder.stats import summarize
+
+    def cycle(accepted: int) -> CycleEvent:
+        return CycleEvent(index=0, tokens=[], draft_ms=4.0, verify_ms=2.0, cycle_ms=6.0, k=4,
+                          n_accepted=accepted, rejected=accepted < 4, draft_step_ms=[1.0] * 4,
+                          overlap=[0.9] * (accepted + (accepted < 4)), n_emitted=accepted + 1)
+
+    summary = summarize([cycle(0)] * 45 + [cycle(1)] * 5 + [cycle(4)] * 50, [4.0])
+    text = format_summary(summary)
+    assert (f"from the lengths       {summary.speedup_from_histogram:.3f}x predicted; "
+            f"chi2 {summary.geometric_chi2:.1f}, df 3, p < 0.0001 against the geometric "
+            "(cycles taken as independent)") in text

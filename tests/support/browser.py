@@ -23,9 +23,10 @@ def page_errors(page: Page, allow_4xx: bool = False) -> list[str]:
 
 @contextmanager
 def checked_page(browser: Browser, base_url: str, *, allow_4xx: bool = False,
-                 clipboard: bool = False) -> Iterator[Page]:
-    """A page in a fresh context at ``base_url``; on leaving, no error may have been logged."""
-    context = browser.new_context(base_url=base_url)
+                 clipboard: bool = False, **context_options) -> Iterator[Page]:
+    """A page in a fresh context at ``base_url`` (with Playwright's ``context_options``: a
+    viewport, a colour scheme); on leaving, no error may have been logged."""
+    context = browser.new_context(base_url=base_url, **context_options)
     if clipboard:
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
     page = context.new_page()

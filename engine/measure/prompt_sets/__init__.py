@@ -134,7 +134,20 @@ def _jsonl_prompt(number: int, line: str, default_domain: str, name: str) -> Pro
         raise PromptFileError(
             f'{where}: "domain" must be a non-empty string of at most {MAX_DOMAIN_CHARS} characters'
         )
+    for field, value in (("text", text), ("domain", domain)):
+        _refuse_lone_surrogate(where, field, value)
     return Prompt(text, domain.strip())
+
+
+def _refuse_lone_surrogate(where: str, field: str, value: str) -> None:
+    """JSON can escape half of a surrogate pair ("\\ud800"), which is no character: no
+    tokenizer reads it and no UTF-8 page or record can hold it."""
+    lone = next((c for c in value if "\ud800" <= c <= "\udfff"), None)
+    if lone is not None:
+        raise PromptFileError(
+            f'{where}: "{field}" holds a lone surrogate (\\u{ord(lone):04x}), half of a '
+            "UTF-16 pair that is no character; escape whole characters or write them as UTF-8"
+        )
 
 
 def _size(n: int) -> str:

@@ -123,3 +123,43 @@ def test_a_run_without_any_proposal_is_summarised_without_dividing_by_zero():
     assert (s.alpha_counted, s.alpha_expected, s.draft_acceptance_rate) == (None, None, None)
     assert (s.proposal_share, s.mean_acceptance_length) == (0.0, None)
     assert s.speedup_predicted == pytest.approx(1 / (1 + 0.1 / 4))
+
+
+def test_lookup_acceptance_lengths_count_the_cycles_with_a_proposal():
+    """One base for the figures that sit side by side: the histogram, like the per-position
+    shares and alpha, leaves out the cycles that proposed nothing (they accepted nothing
+    because nothing was tried, which the geometric model does not describe)."""
+    cycles = [lookup_cycle(4, 4), lookup_cycle(1, 2), lookup_cycle(0, 0), lookup_cycle(0, 0)]
+    s = summarize(cycles, baseline_step_ms=[4.0])
+    assert s.acceptance_length_histogram == [0, 1, 0, 0, 1]
+    assert s.proposal_lengths == [2, 0, 1, 0, 1]
+    assert s.per_position_acceptance == [1.0, 0.5, 1.0, 1.0]
+
+
+def test_all_or_nothing_cycles_predict_below_independence_and_fail_the_geometric():
+    """45 cycles accept nothing and 50 accept all 4: the tokens a cycle yields fall below
+    E(T) at the same alpha, and the chi-square against the truncated geometric says so."""
+    cycles = [cycle(0)] * 45 + [cycle(1), cycle(1), cycle(2), cycle(2), cycle(3)] + [cycle(4)] * 50
+    s = summarize(cycles, baseline_step_ms=[4.0])
+    tokens = (45 * 1 + 2 * 2 + 2 * 3 + 4 + 50 * 5) / 100
+    assert s.speedup_from_histogram == pytest.approx(tokens / theory.cycle_cost(4, s.c, s.v))
+    assert s.speedup_from_histogram < s.speedup_predicted
+    assert s.geometric_df == 3 and s.geometric_p < 1e-6 and s.geometric_chi2 > 30
+
+
+def test_a_one_token_draft_has_nothing_to_test():
+    s = summarize([cycle(0, k=1), cycle(1, k=1)], baseline_step_ms=[4.0])
+    assert (s.geometric_chi2, s.geometric_df, s.geometric_p) == (None, 0, None)
+    assert s.speedup_from_histogram == pytest.approx(1.5 / theory.cycle_cost(1, s.c, s.v))
+
+
+def test_a_summary_is_finite_where_the_model_calls_a_count_impossible(monkeypatch):
+    """A saved run must be JSON: an infinite chi-square is kept as none, its p as 0."""
+    import json
+
+    from engine.analytic import geometric
+
+    monkeypatch.setattr(geometric, "acceptance_length_pmf", lambda alpha, m: [0.0] * m + [1.0])
+    s = summarize([cycle(0), cycle(4)], baseline_step_ms=[4.0])
+    assert (s.geometric_chi2, s.geometric_p) == (None, 0.0)
+    json.dumps(asdict(s), allow_nan=False)

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from engine.analytic import theory
+from engine.analytic import lookup, theory
 from engine.decoder.baseline import run_target_only
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent, Token
 from engine.decoder.stats import cycle_costs
@@ -111,3 +111,32 @@ def test_the_summary_states_the_measured_speedup_and_matching_rates(good_pair):
     assert (summary.c, summary.v, summary.step_ms) == (cost.c, cost.v, cost.step_ms)
     assert summary.speedup_predicted == pytest.approx(
         theory.speedup(summary.alpha_counted, CONFIG.k, cost.c, cost.v))
+
+
+def lookup_event(proposed: int, accepted: int, verify_ms: float = 6.0) -> CycleEvent:
+    return CycleEvent(index=0, tokens=[Token(1, "a", "target")] * (accepted + 1),
+                      draft_ms=0.1, verify_ms=verify_ms if proposed else 4.0,
+                      cycle_ms=0.1 + (verify_ms if proposed else 4.0), k=4,
+                      n_accepted=accepted, rejected=accepted < proposed, draft_step_ms=[0.1],
+                      overlap=[0.9] * (accepted + (accepted < proposed)),
+                      n_emitted=accepted + 1, drafter="ngram", n_proposed=proposed)
+
+
+def quiet_pass(cycles: list[CycleEvent]) -> list[CycleEvent | StepEvent]:
+    return [e for c in cycles for e in [c, *[step(4.0)] * c.n_emitted]]
+
+
+def test_prompt_lookup_is_predicted_with_prompt_lookups_formula():
+    """pi and the proposals' lengths enter, as they do for `specscope generate --drafter ngram`;
+    the draft model's formula would price every cycle as proposing k."""
+    cycles = [lookup_event(4, 4), lookup_event(2, 1), lookup_event(0, 0), lookup_event(0, 0)]
+    summary = measured_summary(cycles, [4.0] * 4, [quiet_pass(cycles)] * 2)
+    assert summary.proposal_share == 0.5
+    assert summary.speedup_predicted == pytest.approx(lookup.speedup(
+        summary.alpha_counted, 4, 0.5, summary.c, summary.v, [2, 0, 1, 0, 1]))
+    assert summary.speedup_predicted != pytest.approx(
+        theory.speedup(summary.alpha_counted, 4, summary.c, summary.v))
+    # and the histogram's own tokens per cycle, at the same cycle cost
+    tokens = (5 + 2 + 1 + 1) / 4
+    assert summary.speedup_from_histogram == pytest.approx(
+        tokens / lookup.cycle_cost(0.5, summary.c, summary.v))

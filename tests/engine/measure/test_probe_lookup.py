@@ -63,6 +63,20 @@ def test_lookup_rows_count_proposed_tokens_and_their_share(ngram):
     assert "prompt lookup (prompt_lookup_min 1, prompt_lookup_max 2)" in markdown(result)
 
 
+def test_lookup_acceptance_has_one_base_the_cycles_with_a_proposal(ngram):
+    """Acceptance at position i over the cycles that proposed at least i, as alpha counts
+    it; not over every cycle, which sets the cycles without a proposal against alpha^i."""
+    result, measures = ngram
+    for row in result.rows:
+        group = [m for m in measures if (m.domain, m.temperature) == (row.domain, row.temperature)]
+        assert sum(sum(m.histogram) for m in group) == sum(m.proposing for m in group)
+        offered = [sum(m.offered[i] for m in group) for i in range(3)]
+        taken = [sum(m.taken[i] for m in group) for i in range(3)]
+        assert offered[0] == sum(m.proposing for m in group)
+        assert row.per_position_acceptance == [t / o if o else None
+                                               for t, o in zip(taken, offered, strict=True)]
+
+
 def test_side_by_side_names_a_winner_per_domain_and_temperature(model, ngram):
     rows = probe_compare.compare(model, ngram[0])
     assert [(r.domain, r.temperature) for r in rows] == [

@@ -140,6 +140,10 @@ def test_utf8_with_bom_is_read():
         (b'{"text": "   "}\n', {}, '"text" must be a non-empty string'),
         (b'{"text": "ok", "domain": 7}\n', {}, '"domain" must be a non-empty string'),
         (b'{"text": "ok", "domain": "' + b"d" * 41 + b'"}\n', {}, "at most 40 characters"),
+        # JSON escapes a lone half of a surrogate pair, which no UTF-8 text can hold
+        (b'{"text": "ok"}\n{"text": "ok", "domain": "a\\ud800"}\n', {},
+         'line 2: "domain" holds a lone surrogate (\\ud800)'),
+        (b'{"text": "a \\udfff b"}\n', {}, 'line 1: "text" holds a lone surrogate (\\udfff)'),
     ],
 )
 def test_bad_files_get_a_clear_message(data, limits, message):
@@ -147,6 +151,11 @@ def test_bad_files_get_a_clear_message(data, limits, message):
         parse_prompts(data, "d", name="prompts.txt", **limits)
     assert message in str(error.value)
     assert str(error.value).startswith("prompts.txt")
+
+
+def test_a_surrogate_pair_in_json_escapes_is_one_character():
+    [prompt] = parse_prompts(b'{"text": "rocket \\ud83d\\ude80"}\n', "d")
+    assert prompt.text == "rocket \U0001f680"
 
 
 def test_load_source_takes_a_set_name_or_a_path(tmp_path):
