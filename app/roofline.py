@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from app.charts import Frame, Tick, nice_step
 from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls
+from engine.analytic.presets import devices
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
     ACHIEVED_FLOPS,
@@ -221,10 +222,11 @@ def place_labels(frame: Frame, lines: list[tuple[str, str, float]],
 
     ``lines``: (kind, text, x) for the ridge, the break-even batch and the memory limit, in
     that order; ``current``: the current batch's text and its point. Each label takes the first
-    free place: rows from the top, right of its line then left of it, then rows from the bottom;
-    failing that, across its own line up to a neighbouring line, then against the plot's edge
-    nearer its line. The current batch's
-    label sits above its point or below it, off the curve where it can, else beside it."""
+    free place beside its own line: rows from the top, right of its line then left of it, then
+    rows from the bottom, first crossing no other line, then crossing one; failing that, across
+    its own line up to a neighbouring line, then against the plot's edge nearer its line. The
+    current batch's label sits above its point or below it, off the curve where it can, else
+    beside it."""
     placed: list[Label] = []
     xs = {kind: x for kind, _, x in lines}
 
@@ -235,11 +237,15 @@ def place_labels(frame: Frame, lines: list[tuple[str, str, float]],
         return (inside and (may_cross or not crosses)
                 and not any(_overlaps(label.box(), p.box()) for p in placed))
 
-    def first(*groups: list[Label]) -> Label:
-        """The first free place: every group without crossing a line, then with."""
+    def first(*groups: list[Label], own: list[Label] | None = None) -> Label:
+        """The first free place: beside its own line (``own``) without crossing another, then
+        crossing one (its halo keeps it readable; a label moved off its line would read as
+        another line's), then every other group without crossing a line, then with."""
         tries = [c for group in groups for c in group]
-        return next((c for may_cross in (False, True) for c in tries if free(c, may_cross)),
-                    tries[0])
+        ordered = ([(c, False) for c in own or []] + [(c, True) for c in own or []]
+                   + [(c, False) for c in tries] + [(c, True) for c in tries])
+        return next((c for c, may_cross in ordered if free(c, may_cross)),
+                    (own or tries)[0])
 
     text, cx, cy = current
     # off the curve first: above or below the point, centred, then to either side
@@ -258,8 +264,8 @@ def place_labels(frame: Frame, lines: list[tuple[str, str, float]],
         between = [Label(kind, text, o + (4 if o < x else -4), y, "start" if o < x else "end")
                    for o in others for y in rows]  # the nearest neighbour first, in any row
         edge = ((frame.right - 2, "end") if x > frame.middle_x else (frame.left + 4, "start"))
-        placed.append(first(beside, between,
-                            [Label(kind, text, edge[0], y, edge[1]) for y in rows]))
+        placed.append(first(between, [Label(kind, text, edge[0], y, edge[1]) for y in rows],
+                            own=beside))
     return placed
 
 
@@ -390,10 +396,6 @@ def batch_chart(s: Setting, fig: Roofline, measured: list[MeasuredCurve], width:
 # ---- the section -------------------------------------------------------------------------------
 
 
-def _gpus(n: int, label: str) -> str:
-    return f"one {label}" if n == 1 else f"{n} × {label}"
-
-
 def _more_gpus(s: Setting) -> tuple[int, int] | None:
     """The fewest GPUs (2, 4 or 8, more than ``s.gpus``) that hold the pair at this context,
     and the largest batch they hold."""
@@ -416,9 +418,9 @@ def memory_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
     needs = f"{fig.memory_gb_per_gpu:.1f} GB a GPU against {fig.memory_gb_available:.1f} GB usable"
     if fig.max_batch_that_fits is not None:
         return (f"At context {state.context}, {what} does not fit at batch {fig.batch} on "
-                f"{_gpus(state.gpus, hw)} ({needs}): it fits up to batch "
+                f"{devices(state.gpus, hw)} ({needs}): it fits up to batch "
                 f"{fig.max_batch_that_fits}. The figures below assume memory it does not have.")
-    first = f"{what} does not fit on {_gpus(state.gpus, hw)} at context {state.context} ({needs})"
+    first = f"{what} does not fit on {devices(state.gpus, hw)} at context {state.context} ({needs})"
     more = _more_gpus(s)
     if more is None:
         return f"{first}, nor on 8. The figures below assume memory it does not have."
@@ -432,14 +434,14 @@ def headline(s: Setting, fig: Roofline, state: RooflineState,
     k and break-even, unless the slider's k is fixed), then how far memory goes."""
     most = fig.max_batch_that_fits
     room = "" if most is None else (
-        f" On {_gpus(state.gpus, s.hardware.label)} at context {state.context} it fits up to "
+        f" On {devices(state.gpus, s.hardware.label)} at context {state.context} it fits up to "
         f"batch {most}{' or more' if most >= FIT_SEARCH_MAX else ''}.")
     speed = _speed_headline(s, fig, state) if sp is None else _plan_headline(s, fig, state, sp)
     return speed + room
 
 
 def _plan_headline(s: Setting, fig: Roofline, state: RooflineState, sp: SectionPlan) -> str:
-    where = f"At batch {fig.batch} on {state.gpus} × {s.hardware.label}"
+    where = f"At batch {fig.batch} on {devices(state.gpus, s.hardware.label)}"
     k, speed = sp.k_at(fig.batch), sp.speedups[fig.batch]
     off, most = sp.off_from, fig.max_batch_that_fits
     memory_first = most is not None and most < BATCH_MAX and (off is None or off > most)
@@ -464,7 +466,7 @@ def _plan_headline(s: Setting, fig: Roofline, state: RooflineState, sp: SectionP
 
 
 def _speed_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
-    where = f"At batch {fig.batch} on {state.gpus} × {s.hardware.label}"
+    where = f"At batch {fig.batch} on {devices(state.gpus, s.hardware.label)}"
     be, most = fig.break_even_batch, fig.max_batch_that_fits
     memory_first = most is not None and most < BATCH_MAX and (be is None or be > most)
     if fig.speedup > 1:
@@ -513,7 +515,7 @@ def capacity_line(fig: Roofline, state: RooflineState) -> str:
 
 def where(s: Setting, state: RooflineState) -> str:
     """The setting the section's costs belong to, in words (the slider model's notice)."""
-    return (f"{state.gpus} × {s.hardware.label}, {s.target.label} with {s.draft.label}, "
+    return (f"{devices(state.gpus, s.hardware.label)}, {s.target.label} with {s.draft.label}, "
             f"{state.dtype}, context {state.context}")
 
 

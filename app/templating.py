@@ -6,6 +6,7 @@ import datetime
 
 from fastapi.templating import Jinja2Templates
 
+from engine.analytic.presets import devices
 from engine.settings import REPO_ROOT
 
 templates = Jinja2Templates(directory=REPO_ROOT / "templates")
@@ -61,3 +62,4 @@ templates.env.filters["pvalue"] = _pvalue
 templates.env.filters["token_label"] = _token_label
 templates.env.filters["durations"] = _durations
 templates.env.filters["ms"] = _ms
+templates.env.filters["devices"] = devices

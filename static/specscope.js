@@ -71,16 +71,6 @@
     announceTimer = setTimeout(function () { announcer.textContent = results.dataset.announce; }, 700);
   });
 
-  // Every region that scrolls is reachable by keyboard (a table wider than a phone, a long
-  // config): the sections whose templates do not say so themselves, as they arrive.
-  function focusableScrollers(root) {
-    root.querySelectorAll(".table-scroll:not([tabindex]), .plan-python pre:not([tabindex])").forEach(function (el) {
-      el.tabIndex = 0;
-    });
-  }
-  document.addEventListener("DOMContentLoaded", function () { focusableScrollers(document); });
-  document.addEventListener("htmx:afterSettle", function () { focusableScrollers(document); });
-
   // On a phone the answer stays in view while a slider moves (.pocket); once the sliders are
   // scrolled away it steps aside, so it never covers the live run or the panels below.
   document.addEventListener("DOMContentLoaded", function () {

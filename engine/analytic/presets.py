@@ -215,3 +215,11 @@ def this_machine(bandwidth: float, flops: float) -> Hardware:
     preset = HARDWARE["this-machine"]
     return Hardware(preset.label, bandwidth, {"bf16": flops}, "fitted by specscope roofline",
                     memory=preset.memory, link_bandwidth=bandwidth, achieved=True)
+
+
+def devices(gpus: int, label: str) -> str:
+    """The hardware in words: "one H100 SXM", "8 × H100 SXM"; "this machine" is a machine,
+    not a count of devices, so it stays "this machine (...)"."""
+    if label.startswith("this machine"):
+        return label
+    return f"one {label}" if gpus == 1 else f"{gpus} × {label}"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from engine.analytic import schedule
 from engine.analytic.memory import max_batch_that_fits
 from engine.analytic.passes import Setting
-from engine.analytic.presets import PAIRS, ModelShape
+from engine.analytic.presets import PAIRS, ModelShape, devices
 from engine.analytic.schedule import PlanError
 
 # vLLM's dynamic speculation with k = 0 at every batch against no speculative config: +6.6%
@@ -70,7 +70,7 @@ def setting_costs(s: Setting) -> Costs:
     """Costs from the roofline model of ``s`` (its alpha and k are not used)."""
     placed = "" if s.draft_sharded or s.gpus == 1 else ", the draft on one GPU"
     return Costs(schedule.roofline_cycle(s),
-                 f"{s.target.label} / {s.draft.label} on {s.gpus} × {s.hardware.label}, "
+                 f"{s.target.label} / {s.draft.label} on {devices(s.gpus, s.hardware.label)}, "
                  f"{s.dtype}, context {s.context}{placed} (roofline model)",
                  model_id(s.target), model_id(s.draft), fits=memory_fits(s), setting=s,
                  context=s.context)

@@ -58,7 +58,7 @@ def test_a_state_where_speculation_never_pays(client):
                             PAIRS["llama-8b-1b"].draft, context=0, **ACHIEVED),
                     1).max_batch_that_fits
     assert figure(html, "roofline-headline") == (
-        "At batch 512 on 1 × H100 SXM, speculating k = 4 (the slider&#39;s) with Llama 3.2 1B "
+        "At batch 512 on one H100 SXM, speculating k = 4 (the slider&#39;s) with Llama 3.2 1B "
         "costs Llama 3.1 8B throughput: 0.25× plain decoding, and it does not pay at any batch "
         "here. "
         f"On one H100 SXM at context 0 it fits up to batch {most}.")
@@ -72,7 +72,7 @@ def test_bad_values_are_clamped_or_defaulted_with_a_notice(client):
     assert "gpus=0 is outside 1–8" in section
     assert "hardware=&#39;tpu&#39; is not one of" in section
     assert "models=&#39;gpt&#39;" in section
-    assert figure(html, "roofline-headline").startswith("At batch 1024 on 1 × H100 SXM")
+    assert figure(html, "roofline-headline").startswith("At batch 1024 on one H100 SXM")
 
 
 def test_state_parses_back_from_its_own_items():
@@ -119,7 +119,7 @@ def test_use_these_costs_hands_c_v_for_every_k_and_the_step_time_to_the_slider_m
     assert re.search(r'id="v" name="v" [^>]*value="3"', followed)
     assert figure(followed, "best_k_b") == figure(followed, "best_k") == "none: do not speculate"
     notice = re.search(r'data-figure="held-notice">(.*?)</div>', followed, re.S).group(1)
-    assert "Costs from the batch section at batch 1024 on 1 × H100 SXM, Llama 3.1 8B with " \
+    assert "Costs from the batch section at batch 1024 on one H100 SXM, Llama 3.1 8B with " \
         "Llama 3.2 1B, bf16, context 0" in " ".join(notice.split())
 
 
@@ -392,3 +392,20 @@ def test_use_these_costs_from_a_batch_that_does_not_fit_says_so(client):
         "hold it)" in html
     assert 'data-figure="use-costs-no-fit"' not in client.get(
         "/?models=llama-70b-1b&gpus=8&context=8192&batch=32").text
+
+
+def test_a_label_stays_beside_its_own_line_when_lines_crowd():
+    """Three lines 30 px apart: the break-even label, on the middle one, cannot sit beside
+    its line without crossing a neighbour's; it still sits against its own line (crossing the
+    other, with its halo), never against the ridge's, where it would read as the ridge's."""
+    from app.charts import Frame
+    from app.roofline import place_labels
+
+    frame = Frame(400, 200, 40, 380, 10, 180)
+    labels = place_labels(frame, [("ridge", "ridge B × T = 295", 200.0),
+                                  ("break-even", "break-even 178", 230.0),
+                                  ("memory", "fits up to 260", 260.0)],
+                          ("batch 8", 60.0, 100.0))
+    mine = next(label for label in labels if label.kind == "break-even")
+    assert abs(mine.x - 230.0) <= 4.0 + 1e-9
+    assert abs(mine.x - 200.0) > 4.0 + 1e-9

@@ -47,7 +47,7 @@ def test_choosing_hardware_updates_the_section_and_the_address_bar(page):
     history = page.evaluate("history.length")
     page.locator("#rl-hardware").select_option("l4")
     r = expected(hardware="l4")
-    expect(headline(page)).to_contain_text("on 1 × L4, speculating k = 4 (the slider's) with "
+    expect(headline(page)).to_contain_text("on one L4, speculating k = 4 (the slider's) with "
                                            "Llama 3.2 1B")
     expect(page.locator('[data-figure="s_b"]')).to_have_text(f"{r.speedup:.2f}×")
     expect(page).to_have_url(re.compile(r"hardware=l4(&|$)"))
@@ -110,7 +110,7 @@ def test_use_these_costs_at_batch_512_makes_both_parts_agree_until_v_moves(page)
     r = expected(batch=512)
     page.locator("#use-costs").click()
     notice = figure(page, "held-notice")
-    expect(notice).to_contain_text("Costs from the batch section at batch 512 on 1 × H100 SXM")
+    expect(notice).to_contain_text("Costs from the batch section at batch 512 on one H100 SXM")
     # the best-k answers and the tokens/s, per sequence and for the whole batch, are the same
     best = ("none: do not speculate" if r.best_speedup <= 1
             else f"{r.best_k} ({r.best_speedup:.2f}×)")

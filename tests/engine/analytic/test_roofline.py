@@ -435,3 +435,11 @@ def test_achieved_fractions_scale_memory_and_compute_times_and_leave_measured_ra
     mine = setting("shipped", "this-machine")
     assert forward_pass(mine.target, replace(mine, bandwidth_fraction=0.5), 8, 1) == \
         forward_pass(mine.target, mine, 8, 1)
+
+
+def test_the_hardware_in_words_counts_gpus_but_not_this_machine():
+    from engine.analytic.presets import devices
+
+    assert devices(1, "H100 SXM") == "one H100 SXM"
+    assert devices(8, "H100 SXM") == "8 × H100 SXM"
+    assert devices(1, "this machine (2-core CPU)") == "this machine (2-core CPU)"
