@@ -14,22 +14,17 @@ from urllib.parse import urlencode
 from engine.analytic import lookup
 from engine.analytic.theory import CURVE_MAX_K, Figures, figures
 from engine.decoder.events import DEFAULT_SEED
+from engine.planner.inputs import Bound
 
 MAX_SEED = 2**31 - 1
 
 
 @dataclass(frozen=True)
-class Slider:
-    """One numeric control: its range, step and default are defined here and nowhere else
-    (the templates, the query parsing, the API's schema and its messages all read them)."""
+class Slider(Bound):
+    """One numeric control: its range, step and default (a :class:`Bound`) are defined here
+    and nowhere else (the templates, the query parsing, the API's schema and its messages all
+    read them)."""
 
-    name: str
-    label: str
-    minimum: float
-    maximum: float
-    step: float
-    default: float
-    integer: bool = False
     widget: str = "range"  # "range" (a slider with its value beside it) or "number"
 
     def describe_range(self) -> str:
