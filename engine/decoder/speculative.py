@@ -72,7 +72,7 @@ def speculate(
         raise ValueError("one drafter at a time: prompt lookup or the EAGLE head, not both")
     if lookup is None and eagle is None and pair.draft is None:
         raise ValueError("speculative decoding needs a draft model; this pair has none "
-                         "(prompt lookup and an EAGLE head need none)")
+                         "(prompt lookup needs none, nor does an EAGLE head)")
     if lookup is not None:
         lookup.validate()
     config.validate()
