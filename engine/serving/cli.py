@@ -113,10 +113,12 @@ def add_parser(sub, d: dict) -> None:
     ours.add_argument("--prompts", default=None,
                       help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
                            "pair's held-out prompts)")
-    ours.add_argument("--drafter", choices=["model", "ngram"], default="model",
-                      help="who proposes: the draft model (the default) or prompt lookup "
-                           "(each row proposes 0..k tokens from its own context; no draft "
-                           "model is loaded)")
+    ours.add_argument("--drafter", choices=["model", "ngram", "eagle"], default="model",
+                      help="who proposes: the draft model (the default), prompt lookup "
+                           "(each row proposes 0..k tokens from its own context) or the EAGLE "
+                           "head in --eagle (neither loads the draft model)")
+    ours.add_argument("--eagle", default="models/eagle",
+                      help="the EAGLE head's folder (--drafter eagle; default models/eagle)")
     ours.add_argument("--threads", type=int, default=None,
                       help="CPU threads (default: 1 on a CPU)")
     ours.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")

@@ -64,3 +64,27 @@ def test_probe_sets_the_head_beside_the_draft_model_and_prompt_lookup(capsys, tm
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
     assert "EAGLE head `models/eagle`" in text and "| EAGLE head |" in text
+
+
+def test_the_sweep_drafts_with_the_head_and_names_it(capsys, tmp_path):
+    out = tmp_path / "eagle.json"
+    argv = ["sweep", "--engine", "specscope", *SHIPPED, "--drafter", "eagle", "--batch", "1,3",
+            "--policies", "off,3", "--new-tokens", "6", "--repeats", "1", "--temperature", "0",
+            "--out", str(out)]
+    assert cli.main(argv) == 0
+    assert "| B | off | k = 3 | best |" in capsys.readouterr().out
+    data = json.loads((tmp_path / "eagle-k3.json").read_text())
+    assert data["drafter"] == "eagle" and data["draft"] == "EAGLE head models/eagle"
+    assert "EAGLE head, k = 3" in data["label"] and data["alpha"] > 0.3
+
+
+def test_costs_time_the_loop_with_the_head(capsys, tmp_path):
+    out = tmp_path / "costs.json"
+    argv = ["costs", *SHIPPED, "--drafter", "eagle", "--batch", "1,2", "--k-max", "2",
+            "--new-tokens", "8", "--repeats", "1", "--out", str(out)]
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    data = json.loads(out.read_text())
+    assert data["drafter"] == "eagle" and "EAGLE head" in data["label"]
+    assert {(s["batch"], s["k"]) for s in data["steps"]} == {(b, k) for b in (1, 2)
+                                                             for k in (0, 1, 2)}
