@@ -135,7 +135,7 @@ class EagleCache:
     def keep_rows(self, rows: list[int]) -> None:
         """Keep only the rows ``rows`` (indices into the batch, in the new order)."""
         index = torch.tensor(rows, dtype=torch.long)
-        self.k, self.v = self.k[index], self.v[index]
+        self.k, self.v = self.k[index.to(self.k.device)], self.v[index.to(self.k.device)]
         self.lengths = self.lengths[index]
 
 
@@ -219,15 +219,15 @@ class EagleHead(nn.Module):
             # one row, consecutive positions: a slice, and causal within the new entries
             cache.k[:, :, first : first + n] = k.to(cache.k.dtype)
             cache.v[:, :, first : first + n] = v.to(cache.v.dtype)
-            mask = None if n == 1 else (torch.arange(end)[None, :]
-                                        <= torch.arange(first, first + n)[:, None])
+            mask = None if n == 1 else (torch.arange(end, device=q.device)[None, :]
+                                        <= torch.arange(first, first + n, device=q.device)[:, None])
         else:
             slots = positions.masked_fill(positions < 0, cache.capacity)  # padding: spare slot
-            index = torch.arange(cache.batch)[:, None]
+            index = torch.arange(cache.batch, device=q.device)[:, None]
             cache.k[index, :, slots] = k.transpose(1, 2).to(cache.k.dtype)
             cache.v[index, :, slots] = v.transpose(1, 2).to(cache.v.dtype)
             # a padded query attends position 0 only (an all-masked row would give NaN)
-            mask = (torch.arange(end)[None, None, :]
+            mask = (torch.arange(end, device=q.device)[None, None, :]
                     <= positions.clamp(min=0)[:, :, None])[:, None]  # [B, 1, n, end]
         cache.lengths = torch.tensor([max(e, length) for e, length in zip(ends, lengths,
                                                                           strict=True)])
