@@ -455,9 +455,10 @@ class Eagle:
     the ``a + 1`` entries ``(d_1, f_last) .. (d_a, f_{a-1}), (x, f_a)`` from the target's pass
     over ``[last, d_1 .. d_m]``. The entries wait (``pending``) until the next proposal, whose
     first pass runs them (overwriting the head's own drafted entries there, as vLLM's proposer
-    does) and drafts ``d_1`` from the head's feature at the newest: the head always drafts from
-    its own predicted feature, since the target's feature at ``last`` comes only with the
-    verification. A row without any entry yet (a one-token prompt, first step) proposes none.
+    does) and drafts ``d_1`` from the head's own output at the newest, as EAGLE does. After a
+    verified cycle the entries are those of vLLM's proposer; in the first cycle the head also
+    drafts the prompt's next token, which vLLM's prefill takes from the target. A row without
+    any entry yet (a one-token prompt, first step) proposes none.
 
     Sampling (``greedy`` False) draws draft ``i`` of row ``b`` with ``uniforms[b, i]`` from the
     row's own generator; greedy proposes argmaxes with ``q`` None (one-hot).
