@@ -24,7 +24,7 @@ PRESETS: dict[str, str] = {
     "Plain modern English": "The meeting about the new budget was moved to Thursday because",
 }
 DEFAULT_PROMPT = next(iter(PRESETS.values()))
-DRAFTERS = {"model": "draft model", "ngram": "prompt lookup (n-gram)"}
+DRAFTERS = {"model": "draft model", "ngram": "prompt lookup (n-gram)", "eagle": "EAGLE head"}
 # Three quiet measurements of a short run cost about a second on a CPU and show how much it
 # moves; the streamed pass before them is shown, not counted.
 DEFAULT_REPEATS, MAX_REPEATS = 3, 5
@@ -64,6 +64,12 @@ BODY_DESCRIPTIONS = {
 }
 
 
+def offered_drafters(settings: Settings) -> dict[str, str]:
+    """The drafters this server offers: the EAGLE head only where some pair names one."""
+    has_head = any(spec.eagle for spec in settings.pairs.values())
+    return {key: label for key, label in DRAFTERS.items() if key != "eagle" or has_head}
+
+
 def run_request_model(settings: Settings) -> type[BaseModel]:
     """The body of ``POST /api/runs`` for this server: strict types (``true`` is not a
     number, ``"3"`` is not an integer), the ranges of the live panel's controls, the prompt
@@ -74,10 +80,12 @@ def run_request_model(settings: Settings) -> type[BaseModel]:
                               pattern=r"\S", description="text for the models to continue")),
         "pair": (Literal[tuple(settings.pairs)], Field(  # type: ignore[valid-type]
             settings.default_pair, description="a pair name from the server's allowlist")),
-        "drafter": (Literal[tuple(DRAFTERS)], Field(  # type: ignore[valid-type]
+        "drafter": (Literal[tuple(offered_drafters(settings))], Field(  # type: ignore[valid-type]
             "model", description="model: the pair's draft model; ngram: prompt lookup "
                                  f"(vLLM's rule, prompt_lookup_min {PROMPT_LOOKUP_MIN}, "
-                                 f"prompt_lookup_max {PROMPT_LOOKUP_MAX}; no draft model)")),
+                                 f"prompt_lookup_max {PROMPT_LOOKUP_MAX}; no draft model); "
+                                 "eagle: the pair's EAGLE head (the target's hidden states "
+                                 "drafted from; no draft model)")),
     }
     for name, control in BODY_CONTROLS.items():
         s = controls[control]
@@ -142,7 +150,7 @@ class LiveState:
     run_seed: int
     repeats: int
     slow: bool  # show the cycles in slow motion (the page's pace; the run is not slowed)
-    drafter: str = "model"  # "model" or "ngram" (prompt lookup)
+    drafter: str = "model"  # "model", "ngram" (prompt lookup) or "eagle" (the EAGLE head)
 
     def query(self) -> str:
         """This state as the link's query string, in the order the panel shows it."""
@@ -167,8 +175,11 @@ def parse_live_state(
         pair = settings.default_pair
     slow = any(key == "slow" and raw not in ("", "0") for key, raw in query)
     drafter = next((raw for key, raw in query if key == "drafter"), "model")
-    if drafter not in DRAFTERS:
+    if drafter not in offered_drafters(settings):
         notices.append(f"drafter {drafter[:40]!r} is not offered; using the draft model.")
+        drafter = "model"
+    if drafter == "eagle" and not settings.pairs[pair].eagle:
+        notices.append(f"pair {pair!r} has no EAGLE head; using the draft model.")
         drafter = "model"
     if settings.pairs[pair].draft is None and drafter == "model":
         drafter = "ngram"  # a pair without a draft model can only look up

@@ -54,6 +54,14 @@ def load_pairs(settings: Settings) -> dict[str, ModelPair]:
             for name, spec in settings.pairs.items()}
 
 
+def load_heads(settings: Settings, pairs: dict[str, ModelPair]) -> dict:
+    """Each pair's EAGLE head, for the pairs whose spec names one."""
+    from engine.decoder.eagle import load_head_for
+
+    return {name: load_head_for(pairs[name], spec.eagle)
+            for name, spec in settings.pairs.items() if spec.eagle}
+
+
 def open_store(settings: Settings) -> tuple[RunStore | None, str]:
     """The saved-runs database, or None and why: a broken file must not stop the page."""
     try:
@@ -89,8 +97,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.load_models:
             try:
                 pairs = await asyncio.to_thread(load_pairs, settings)
+                heads = await asyncio.to_thread(load_heads, settings, pairs)
                 manager = RunManager(pairs, settings.queue_size, settings.run_timeout_s,
-                                     on_finished=archiver)
+                                     on_finished=archiver, heads=heads)
                 app.state.runs = manager
             except Exception as error:  # noqa: BLE001 - a page without live runs beats no page
                 log.exception("could not load the model pairs")

@@ -75,9 +75,13 @@ SLIDERS: dict[str, Slider] = {
 # step costs c; prompt lookup proposes in a share pi of cycles and its lookup costs c once a
 # cycle (engine.analytic.lookup). The preset sets c (the page's script moves the c slider).
 # In the link it is ``preset``: ``drafter`` is the live run's.
-SLIDER_DRAFTERS = {"model": "draft model", "ngram": "prompt lookup"}
+SLIDER_DRAFTERS = {"model": "draft model", "ngram": "prompt lookup", "eagle": "EAGLE head"}
 PRESET_C = {
     "model": SLIDERS["c"].default,
+    # The EAGLE head proposes k every cycle (the draft model's formula); the probe measured its
+    # step at 0.22-0.28 target steps on the shipped pair, 0.26 on Scripture at T = 1 (README,
+    # "The EAGLE head beside the draft model and prompt lookup"; 0.258 from its multiply-adds).
+    "eagle": 0.26,
     # The probe measured the lookup at 0.001-0.003 target steps a cycle on the shipped pair
     # (README, "Prompt lookup against the draft model"): 0.00 at the c slider's step.
     "ngram": 0.0,
@@ -126,10 +130,10 @@ class PageState:
     def query(self, **changes: float) -> str:
         values = {name: getattr(self, name) for name in SLIDERS} | changes
         held = self.held.items() if self.held is not None else []
-        # The draft model's link is the page's link as it always was: drafter and pi only
-        # travel with prompt lookup.
-        lookup = ([("preset", self.drafter), ("pi", fmt(self.pi))]
-                  if self.drafter == "ngram" else [])
+        # The draft model's link is the page's link as it always was: the preset travels with
+        # prompt lookup (and its pi) and the EAGLE head.
+        lookup = ([("preset", self.drafter), ("pi", fmt(self.pi))] if self.drafter == "ngram"
+                  else [("preset", self.drafter)] if self.drafter == "eagle" else [])
         return urlencode([(name, fmt(value)) for name, value in values.items()] + held + lookup)
 
     @property

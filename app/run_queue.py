@@ -71,6 +71,7 @@ class LiveRun:
     timeout_s: float | None = None  # None: the server's run timeout
     stop_message: str = ""  # why the run was stopped, for its client ("": it went away)
     lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
+    eagle: object | None = None  # draft with this EAGLE head (engine.decoder.eagle.EagleHead)
 
     def post(self, message: RunMessage) -> None:
         try:
@@ -98,14 +99,18 @@ class FinishedRun:
     baseline_step_ms: list[float]
     summary: SummaryEvent
     lookup: PromptLookup | None = None  # the run drafted by prompt lookup
+    eagle: bool = False  # the run drafted with the pair's EAGLE head
 
 
 class RunManager:
     def __init__(
         self, pairs: dict[str, ModelPair], queue_size: int, run_timeout_s: float,
         on_finished: Callable[[FinishedRun], RunMessage] | None = None,
+        heads: dict | None = None,
     ):
+        """``heads``: the EAGLE head of each pair that has one (drafter "eagle")."""
         self.pairs = pairs
+        self.heads = heads or {}
         self.on_finished = on_finished  # its message follows the summary on the stream
         self.queue_size = queue_size
         self.run_timeout_s = run_timeout_s
@@ -122,7 +127,7 @@ class RunManager:
 
     def submit(
         self, pair_name: str, config: GenerationConfig | None, repeats: int = 1, job=None,
-        timeout_s=None, lookup: PromptLookup | None = None,
+        timeout_s=None, lookup: PromptLookup | None = None, eagle=None,
     ) -> LiveRun:
         """Queue a run (or a ``job``, see :class:`LiveRun`); raise ``QueueFull`` when the
         queue is at its bound, ``Stopping`` when the server is shutting down."""
@@ -134,7 +139,8 @@ class RunManager:
             if len(self.waiting) - (self.active is None) >= self.queue_size:
                 raise QueueFull
             run = LiveRun(next(self._ids), pair_name, config, asyncio.get_running_loop(),
-                          repeats=repeats, job=job, timeout_s=timeout_s, lookup=lookup)
+                          repeats=repeats, job=job, timeout_s=timeout_s, lookup=lookup,
+                          eagle=eagle)
             self.waiting.append(run)
             position = len(self.waiting) if self.active else 0
             self._wake.notify()
@@ -143,13 +149,14 @@ class RunManager:
         return run
 
     def check(
-        self, pair_name: str, config: GenerationConfig, lookup: PromptLookup | None = None
+        self, pair_name: str, config: GenerationConfig, lookup: PromptLookup | None = None,
+        eagle=None,
     ) -> None:
         """Raise ``ValueError`` (a message for a person) for a run the engine would refuse,
         before it is queued: bad settings, a prompt that does not fit in the context, a
         draft-model run on a pair without a draft."""
         pair = self.pairs[pair_name]
-        if lookup is None and pair.draft is None:
+        if lookup is None and eagle is None and pair.draft is None:
             raise ValueError(f"pair {pair_name!r} has no draft model: choose prompt lookup")
         encode_prompt(pair, config.validate(), lookahead=config.k)
 
@@ -231,7 +238,8 @@ class RunManager:
         step_ms: list[float] = []
         pending, pending_ms, pending_steps = None, 0.0, 0  # the newest cycle, until its steps
         def one_pass():
-            return self._guarded(run, interleaved(pair, run.config, run.lookup), deadline)
+            events = interleaved(pair, run.config, run.lookup, run.eagle)
+            return self._guarded(run, events, deadline)
 
         for event in one_pass():
             streamed.append(event)
@@ -257,7 +265,7 @@ class RunManager:
         run.post(RunMessage.summary(summary))
         if self.on_finished is not None:
             finished = FinishedRun(run.pair_name, pair, run.config, cycles, step_ms, summary,
-                                   run.lookup)
+                                   run.lookup, run.eagle is not None)
             run.post(self.on_finished(finished))
 
     def _quiet(self, run: LiveRun, message: RunMessage, deadline: float) -> None:

@@ -6,7 +6,8 @@ first (the baseline for c, v and the measured speedup), then speculative decodin
 printing the text with the four kinds of token coloured as it goes, and the summary.
 ``--json`` prints one JSON object per line instead; ``--no-draft`` runs the target alone.
 ``--drafter ngram`` drafts by prompt lookup instead of the draft model
-(``--prompt-lookup-min``/``--prompt-lookup-max``, vLLM's names); it loads no draft.
+(``--prompt-lookup-min``/``--prompt-lookup-max``, vLLM's names); ``--drafter eagle`` with the
+EAGLE head in ``--eagle`` (default ``models/eagle``); neither loads the draft model.
 
 ``specscope bench``: the engine against transformers' ``generate`` and assisted generation
 on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
@@ -217,9 +218,15 @@ def _validate(args: argparse.Namespace) -> int:
     return validate.run_command(args)
 
 
+EAGLE = "models/eagle"  # the head trained for the shipped target
+
+
 def add_drafter_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--drafter", choices=["model", "ngram"], default="model",
-                        help="model: the draft model; ngram: prompt lookup (no draft model)")
+    parser.add_argument("--drafter", choices=["model", "ngram", "eagle"], default="model",
+                        help="model: the draft model; ngram: prompt lookup; eagle: the EAGLE "
+                             "head in --eagle (neither loads the draft model)")
+    parser.add_argument("--eagle", default=EAGLE,
+                        help=f"the EAGLE head's folder (eagle; default {EAGLE})")
     parser.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
                         help=f"smallest n-gram to match (ngram; default {PROMPT_LOOKUP_MIN})")
     parser.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
@@ -233,6 +240,20 @@ def lookup_of(args) -> PromptLookup | None:
     from engine.decoder.ngram import PromptLookup
 
     return PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
+
+
+def eagle_of(args, pair):
+    """The EAGLE head the arguments ask for, loaded for ``pair`` (None: another drafter)."""
+    if getattr(args, "drafter", "model") != "eagle":
+        return None
+    from engine.decoder.eagle import load_head_for
+
+    return load_head_for(pair, args.eagle)
+
+
+def loads_draft(args) -> bool:
+    """Whether the drafter the arguments ask for is the draft model."""
+    return getattr(args, "drafter", "model") == "model"
 
 
 def _int_list(text: str) -> list[int]:
@@ -324,9 +345,10 @@ def _generate(args, config: GenerationConfig) -> int:
     hf_logging.disable_progress_bar()
     set_threads(None, args.device)
     lookup = lookup_of(args)
-    draft = None if args.no_draft or lookup is not None else args.draft
+    draft = args.draft if loads_draft(args) and not args.no_draft else None
     pair = load_pair(args.target, draft, device=args.device, dtype=torch_dtype(args.dtype),
                      cuda_graphs=args.cuda_graphs)
+    eagle = None if args.no_draft else eagle_of(args, pair)
     color = args.color == "always" or (
         args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     )
@@ -336,7 +358,7 @@ def _generate(args, config: GenerationConfig) -> int:
     else:
         steps, _ = run_target_only(pair, config)
         events = speculate(pair, config, baseline_step_ms=[s.step_ms for s in steps],
-                           lookup=lookup)
+                           lookup=lookup, eagle=eagle)
     if not args.json:
         out.write(config.prompt)
     for event in events:
@@ -403,7 +425,7 @@ def _bench(args, argv: list[str] | None) -> int:
     set_threads(args.threads, args.device)
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()  # assisted generation warns about its own internals
-    draft = None if lookup is not None else args.draft
+    draft = args.draft if loads_draft(args) else None
     pair = load_pair(args.target, draft, device=args.device, dtype=torch_dtype(args.dtype),
                      cuda_graphs=args.cuda_graphs)
     config = BenchConfig(
@@ -415,6 +437,7 @@ def _bench(args, argv: list[str] | None) -> int:
         seed=args.seed,
         transformers=not args.ours_only,
         lookup=lookup,
+        eagle=args.eagle if args.drafter == "eagle" else None,
     )
 
     def log(message: str) -> None:
@@ -468,6 +491,9 @@ def _num(x: float | None, digits: int, unit: str = "") -> str:
     return "n/a" if x is None else f"{x:.{digits}f}{unit}"
 
 
+DRAFTER_NAMES = {"ngram": ", prompt lookup", "eagle": ", EAGLE head"}  # model: the default
+
+
 def format_summary(s: SummaryEvent) -> str:
     positions = " ".join(_num(x, 2) for x in s.per_position_acceptance)
     histogram = " ".join(f"{a}:{n}" for a, n in enumerate(s.acceptance_length_histogram))
@@ -482,7 +508,8 @@ def format_summary(s: SummaryEvent) -> str:
                   f"{s.proposed_per_cycle:.2f} tokens each; c is the lookup's time per cycle"]
     return "\n".join(
         [
-            f"summary (k = {s.k}): {s.tokens} tokens in {s.cycles} cycles",
+            f"summary (k = {s.k}{DRAFTER_NAMES.get(s.drafter, '')}): {s.tokens} tokens in "
+            f"{s.cycles} cycles",
             *lookup,
             f"  alpha                  counted {_num(s.alpha_counted, 3)} "
             f"({s.accepted}/{s.trials}), expected {_num(s.alpha_expected, 3)}",

@@ -55,6 +55,7 @@ class PairSpec(BaseModel):
     target: str
     draft: str | None = None
     label: str = ""
+    eagle: str | None = None  # an EAGLE head trained for this target (a folder): drafter "eagle"
 
 
 def _shipped_pairs() -> dict[str, PairSpec]:
@@ -63,6 +64,7 @@ def _shipped_pairs() -> dict[str, PairSpec]:
             target=str(SHIPPED_MODELS / "target"),
             draft=str(SHIPPED_MODELS / "draft"),
             label="shipped pair (trained by specscope)",
+            eagle=str(SHIPPED_MODELS / "eagle"),
         )
     }
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from app.charts import speedup_chart
-from app.live import DRAFTERS, PRESETS, parse_live_state, run_controls
+from app.live import PRESETS, offered_drafters, parse_live_state, run_controls
 from app.measurements import measurement_store
 from app.params import (
     LOOKUP_SLIDERS,
@@ -105,7 +105,7 @@ def slider_page(request: Request) -> HTMLResponse:
         load_error = getattr(request.app.state, "load_error", None)
         context |= {
             "live": live,
-            "live_drafters": DRAFTERS,
+            "live_drafters": offered_drafters(settings),
             "run_controls": run_controls(settings),
             "presets": PRESETS,
             "pairs": settings.pairs,

@@ -46,15 +46,20 @@ async def _stream(
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
         return JSONResponse(status_code=503, content={
             "message": f"live runs are unavailable on this server: {reason}"})
-    if lookup is None and manager.pairs[body.pair].draft is None:
+    eagle = manager.heads.get(body.pair) if body.drafter == "eagle" else None
+    if body.drafter == "eagle" and eagle is None:
+        raise _reject("drafter", f"pair {body.pair!r} has no EAGLE head: choose the draft model "
+                                 "(\"model\") or prompt lookup (\"ngram\")", body.drafter)
+    if lookup is None and eagle is None and manager.pairs[body.pair].draft is None:
         raise _reject("drafter", f"pair {body.pair!r} has no draft model: choose prompt lookup "
                                  "(\"ngram\")", body.drafter)
     try:
-        manager.check(body.pair, config, lookup)  # tokenizes: a prompt too long is refused here
+        # tokenizes: a prompt too long is refused here
+        manager.check(body.pair, config, lookup, eagle)
     except ValueError as error:
         raise _reject("prompt", str(error), f"{len(body.prompt)} characters") from None
     try:
-        run = manager.submit(body.pair, config, body.repeats, lookup=lookup)
+        run = manager.submit(body.pair, config, body.repeats, lookup=lookup, eagle=eagle)
     except Stopping:
         return JSONResponse(status_code=503, content={
             "message": "the server is shutting down; please try again in a moment"})

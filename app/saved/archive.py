@@ -24,7 +24,7 @@ def run_record(finished: FinishedRun, settings: Settings) -> dict[str, Any]:
     return {
         "kind": "live",
         "pair": pair_record(finished.pair_name, finished.pair, settings),
-        "settings": asdict(finished.config) | drafter_record(finished.lookup),
+        "settings": asdict(finished.config) | drafter_record(finished.lookup, finished.eagle),
         "machine": describe_machine(finished.pair),
         "cycles": [asdict(c) for c in finished.cycles],
         "summary": asdict(finished.summary),
@@ -71,9 +71,11 @@ class Archiver:
         return RunMessage.saved(probe_id, f"/probes/{probe_id}")
 
 
-def drafter_record(lookup: PromptLookup | None) -> dict[str, Any]:
+def drafter_record(lookup: PromptLookup | None, eagle: bool = False) -> dict[str, Any]:
     """The drafter of a run, as its saved settings keep it (older records have none: the
     draft model)."""
+    if eagle:
+        return {"drafter": "eagle"}
     if lookup is None:
         return {"drafter": "model"}
     return {"drafter": "ngram", **asdict(lookup)}

@@ -29,9 +29,10 @@ def run_title(record: dict[str, Any]) -> str:
     def num(key: str, unit: str = "") -> str:  # None: nothing to estimate from
         return "n/a" if s[key] is None else f"{s[key]:.2f}{unit}"
 
-    # Prompt lookup names itself; a draft model's run reads as it always has.
-    drafter = ("prompt lookup, " if record.get("settings", {}).get("drafter") == "ngram"
-               else "")
+    # Prompt lookup and the EAGLE head name themselves; a draft model's run reads as it
+    # always has.
+    drafter = {"ngram": "prompt lookup, ", "eagle": "EAGLE head, "}.get(
+        record.get("settings", {}).get("drafter"), "")
     return (f"{drafter}k {s['k']}: measured {num('speedup_measured', 'x')}, predicted "
             f"{num('speedup_predicted', 'x')}, alpha {num('alpha_counted')}")
 

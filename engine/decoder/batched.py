@@ -37,6 +37,7 @@ import torch
 from engine import defaults
 from engine.decoder.common import Clock, encode_prompt, new_generator
 from engine.decoder.drafters import DraftModel, Lookup
+from engine.decoder.eagle import Eagle, EagleHead
 from engine.decoder.events import (
     DEFAULT_SEED,
     GREEDY_BELOW,
@@ -179,6 +180,7 @@ VerifyHook = Callable[[int, list[int], list[int], torch.Tensor, torch.Tensor, in
 def speculate_batch(
     pair: ModelPair, config: BatchConfig, *, on_verify: VerifyHook | None = None,
     lookup: PromptLookup | None = None, clock: Clock | None = None,
+    eagle: EagleHead | None = None,
 ) -> Iterator[BatchStepEvent | BatchDoneEvent]:
     """Decode ``config.prompts`` together: a :class:`BatchStepEvent` per step, then a
     :class:`BatchDoneEvent`. Bad settings raise ``ValueError`` here, before anything runs.
@@ -189,17 +191,21 @@ def speculate_batch(
     ``lookup``: each row drafts by prompt lookup (0..k tokens) instead of with the pair's
     draft model (which may be None); ``q`` and ``p`` of a row then have its own length.
     ``clock``: what the events' times are read from (default: wall time).
+    ``eagle``: each row drafts with this EAGLE head (:class:`engine.decoder.eagle.Eagle`),
+    sharing the target's embedding and LM head, instead of the pair's draft model.
     """
     config.validate()
     k_max = config.k_max()
+    if lookup is not None and eagle is not None:
+        raise ValueError("one drafter at a time: prompt lookup or the EAGLE head, not both")
     if lookup is not None:
         lookup.validate()
-    elif k_max > 0 and pair.draft is None:
+    elif k_max > 0 and pair.draft is None and eagle is None:
         raise ValueError("speculative decoding needs a draft model; this pair has none "
                          "(k = 0 on every step decodes with the target alone; prompt lookup "
                          "needs none)")
     models = [(pair.target_name or "the target", pair.target)]
-    if k_max > 0 and lookup is None:
+    if k_max > 0 and lookup is None and eagle is None:
         models.append((pair.draft_name or "the draft", pair.draft))
     if len(config.prompts) > 1:
         for name, model in models:
@@ -207,13 +213,13 @@ def speculate_batch(
     prompt_ids = [encode_prompt(pair, config.row(b), lookahead=k_max)
                   for b in range(len(config.prompts))]
     return _speculate_batch(pair, config, prompt_ids, k_max, on_verify, lookup,
-                            clock or Clock(pair.device))
+                            clock or Clock(pair.device), eagle)
 
 
-def run_batch(pair: ModelPair, config: BatchConfig, lookup: PromptLookup | None = None
-              ) -> tuple[list[BatchStepEvent], BatchDoneEvent]:
+def run_batch(pair: ModelPair, config: BatchConfig, lookup: PromptLookup | None = None,
+              eagle: EagleHead | None = None) -> tuple[list[BatchStepEvent], BatchDoneEvent]:
     """:func:`speculate_batch` run to the end."""
-    *steps, done = speculate_batch(pair, config, lookup=lookup)
+    *steps, done = speculate_batch(pair, config, lookup=lookup, eagle=eagle)
     return steps, done
 
 
@@ -231,21 +237,27 @@ def check_batchable(name: str, model) -> None:
 
 
 def new_stepper(pair: ModelPair, config: BatchConfig, prompt_ids: list[list[int]], k_max: int,
-                lookup: PromptLookup | None, clock: Clock, distributions: bool = False
-                ) -> Stepper:
-    """The step's state for these rows, prefilled: the drafter (prompt lookup, the draft
-    model, or none when k is 0 throughout), the target's cache and each row's generator."""
+                lookup: PromptLookup | None, clock: Clock, distributions: bool = False,
+                eagle: EagleHead | None = None) -> Stepper:
+    """The step's state for these rows, prefilled: the drafter (prompt lookup, the EAGLE
+    head ``eagle``, the draft model, or none when k is 0 throughout), the target's cache and
+    each row's generator."""
     size = len(prompt_ids)
     limits = config.per_row(config.max_new_tokens)
     capacity = max(map(len, prompt_ids)) + max(limits) + k_max + 1
     sampling = Sampling(config.temperature, config.top_k, config.top_p, config.greedy)
+    draft_sampling = dict(temperature=config.temperature, top_k=config.top_k,
+                          top_p=config.top_p)
+    draft_greedy = config.greedy or config.draft_sample == "greedy"
     if lookup is not None:
         drafter = Lookup(lookup, pair.device)
+    elif eagle is not None and k_max > 0:
+        drafter = Eagle(eagle, pair.shared_vocab_size, capacity, size, pair.device,
+                        draft_sampling, greedy=draft_greedy)
     elif k_max > 0:
         drafter = DraftModel(
-            pair.draft, pair.shared_vocab_size, capacity, size, pair.device,
-            dict(temperature=config.temperature, top_k=config.top_k, top_p=config.top_p),
-            greedy=config.greedy or config.draft_sample == "greedy")
+            pair.draft, pair.shared_vocab_size, capacity, size, pair.device, draft_sampling,
+            greedy=draft_greedy)
     else:
         drafter = None
     generators = [new_generator(pair, seed) for seed in config.per_row(config.seeds)]
@@ -307,10 +319,11 @@ class Decoding:
             step += 1
 
 
-def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify, lookup, clock):
+def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify, lookup, clock,
+                     eagle=None):
     start = clock()
     stepper = new_stepper(pair, config, prompt_ids, k_max, lookup, clock,
-                          distributions=on_verify is not None)
+                          distributions=on_verify is not None, eagle=eagle)
     prefill_ms = clock() - start
     decoding = Decoding(stepper, config.per_row(config.max_new_tokens), pair.stop_token_ids)
     tally = _Tally()

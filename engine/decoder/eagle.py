@@ -36,7 +36,8 @@ from torch import nn
 from transformers import LlamaConfig, PreTrainedModel
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
-from engine.decoder.sampling import warp
+from engine.decoder.drafters import Drafts
+from engine.decoder.sampling import sample_with, warp
 
 PADDING = -1  # a position that marks a padded entry of a ragged batch: written nowhere
 
@@ -134,7 +135,7 @@ class EagleCache:
     def keep_rows(self, rows: list[int]) -> None:
         """Keep only the rows ``rows`` (indices into the batch, in the new order)."""
         index = torch.tensor(rows, dtype=torch.long)
-        self.k, self.v = self.k[index], self.v[index]
+        self.k, self.v = self.k[index.to(self.k.device)], self.v[index.to(self.k.device)]
         self.lengths = self.lengths[index]
 
 
@@ -218,15 +219,15 @@ class EagleHead(nn.Module):
             # one row, consecutive positions: a slice, and causal within the new entries
             cache.k[:, :, first : first + n] = k.to(cache.k.dtype)
             cache.v[:, :, first : first + n] = v.to(cache.v.dtype)
-            mask = None if n == 1 else (torch.arange(end)[None, :]
-                                        <= torch.arange(first, first + n)[:, None])
+            mask = None if n == 1 else (torch.arange(end, device=q.device)[None, :]
+                                        <= torch.arange(first, first + n, device=q.device)[:, None])
         else:
             slots = positions.masked_fill(positions < 0, cache.capacity)  # padding: spare slot
-            index = torch.arange(cache.batch)[:, None]
+            index = torch.arange(cache.batch, device=q.device)[:, None]
             cache.k[index, :, slots] = k.transpose(1, 2).to(cache.k.dtype)
             cache.v[index, :, slots] = v.transpose(1, 2).to(cache.v.dtype)
             # a padded query attends position 0 only (an all-masked row would give NaN)
-            mask = (torch.arange(end)[None, None, :]
+            mask = (torch.arange(end, device=q.device)[None, None, :]
                     <= positions.clamp(min=0)[:, :, None])[:, None]  # [B, 1, n, end]
         cache.lengths = torch.tensor([max(e, length) for e, length in zip(ends, lengths,
                                                                           strict=True)])
@@ -441,3 +442,152 @@ class EagleDrafter:
         self.cache.keep_rows(rows)
         self.verified = self.verified[index]
         self.pending = tuple(t[index] for t in self.pending)
+
+
+class Eagle:
+    """The head as a drafter of the engine's one step (:mod:`engine.decoder.step`), for ``B``
+    rows: the interface of :class:`engine.decoder.drafters.DraftModel` plus
+    ``reads_target_hidden``, so the step hands it the target's final hidden states.
+
+    The target's cache holds every token but the newest (``last``), so the head's entries are
+    ``(x_{t+1}, f_t)`` for every position t the target has run: at prefill t = 0..n-2 of the
+    prompt (``x_{n-1}`` being ``last``); after a step that kept ``a`` drafts and chose ``x``,
+    the ``a + 1`` entries ``(d_1, f_last) .. (d_a, f_{a-1}), (x, f_a)`` from the target's pass
+    over ``[last, d_1 .. d_m]``. The entries wait (``pending``) until the next proposal, whose
+    first pass runs them (overwriting the head's own drafted entries there, as vLLM's proposer
+    does) and drafts ``d_1`` from the head's own output at the newest, as EAGLE does. After a
+    verified cycle the entries are those of vLLM's proposer; in the first cycle the head also
+    drafts the prompt's next token, which vLLM's prefill takes from the target. A row without
+    any entry yet (a one-token prompt, first step) proposes none.
+
+    Sampling (``greedy`` False) draws draft ``i`` of row ``b`` with ``uniforms[b, i]`` from the
+    row's own generator; greedy proposes argmaxes with ``q`` None (one-hot).
+    """
+
+    reads_target_hidden = True
+
+    def __init__(self, head: EagleHead, vocab: int, capacity: int, batch: int,
+                 device: torch.device, sampling: dict, greedy: bool):
+        """``sampling``: ``warp``'s temperature, top_k and top_p; ``greedy``: propose argmaxes
+        (temperature 0, or ``draft_sample="greedy"``)."""
+        self.head, self.vocab, self.device = head, vocab, device
+        self.sampling, self.greedy = sampling, greedy
+        self.cache = head.new_cache(batch, capacity)
+        self.hidden_size = head.config.hidden_size
+        self.verified = [0] * batch  # positions whose entries read the target's features
+        # each row's entries not yet run: tokens, positions and features [n_i, H] chunks
+        self.pending: list[tuple[list[int], list[int], list[torch.Tensor]]] = []
+
+    def uniforms_needed(self, k: int) -> int:
+        return 0 if self.greedy else k
+
+    def prefill(self, prompt_ids: list[list[int]], target_hidden: torch.Tensor | None = None
+                ) -> None:
+        """``target_hidden [B, n, H]``: the target over each prompt but its last token (None
+        when every prompt is one token)."""
+        self.cache.rollback([0] * len(prompt_ids))
+        self.verified = [0] * len(prompt_ids)
+        self.pending = []
+        for b, ids in enumerate(prompt_ids):
+            n = len(ids) - 1
+            features = [target_hidden[b, :n]] if n > 0 else []
+            self.pending.append((list(ids[1:]), list(range(n)), features))
+
+    @torch.inference_mode()
+    def propose(self, k: int, uniforms: torch.Tensor | None, clock, keep_logits: bool = False
+                ) -> Drafts:
+        """``k`` lockstep head passes (the first over each row's pending entries); ``uniforms
+        [B, k]`` draw the tokens when sampling."""
+        batch = len(self.pending)
+        counts = [len(tokens) for tokens, _, _ in self.pending]
+        real = torch.tensor([n > 0 for n in counts], device=self.device)
+        if not any(counts):  # every row is a one-token prompt: nothing to draft from yet
+            zeros = torch.zeros(batch, dtype=torch.long, device=self.device)
+            return Drafts(torch.zeros((batch, 0), dtype=torch.long, device=self.device), None,
+                          zeros, [0] * batch, None, [])
+        tokens, positions, features = self._pending_batch(max(counts))
+        self.cache.rollback(self.verified)
+        self.verified = [v + n for v, n in zip(self.verified, counts, strict=True)]
+        self.pending = [([], [], []) for _ in range(batch)]
+        rows = torch.arange(batch, device=self.device)
+        newest = (torch.tensor(counts, device=self.device) - 1).clamp(min=0)
+        position = torch.where(real, positions[rows, newest], PADDING)[:, None]  # [B, 1]
+        drafted, kept, marks, winners = [], [], [], []
+        feature = None
+        for i in range(k):
+            if i == 0:
+                feature = self.head(tokens, features, positions, self.cache)[rows, newest][:, None]
+            else:
+                position = torch.where(real[:, None], position + 1, PADDING)
+                feature = self.head(drafted[-1][:, None], feature, position, self.cache)
+            logits = self.head.logits(feature[:, 0])[:, : self.vocab]  # [B, V]
+            marks.append(clock.mark())
+            if self.greedy:
+                token = logits.argmax(dim=-1)
+                winners.append(logits.gather(-1, token[:, None]))
+                row = logits
+            else:
+                row = warp(logits, **self.sampling)
+                token = sample_with(row, uniforms[:, i])  # on the device: no synchronisation
+            marks.append(clock.mark())
+            drafted.append(token)
+            kept.append(row)
+        lengths = [k if n else 0 for n in counts]
+        stacked = torch.stack(kept, dim=1)  # [B, k, V]
+        if self.greedy:  # argmax picks a NaN or +inf where a row has one
+            finite = torch.isfinite(torch.cat(winners, dim=1)[real]).all()
+            q, logits = None, stacked if keep_logits else None
+        else:
+            finite, q, logits = torch.isfinite(stacked[real]).all(), stacked, None
+        tokens_out = torch.stack(drafted, dim=1) * real[:, None]  # rows without a proposal: 0
+        return Drafts(tokens_out, q, torch.tensor(lengths, device=self.device), lengths, finite,
+                      marks, logits)
+
+    def _pending_batch(self, width: int):
+        """Every row's pending entries padded on the right: tokens and positions ``[B, width]``
+        (``PADDING`` positions), features ``[B, width, H]``."""
+        batch = len(self.pending)
+        dtype = self.head.fc.weight.dtype
+        tokens = torch.zeros((batch, width), dtype=torch.long, device=self.device)
+        positions = torch.full((batch, width), PADDING, dtype=torch.long, device=self.device)
+        features = torch.zeros((batch, width, self.hidden_size), dtype=dtype, device=self.device)
+        for b, (ids, where, chunks) in enumerate(self.pending):
+            n = len(ids)
+            if n:
+                tokens[b, :n] = torch.tensor(ids, device=self.device)
+                positions[b, :n] = torch.tensor(where, device=self.device)
+                features[b, :n] = torch.cat(chunks).to(dtype)
+        return tokens, positions, features
+
+    def commit(self, k: int, accepted: list[int], next_tokens: list[int], drafts: Drafts | None,
+               target_hidden: torch.Tensor | None = None) -> None:
+        """``target_hidden [B, m + 1, H]``: the target over ``[last, d_1 .. d_m]`` (row ``b``'s
+        real positions first). Row ``b``'s new entries are its ``accepted[b]`` drafts and its
+        next token, beside the target's features at ``last, d_1 .. d_a``."""
+        proposals = drafts.tokens.tolist() if drafts is not None and drafts.width else None
+        for b, (a, token) in enumerate(zip(accepted, next_tokens, strict=True)):
+            ids, where, chunks = self.pending[b]
+            start = self.verified[b] + len(ids)
+            new = (proposals[b][:a] if proposals is not None else []) + [token]
+            ids += new
+            where += range(start, start + len(new))
+            chunks.append(target_hidden[b, : a + 1])
+
+    def keep_rows(self, order: list[int]) -> None:
+        self.cache.keep_rows(order)
+        self.verified = [self.verified[i] for i in order]
+        self.pending = [self.pending[i] for i in order]
+
+
+def load_head_for(pair, folder: str | Path) -> EagleHead:
+    """The head in ``folder`` for ``pair`` (a :class:`engine.decoder.loading.ModelPair`): in
+    the pair's dtype, on its device, sharing its target's embedding and LM head."""
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{folder}: no EAGLE head there (no config.json); the shipped one is "
+                         "models/eagle")
+    head = EagleHead.load(folder, pair.target, dtype=pair.dtype).to(pair.device)
+    if head.config.hidden_size != pair.target.config.hidden_size:
+        raise ValueError(f"{folder}: the head is {head.config.hidden_size} wide, the target "
+                         f"{pair.target.config.hidden_size}: it was trained for another target")
+    return head

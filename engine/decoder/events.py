@@ -135,7 +135,7 @@ class CycleEvent:
     draft_step_ms: list[float]
     overlap: list[float]  # sum_x min(p(x), q(x)) at each verified position
     n_emitted: int  # tokens this cycle added to the output
-    drafter: str = "model"  # "model" (a draft model) or "ngram" (prompt lookup)
+    drafter: str = "model"  # "model" (a draft model), "ngram" (prompt lookup) or "eagle"
     # Tokens proposed: a draft model always proposes k (None says so); prompt lookup 0..k,
     # and 0 makes the cycle a plain target step. Its draft_step_ms is the one lookup.
     n_proposed: int | None = None

@@ -32,6 +32,7 @@ from engine.decoder.common import (
     done_event,
     encode_prompt,
 )
+from engine.decoder.eagle import EagleHead
 from engine.decoder.events import (
     ACCEPTED,
     DISCARDED,
@@ -55,6 +56,7 @@ def speculate(
     baseline_step_ms: Sequence[float] | None = None,
     on_verify: Callable[[list[int], Outcome], None] | None = None,
     lookup: PromptLookup | None = None,
+    eagle: EagleHead | None = None,
 ) -> Iterator[CycleEvent | SummaryEvent | DoneEvent]:
     """Speculative decoding: a :class:`CycleEvent` per cycle, then a :class:`SummaryEvent`
     when ``baseline_step_ms`` (the target-only run's step times) is given, then a
@@ -64,15 +66,18 @@ def speculate(
     between cycles; it holds nothing but its own caches. ``on_verify`` sees each
     cycle's :class:`Outcome` with the token ids before it (for tests and debugging).
     ``lookup``: draft by prompt lookup instead of the pair's draft model (which may be None).
+    ``eagle``: draft with this EAGLE head (sharing the target's embedding and LM head).
     """
-    if lookup is None and pair.draft is None:
+    if lookup is not None and eagle is not None:
+        raise ValueError("one drafter at a time: prompt lookup or the EAGLE head, not both")
+    if lookup is None and eagle is None and pair.draft is None:
         raise ValueError("speculative decoding needs a draft model; this pair has none "
-                         "(prompt lookup needs none)")
+                         "(prompt lookup needs none, nor does an EAGLE head)")
     if lookup is not None:
         lookup.validate()
     config.validate()
     prompt_ids = encode_prompt(pair, config, lookahead=config.k)
-    return _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup)
+    return _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup, eagle)
 
 
 @dataclass
@@ -92,20 +97,22 @@ class Outcome:
     match: Proposal = NO_PROPOSAL  # prompt lookup: the n-gram that matched, and where
 
 
-def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup):
+def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup, eagle=None):
     clock = Clock(pair.device)
     one = BatchConfig([config.prompt], k=config.k, temperature=config.temperature,
                       top_p=config.top_p, top_k=config.top_k,
                       max_new_tokens=config.max_new_tokens, seeds=config.seed,
                       draft_sample=config.draft_sample)
     start = clock()
-    stepper = new_stepper(pair, one, [prompt_ids], config.k, lookup, clock, distributions=True)
+    stepper = new_stepper(pair, one, [prompt_ids], config.k, lookup, clock, distributions=True,
+                          eagle=eagle)
     prefill_ms = clock() - start
 
     decoder = TextDecoder(detokenizer(pair.tokenizer), prompt_ids)
     decoding = Decoding(stepper, [config.max_new_tokens], pair.stop_token_ids)
     cycles: list[CycleEvent] = []
     decode_ms = 0.0
+    drafter = "ngram" if lookup is not None else "eagle" if eagle is not None else "model"
     for emitted in decoding.steps(lambda _step, _live: config.k):
         result, times = emitted.result, emitted.result.times
         m = len(result.drafts[0])
@@ -121,7 +128,7 @@ def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup):
         outcome = _usable_part(outcome, usable)
         decode_ms += real_ms
         event = _cycle_event(len(cycles), outcome, emitted.kept[0], decoder, outcome.cycle_ms,
-                             config.k, "model" if lookup is None else "ngram")
+                             config.k, drafter)
         cycles.append(event)
         yield event
 

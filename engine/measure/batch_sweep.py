@@ -39,16 +39,17 @@ class Cell:
 
 def time_batch(pair: ModelPair, prompts: Sequence[str], batch: int, policy: Policy,
                new_tokens: int, temperature: float, seed: int,
-               lookup: PromptLookup | None = None) -> tuple[float, float, int, int]:
+               lookup: PromptLookup | None = None, eagle=None) -> tuple[float, float, int, int]:
     """Tokens/s of wall and of CPU time, accepted drafts and trials, for one batch
-    (``lookup``: every row drafts by prompt lookup instead of with the draft model)."""
+    (``lookup``: every row drafts by prompt lookup instead of with the draft model;
+    ``eagle``: with this EAGLE head)."""
     # Each repeat (seed) takes the next B prompts, so a small batch meets every domain over
     # the repeats as a large one does; every policy of a repeat decodes the same rows.
     rows = [prompts[(seed * batch + i) % len(prompts)] for i in range(batch)]
     config = BatchConfig(rows, k=policy.k_at,
                          temperature=temperature, max_new_tokens=new_tokens,
                          seeds=[seed * 1000 + i for i in range(batch)])
-    events = speculate_batch(pair, config, lookup=lookup)
+    events = speculate_batch(pair, config, lookup=lookup, eagle=eagle)
     next(events)  # the prefill and the first step
     wall, cpu, tokens = time.perf_counter(), time.thread_time(), 0
     done = None
@@ -64,17 +65,18 @@ def time_batch(pair: ModelPair, prompts: Sequence[str], batch: int, policy: Poli
 def sweep(pair: ModelPair, prompts: Sequence[str], batches: Sequence[int],
           policies: Sequence[Policy], new_tokens: int, repeats: int, temperature: float,
           log: Callable[[str], None] = lambda message: None,
-          lookup: PromptLookup | None = None) -> dict[tuple[str, int], Cell]:
+          lookup: PromptLookup | None = None, eagle=None) -> dict[tuple[str, int], Cell]:
     pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # fixed tokens per row
     cells = {(p.name, b): Cell([], []) for p in policies for b in batches}
     for policy in policies:  # warm-up: caches, rope tables, the allocator
         time_batch(pair, prompts, max(batches), policy, min(new_tokens, 8), temperature, 0,
-                   lookup)
+                   lookup, eagle)
     for repeat in range(repeats):
         for batch in batches:
             for policy in policies:
                 wall, cpu, accepted, trials = time_batch(
-                    pair, prompts, batch, policy, new_tokens, temperature, repeat + 1, lookup)
+                    pair, prompts, batch, policy, new_tokens, temperature, repeat + 1, lookup,
+                    eagle)
                 cell = cells[policy.name, batch]
                 cell.wall.append(wall)
                 cell.cpu.append(cpu)
@@ -106,7 +108,8 @@ def curves(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
             } | {f"speedup_{c}": spread(getattr(cell, c))[1] / spread(getattr(off, c))[1]
                  for c in ("wall", "cpu")})
         per = "CPU-second" if clock == "cpu" else "second"
-        drafter = ", prompt lookup" if meta.get("drafter") == "ngram" else ""
+        drafter = {"ngram": ", prompt lookup", "eagle": ", EAGLE head"}.get(
+            meta.get("drafter"), "")
         out.append(meta | {
             "label": f"specscope engine{drafter}, {policy.name} (tokens per {per})",
             "policy": policy.name,
@@ -135,6 +138,7 @@ def run_sweep(args) -> int:
 
     import torch
 
+    from engine.decoder.eagle import load_head_for
     from engine.decoder.loading import load_pair, set_threads
     from engine.measure.prompt_sets import load_source, pair_prompts
 
@@ -158,11 +162,13 @@ def run_sweep(args) -> int:
         return 2
     threads = set_threads(args.threads, args.device)
     lookup = PromptLookup() if args.drafter == "ngram" else None
-    pair = load_pair(args.target, None if lookup else args.draft, device=args.device)
+    pair = load_pair(args.target, args.draft if args.drafter == "model" else None,
+                     device=args.device)
+    eagle = load_head_for(pair, args.eagle) if args.drafter == "eagle" else None
     log(f"{len(policies)} policies x {len(args.batch)} batch sizes x {args.repeats} repeats, "
         f"{args.new_tokens} new tokens per row, {threads} thread(s)")
     cells = sweep(pair, prompts, args.batch, policies, args.new_tokens, args.repeats,
-                  args.temperature, log, lookup)
+                  args.temperature, log, lookup, eagle)
     for which, clock in (("wall", "wall time"), ("cpu", "CPU time of the decoding thread")):
         print(f"\ntokens/s per second of {clock}: median (interquartile range)\n")
         print(table(cells, policies, args.batch, which))
@@ -172,7 +178,7 @@ def run_sweep(args) -> int:
     hardware = args.hardware or (f"this machine ({where}, {dtype}, {threads} torch thread(s), "
                                  "specscope engine)")
     draft = (f"prompt lookup (n = {lookup.prompt_lookup_min}..{lookup.prompt_lookup_max})"
-             if lookup else args.draft)
+             if lookup else f"EAGLE head {args.eagle}" if eagle is not None else args.draft)
     meta = {"hardware": hardware, "target": args.target, "draft": draft,
             "drafter": args.drafter, "prompts": args.prompts or "the pair's held-out prompts",
             "temperature": args.temperature, "new_tokens": args.new_tokens,

@@ -28,10 +28,11 @@ class BenchConfig:
     warmup: bool = True
     transformers: bool = True  # False: our engine only
     lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
+    eagle: str | None = None  # a folder: draft with this EAGLE head (our engine only)
 
     @property
     def drafter(self) -> str:
-        return "model" if self.lookup is None else "ngram"
+        return "ngram" if self.lookup is not None else "eagle" if self.eagle else "model"
 
 
 @dataclass

@@ -18,6 +18,9 @@ def markdown(result: dict, command: str | None = None) -> str:
                    f"prompt_lookup_max {lookup['prompt_lookup_max']}; transformers: "
                    "prompt_lookup_num_tokens = k, max_matching_ngram_size "
                    f"{lookup['prompt_lookup_max']}")
+    elif cfg.get("eagle"):
+        drafter = (f"EAGLE head `{cfg['eagle']}` (the target's embedding and LM head shared; "
+                   "our engine only)")
     else:
         drafter = f"draft `{s['draft']}` ({_model(s['draft_model'])})"
     lines = [

@@ -3,6 +3,7 @@ runs through vLLM (``calibrate``, ``probe --engine vllm``) is in :mod:`engine.se
 
     specscope probe scripture jargon prompts.jsonl --temperatures 0,0.7,1 --k 4
     specscope probe lookup scripture --drafter model,ngram   (both drafters side by side)
+    specscope probe heldout --drafter model,ngram,eagle      (the EAGLE head beside them)
     specscope calibrate before.txt [after.txt]
 """
 
@@ -14,14 +15,16 @@ from pathlib import Path
 
 from engine.cli_options import add_pair_options
 
-DRAFTERS = ("model", "ngram")
+DRAFTERS = ("model", "ngram", "eagle")
+EAGLE = "models/eagle"  # the head trained for the shipped target
 
 
 def drafter_list(text: str) -> list[str]:
-    """"model", "ngram" or "model,ngram"."""
+    """"model", "ngram", "eagle", or several comma-separated ("model,ngram,eagle")."""
     names = list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
     if not names or any(n not in DRAFTERS for n in names):
-        raise ValueError(f"--drafter takes model, ngram or model,ngram; got {text!r}")
+        raise ValueError(f"--drafter takes model, ngram or eagle, or several comma-separated "
+                         f"(model,ngram,eagle); got {text!r}")
     return names
 
 
@@ -39,8 +42,11 @@ def add_parsers(sub, d: dict, float_list) -> None:
     probe.add_argument("--pair", help=f"a pair from SPECSCOPE_PAIRS ({', '.join(d['pairs'])})")
     add_pair_options(probe, None, None)
     probe.add_argument("--drafter", default="model",
-                       help="model (the draft model), ngram (prompt lookup) or model,ngram: "
-                            "both side by side, with the winner of each domain")
+                       help="model (the draft model), ngram (prompt lookup), eagle (an EAGLE "
+                            "head) or several comma-separated (model,ngram,eagle): side by "
+                            "side, with the winner of each domain")
+    probe.add_argument("--eagle", default=EAGLE,
+                       help=f"the EAGLE head's folder for --drafter eagle (default {EAGLE})")
     probe.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
                        help=f"smallest n-gram prompt lookup matches (default {PROMPT_LOOKUP_MIN})")
     probe.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
@@ -120,14 +126,17 @@ def _probe(args, argv: list[str] | None, d: dict) -> int:
     command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
     results = []
     for name in drafters:
-        cfg = replace(config, lookup=lookup if name == "ngram" else None)
+        cfg = replace(config, lookup=lookup if name == "ngram" else None,
+                      eagle=args.eagle if name == "eagle" else None)
         result = measure(probe(pair, prompts, cfg), prompts, cfg, args, "specscope", target,
                          draft or "", notices)
         if result is None:
             return 130
         results.append(result)
-    if len(results) == 2:
+    if drafters == ["model", "ngram"]:
         _report_both(*results, args, command)
+    elif len(results) > 1:
+        _report_many(results, args, command)
     else:
         report(results[0], args, command)
     return 0 if all(r.complete for r in results) else 130
@@ -146,6 +155,9 @@ def prepare_probe(args, d: dict):
     if args.engine == "vllm" and len(drafters) > 1:
         raise ValueError("--engine vllm probes one drafter per server: --drafter model or "
                          "--drafter ngram")
+    if args.engine == "vllm" and "eagle" in drafters:
+        raise ValueError("--engine vllm does not probe the EAGLE head yet: probe it with "
+                         "--engine specscope")
     config = ProbeConfig(k=args.k, temperatures=args.temperatures, top_p=args.top_p,
                          max_new_tokens=args.max_new_tokens, seed=args.seed,
                          bootstrap=args.bootstrap,
@@ -162,8 +174,8 @@ def prepare_probe(args, d: dict):
     prompts = [p for source in args.sources
                for p in load_source(source)[: args.max_prompts]]
     target, draft = _pair_names(args, d)
-    if drafters == ["ngram"]:
-        draft = None  # prompt lookup needs no draft model
+    if "model" not in drafters:
+        draft = None  # prompt lookup and the EAGLE head need no draft model
     set_threads(None, args.device)
     hf_logging.disable_progress_bar()
     pair = load_pair(target, draft, device=args.device, cuda_graphs=args.cuda_graphs)
@@ -217,3 +229,13 @@ def _report_both(model, ngram, args, command: str) -> None:
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=1) if args.json
           else probe_compare.markdown(model, ngram, command), end="\n")
+
+
+def _report_many(results, args, command: str) -> None:
+    from engine.measure import probe_compare
+
+    result = probe_compare.many_json(results) | {"command": command}
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=1) if args.json
+          else probe_compare.markdown_many(results, command), end="\n")

@@ -28,14 +28,16 @@ BOOTSTRAP_SAMPLES = 400
 
 
 def interleaved(
-    pair: ModelPair, config: GenerationConfig, lookup: PromptLookup | None = None
+    pair: ModelPair, config: GenerationConfig, lookup: PromptLookup | None = None,
+    eagle=None,
 ) -> Iterator[CycleEvent | StepEvent]:
     """A speculative run and a target-only run of the same prompt and settings, advanced in
     turn: each :class:`CycleEvent`, then as many target-only :class:`StepEvent`\\ s as the
     cycle added to the output. The baseline goes past an end of sequence, so it always has
     as many tokens to give: equal samples. Bad settings raise ``ValueError`` before anything
-    runs; closing the iterator closes both runs. ``lookup``: draft by prompt lookup."""
-    speculative = speculate(pair, config, lookup=lookup)
+    runs; closing the iterator closes both runs. ``lookup``: draft by prompt lookup;
+    ``eagle``: with this EAGLE head."""
+    speculative = speculate(pair, config, lookup=lookup, eagle=eagle)
     baseline = target_only(dataclasses.replace(pair, stop_token_ids=frozenset()), config)
     try:
         for event in speculative:

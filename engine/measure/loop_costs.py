@@ -42,7 +42,10 @@ def add_parser(sub, d: dict, batches_type) -> None:
                        help="batch sizes (default 1,2,4,8,16,32,64)")
     costs.add_argument("--k-max", type=int, default=4, help="the longest draft timed (default 4)")
     add_pair_options(costs, d["target"], d["draft"], k=None)
-    costs.add_argument("--drafter", choices=["model", "ngram"], default="model")
+    costs.add_argument("--drafter", choices=["model", "ngram", "eagle"], default="model",
+                       help="the draft model (the default), prompt lookup or the EAGLE head")
+    costs.add_argument("--eagle", default="models/eagle",
+                       help="the EAGLE head's folder (--drafter eagle; default models/eagle)")
     costs.add_argument("--new-tokens", type=int, default=32, help="tokens a row per run")
     costs.add_argument("--repeats", type=int, default=3, help="runs of each (batch, k)")
     costs.add_argument("--temperature", type=float, default=0.0)
@@ -59,7 +62,8 @@ def add_parser(sub, d: dict, batches_type) -> None:
 
 def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, new_tokens: int,
             repeats: int, temperature: float, cpu_clock: bool, lookup=None,
-            log: Callable[[str], None] = lambda message: None) -> dict[tuple[int, int], dict]:
+            log: Callable[[str], None] = lambda message: None, eagle=None
+            ) -> dict[tuple[int, int], dict]:
     """Median parts of a step (ms) for every ``(batch, k)``: ``draft_pass``, ``target``,
     ``loop`` (the rest), ``step``, and ``steps`` (how many steps counted)."""
     from engine.decoder.batched import BatchConfig, BatchStepEvent, speculate_batch
@@ -76,7 +80,7 @@ def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, ne
                                      seeds=[repeat * 1000 + i for i in range(batch)])
                 cell = parts.setdefault((batch, k), {})
                 for index, event in enumerate(speculate_batch(pair, config, lookup=lookup,
-                                                              clock=clock)):
+                                                              clock=clock, eagle=eagle)):
                     if (repeat == 0 or index == 0 or not isinstance(event, BatchStepEvent)
                             or len(event.rows) < batch):
                         continue
@@ -137,6 +141,7 @@ def run(args) -> int:
         print("specscope costs: error: --new-tokens must be at least 2, --repeats at least 1, "
               "--k-max 0..16 and --temperature at least 0", file=sys.stderr)
         return 2
+    from engine.decoder.eagle import load_head_for
     from engine.decoder.loading import load_pair, set_threads
     from engine.decoder.ngram import PromptLookup
     from engine.measure.prompt_sets import load_source, pair_prompts
@@ -149,18 +154,22 @@ def run(args) -> int:
         return 2
     threads = set_threads(args.threads, args.device)
     lookup = PromptLookup() if args.drafter == "ngram" else None
-    pair = load_pair(args.target, None if lookup else args.draft, device=args.device)
+    pair = load_pair(args.target, args.draft if args.drafter == "model" else None,
+                     device=args.device)
+    eagle = load_head_for(pair, args.eagle) if args.drafter == "eagle" else None
+    drafter = ("prompt lookup" if lookup else f"EAGLE head {args.eagle}" if eagle is not None
+               else None)
     log(f"{len(args.batch)} batch sizes x k = 0..{args.k_max} x {args.repeats} repeats, "
         f"{args.new_tokens} new tokens a row, {threads} thread(s), {args.clock} clock")
     medians = measure(pair, prompts, args.batch, args.k_max, args.new_tokens, args.repeats,
-                      args.temperature, args.clock == "cpu", lookup, log)
+                      args.temperature, args.clock == "cpu", lookup, log, eagle)
     where = "CPU" if pair.device.type == "cpu" else str(pair.device)
     meta = {"label": f"{Path(args.target).name} / "
-                     f"{'prompt lookup' if lookup else Path(args.draft).name}, "
+                     f"{drafter or Path(args.draft).name}, "
                      "measured through the loop",
             "hardware": f"this machine ({where}, {str(pair.dtype).removeprefix('torch.')}, "
                         f"{threads} torch thread(s), specscope engine)",
-            "target": args.target, "draft": "prompt lookup" if lookup else args.draft,
+            "target": args.target, "draft": drafter or args.draft,
             "drafter": args.drafter, "clock": args.clock, "temperature": args.temperature,
             "new_tokens": args.new_tokens, "repeats": args.repeats, "threads": threads,
             "command": "specscope " + " ".join(sys.argv[1:])}

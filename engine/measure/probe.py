@@ -39,6 +39,7 @@ from engine.analytic import acceptance as estimators
 from engine.analytic import lookup as lookup_model
 from engine.analytic import theory
 from engine.decoder.baseline import target_only
+from engine.decoder.eagle import EagleHead, load_head_for
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.ngram import PromptLookup
@@ -59,6 +60,7 @@ class ProbeConfig:
     seed: int = 0
     bootstrap: int = BOOTSTRAP_SAMPLES
     lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
+    eagle: str | None = None  # a folder: draft with this EAGLE head instead of the draft model
     # How the draft model picks its tokens (vLLM's draft_sample_method): "probabilistic"
     # samples from q, accepted with min(1, p/q); "greedy" drafts the argmax (q one-hot),
     # accepted with p(x). Alpha differs between them, so a plan says which it was measured for.
@@ -66,7 +68,7 @@ class ProbeConfig:
 
     @property
     def drafter(self) -> str:
-        return "model" if self.lookup is None else "ngram"
+        return "ngram" if self.lookup is not None else "eagle" if self.eagle else "model"
 
     def validate(self) -> ProbeConfig:
         if not self.temperatures:
@@ -79,6 +81,8 @@ class ProbeConfig:
             raise ValueError(f"bootstrap samples must be an integer >= 1, got {self.bootstrap!r}")
         if self.lookup is not None:
             self.lookup.validate()
+        if self.lookup is not None and self.eagle:
+            raise ValueError("one drafter at a time: prompt lookup or the EAGLE head, not both")
         return self
 
 
@@ -139,7 +143,7 @@ class ProbeRow:
     speedup_predicted: float | None  # at k, from the counted alpha, c and v
     best_k: int | None
     best_speedup: float | None
-    drafter: str = "model"  # "model" or "ngram" (prompt lookup)
+    drafter: str = "model"  # "model", "ngram" (prompt lookup) or "eagle" (an EAGLE head)
     proposal_share: float = 1.0  # pi: cycles with a proposal / cycles
     proposed_per_cycle: float | None = None  # tokens per proposal (prompt lookup)
 
@@ -166,6 +170,7 @@ class ProbeResult:
     drafter: str = "model"
     lookup: dict | None = None  # prompt_lookup_min and prompt_lookup_max, for "ngram"
     draft_sample: str = "probabilistic"  # how the draft sampled (vLLM's draft_sample_method)
+    eagle: str | None = None  # the EAGLE head's folder, for "eagle"
 
 
 # ---- measuring ----------------------------------------------------------------------------
@@ -208,10 +213,14 @@ def measure_prompt(
 
 
 def measure_events(
-    pair: ModelPair, prompt: Prompt, index: int, temperature: float, config: ProbeConfig
+    pair: ModelPair, prompt: Prompt, index: int, temperature: float, config: ProbeConfig,
+    head: EagleHead | None = None,
 ) -> Iterator[CycleEvent | StepEvent | PromptMeasure]:
     """:func:`measure_prompt` step by step: the engine's cycle and step events as they
-    happen (a caller may stop between any two), then the :class:`PromptMeasure`."""
+    happen (a caller may stop between any two), then the :class:`PromptMeasure`. ``head``:
+    the EAGLE head of ``config.eagle``, loaded (loaded here when not given)."""
+    if config.eagle and head is None:
+        head = load_head_for(pair, config.eagle)
     gen = GenerationConfig(prompt.text, k=config.k, temperature=temperature, top_p=config.top_p,
                            max_new_tokens=config.max_new_tokens, seed=config.seed + index,
                            draft_sample=config.draft_sample)
@@ -225,7 +234,7 @@ def measure_events(
         agreements += int((q_top == p_top).sum())
 
     cycles: list[CycleEvent] = []
-    for event in speculate(pair, gen, on_verify=count_top1, lookup=config.lookup):
+    for event in speculate(pair, gen, on_verify=count_top1, lookup=config.lookup, eagle=head):
         if isinstance(event, CycleEvent):
             cycles.append(event)
             yield event
@@ -282,10 +291,12 @@ def probe(
     events come too, so that a caller can stop inside a prompt's runs. Prompts too long for
     the models' context must be cut first (:func:`fit_prompts`)."""
     config.validate()
-    if pair.draft is None and config.lookup is None:
-        raise ValueError("probing needs a draft model (or prompt lookup); this pair has none")
+    if pair.draft is None and config.lookup is None and not config.eagle:
+        raise ValueError("probing needs a draft model (or prompt lookup, or an EAGLE head); "
+                         "this pair has none")
+    head = load_head_for(pair, config.eagle) if config.eagle else None
     for temperature, index, prompt in plan(prompts, config):
-        for event in measure_events(pair, prompt, index, temperature, config):
+        for event in measure_events(pair, prompt, index, temperature, config, head):
             if steps or isinstance(event, PromptMeasure):
                 yield event
 
@@ -326,6 +337,8 @@ def summarize_probe(
     rows = [pool(group, config.k, config.bootstrap, config.seed) for group in groups.values()]
     if config.lookup is not None:  # vLLM's lookup measures carry no proposal lengths
         rows = [replace(r, drafter="ngram") for r in rows]
+    elif config.eagle:  # priced as a draft model: k proposed every cycle at its own c
+        rows = [replace(r, drafter="eagle") for r in rows]
     rows.sort(key=lambda r: (r.temperature, _first(groups, r)))
     return ProbeResult(
         engine=engine, target=target, draft=draft, k=config.k,
@@ -334,7 +347,7 @@ def summarize_probe(
         rows=rows, runs_measured=len(measures), runs_planned=runs_planned,
         complete=len(measures) == runs_planned, notices=list(notices),
         drafter=config.drafter, lookup=asdict(config.lookup) if config.lookup else None,
-        draft_sample=config.draft_sample,
+        draft_sample=config.draft_sample, eagle=config.eagle,
     )
 
 
@@ -502,6 +515,8 @@ def _with_ci(x: float | None, ci: list[float] | None) -> str:
 def markdown(result: ProbeResult, command: str | None = None) -> str:
     """The result as a Markdown report: the main table, then per-position acceptance."""
     drafter = f"draft `{result.draft}` ({result.draft_sample} drafting)"
+    if result.drafter == "eagle":
+        drafter = f"EAGLE head `{result.eagle}` ({result.draft_sample} drafting)"
     if result.drafter == "ngram" and result.lookup:
         drafter = (f"prompt lookup (prompt_lookup_min {result.lookup['prompt_lookup_min']}, "
                    f"prompt_lookup_max {result.lookup['prompt_lookup_max']})")

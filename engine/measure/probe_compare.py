@@ -123,3 +123,103 @@ def markdown(model: ProbeResult, ngram: ProbeResult, command: str | None = None)
             f"| {_best(m)} | {_best(n)} | {wins} |"
         )
     return "\n\n".join(["\n".join(head), "\n".join(table)]) + "\n"
+
+
+# ---- any number of drafters (``--drafter model,ngram,eagle``) ----------------------------
+
+NAMES = {"model": "draft model", "ngram": "n-gram", "eagle": "EAGLE head"}
+
+
+@dataclass
+class ManyRow:
+    domain: str
+    temperature: float
+    rows: dict[str, ProbeRow]  # each drafter's row, in the order the drafters ran
+    winner: str | None  # the drafter with the highest best speedup; None: none beats 1x
+    ratio: float | None  # the winner's best speedup over the runner-up's
+
+
+def compare_many(results: list[ProbeResult]) -> list[ManyRow]:
+    """Rows present in every result, in the first result's order."""
+    by_key = [{(r.domain, r.temperature): r for r in result.rows} for result in results]
+    out = []
+    for first in results[0].rows:
+        key = (first.domain, first.temperature)
+        if not all(key in rows for rows in by_key):
+            continue
+        rows = {result.drafter: rows[key] for result, rows in zip(results, by_key, strict=True)}
+        ranked = sorted(((_or_plain(r.best_speedup), name) for name, r in rows.items()),
+                        reverse=True)
+        winner = ratio = None
+        if ranked[0][0] > 1.0:
+            winner = ranked[0][1]
+            ratio = ranked[0][0] / max(ranked[1][0], 1.0) if len(ranked) > 1 else None
+        out.append(ManyRow(first.domain, first.temperature, rows, winner, ratio))
+    return out
+
+
+def many_json(results: list[ProbeResult]) -> dict:
+    return {
+        "drafters": {result.drafter: report_json(result) for result in results},
+        "comparison": [
+            {"domain": r.domain, "temperature": r.temperature, "winner": r.winner,
+             "ratio": r.ratio} | {name: _brief(row) | {
+                 "per_position_acceptance": row.per_position_acceptance}
+                 for name, row in r.rows.items()}
+            for r in compare_many(results)
+        ],
+    }
+
+
+def _positions(r: ProbeRow) -> str:
+    return " ".join("n/a" if x is None else f"{x:.2f}" for x in r.per_position_acceptance)
+
+
+def markdown_many(results: list[ProbeResult], command: str | None = None) -> str:
+    first = results[0]
+    names = [result.drafter for result in results]
+    described = []
+    for result in results:
+        if result.drafter == "ngram":
+            lookup = result.lookup or {}
+            described.append(f"prompt lookup (prompt_lookup_min "
+                             f"{lookup.get('prompt_lookup_min')}, prompt_lookup_max "
+                             f"{lookup.get('prompt_lookup_max')})")
+        elif result.drafter == "eagle":
+            described.append(f"EAGLE head `{result.eagle}`")
+        else:
+            described.append(f"draft model `{result.draft}`")
+    head = [
+        f"Probe: {', '.join(described)} on target `{first.target}`, k = {first.k}, top-p "
+        f"{first.top_p:g}, {first.max_new_tokens} new tokens per prompt, seed {first.seed}, "
+        f"{first.draft_sample} drafting; 95% intervals from {first.bootstrap} bootstrap "
+        "resamples of the prompts.",
+        "alpha is counted over proposed tokens; c is a draft step (draft model, EAGLE head) or "
+        "one lookup per cycle (n-gram), in target steps; predicted: the speedup over "
+        "target-only decoding that the drafter's own formula gives at k from its measured "
+        "alpha, c and v (the EAGLE head proposes k every cycle: the draft model's formula); "
+        "the winner has the higher predicted speedup at its own best k.",
+    ]
+    if command:
+        head.append(f"Command: `{command}`")
+    for result in results:
+        if not result.complete:
+            head.append(f"**Stopped early** ({result.drafter}): {result.runs_measured} of "
+                        f"{result.runs_planned} prompt runs measured.")
+        head += [f"{result.drafter}: {n}" for n in result.notices]
+    table = ["| domain | T | drafter | α [95% CI] | per-position acceptance | c | v "
+             "| predicted at k | best k | wins |",
+             "| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in compare_many(results):
+        wins = ("none (do not speculate)" if r.winner is None
+                else NAMES.get(r.winner, r.winner)
+                + (f" by {r.ratio:.2f}x" if r.ratio is not None else ""))
+        for i, name in enumerate(names):
+            row = r.rows[name]
+            alpha = "n/a" if row.alpha_counted is None else _ci(row)
+            lead = (f"| {r.domain} | {r.temperature:g} " if i == 0 else "| | ")
+            table.append(
+                f"{lead}| {NAMES.get(name, name)} | {alpha} | {_positions(row)} "
+                f"| {_num(row.c)} | {_num(row.v)} | {_x(row.speedup_predicted)} "
+                f"| {_best(row)} | {wins if i == 0 else ''} |")
+    return "\n\n".join(["\n".join(head), "\n".join(table)]) + "\n"

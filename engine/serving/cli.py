@@ -44,9 +44,13 @@ def add_parser(sub, d: dict) -> None:
     )
     add_pair_options(serve, d["target"], d["draft"],
                      k_help="draft tokens per cycle (num_speculative_tokens); 0 = no draft")
-    serve.add_argument("--method", choices=["draft_model", "ngram"], default="draft_model",
-                       help="the drafter: the draft model (the default) or prompt lookup "
-                            "(vLLM's ngram; no draft model)")
+    serve.add_argument("--method", choices=["draft_model", "ngram", "eagle"],
+                       default="draft_model",
+                       help="the drafter: the draft model (the default), prompt lookup "
+                            "(vLLM's ngram; no draft model) or the EAGLE head in --eagle")
+    serve.add_argument("--eagle", default="models/eagle",
+                       help="--method eagle: the EAGLE head's folder (default models/eagle, "
+                            "the head trained for the shipped target)")
     serve.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
                        help=f"--method ngram: shortest n-gram matched (default "
                             f"{PROMPT_LOOKUP_MIN}, as in specscope's engine)")
@@ -113,10 +117,12 @@ def add_parser(sub, d: dict) -> None:
     ours.add_argument("--prompts", default=None,
                       help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
                            "pair's held-out prompts)")
-    ours.add_argument("--drafter", choices=["model", "ngram"], default="model",
-                      help="who proposes: the draft model (the default) or prompt lookup "
-                           "(each row proposes 0..k tokens from its own context; no draft "
-                           "model is loaded)")
+    ours.add_argument("--drafter", choices=["model", "ngram", "eagle"], default="model",
+                      help="who proposes: the draft model (the default), prompt lookup "
+                           "(each row proposes 0..k tokens from its own context) or the EAGLE "
+                           "head in --eagle (neither loads the draft model)")
+    ours.add_argument("--eagle", default="models/eagle",
+                      help="the EAGLE head's folder (--drafter eagle; default models/eagle)")
     ours.add_argument("--threads", type=int, default=None,
                       help="CPU threads (default: 1 on a CPU)")
     ours.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
@@ -170,7 +176,8 @@ def serve_spec(args) -> ServerSpec:
             raise VllmError(str(error)) from None
     return ServerSpec(
         target=args.target,
-        draft=args.draft if args.k and args.method == "draft_model" else None,
+        draft=(None if not args.k or args.method == "ngram"
+               else args.eagle if args.method == "eagle" else args.draft),
         method=args.method,
         prompt_lookup_min=args.prompt_lookup_min,
         prompt_lookup_max=args.prompt_lookup_max,
@@ -190,7 +197,8 @@ def _serve(args) -> int:
     # SIGTERM ends the wait below like Ctrl-C does, so the server is stopped either way.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     server = VllmServer(spec, startup_timeout_s=args.startup_timeout)
-    drafter = "prompt lookup" if spec.method == "ngram" else f"draft {spec.draft}"
+    drafter = ("prompt lookup" if spec.method == "ngram" else f"EAGLE head {spec.draft}"
+               if spec.method == "eagle" else f"draft {spec.draft}")
     what = f"k = {spec.k}, {drafter}" if spec.speculative else "no speculation"
     if not spec.fix:
         what += f"; {FIX_ENV}=0: the expand-kernel fix is off"

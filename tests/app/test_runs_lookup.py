@@ -100,7 +100,8 @@ def test_the_draft_model_on_a_pair_without_one_is_refused_with_a_reason(server):
 
 
 def test_an_unknown_drafter_is_refused(server):
-    response = httpx.post(server.url + "/api/runs", json=BODY | {"drafter": "eagle"}, timeout=30)
+    response = httpx.post(server.url + "/api/runs", json=BODY | {"drafter": "medusa"},
+                          timeout=30)
     assert response.status_code == 422
 
 
@@ -113,7 +114,7 @@ def test_the_page_offers_the_drafter_and_keeps_it_in_the_link(server):
     # a pair without a draft model can only look up
     page = httpx.get(server.url + "/?pair=alone", timeout=30).text
     assert '<option value="ngram" selected>' in page
-    page = httpx.get(server.url + "/?drafter=eagle", timeout=30).text
+    page = httpx.get(server.url + "/?drafter=medusa", timeout=30).text
     assert "is not offered; using the draft model" in page
 
 

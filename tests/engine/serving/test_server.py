@@ -283,6 +283,29 @@ def test_vllm_serve_method_ngram_asks_for_prompt_lookup_with_our_defaults():
     assert plain.speculative_config() is None
 
 
+def test_vllm_serve_method_eagle_serves_the_head_with_probabilistic_drafting():
+    """vLLM's EAGLE proposer loads the head's folder as the speculative model and shares the
+    target's embedding and LM head; drafts are sampled from q as our engine's are."""
+    import json
+
+    from engine.cli import build_parser, defaults
+    from engine.serving.cli import serve_spec
+
+    parser = build_parser(defaults())
+    served = serve_spec(parser.parse_args(["vllm", "serve", "--method", "eagle", "--k", "3"]))
+    assert served.draft == "models/eagle" and served.speculative
+    assert served.speculative_config() == {
+        "method": "eagle", "model": "models/eagle", "num_speculative_tokens": 3,
+        "draft_sample_method": "probabilistic"}
+    command = served.command(8100)
+    assert json.loads(command[command.index("--speculative-config") + 1])["method"] == "eagle"
+    other = serve_spec(parser.parse_args(["vllm", "serve", "--method", "eagle", "--eagle",
+                                          "heads/mine", "--k", "2"]))
+    assert other.speculative_config()["model"] == "heads/mine"
+    plain = serve_spec(parser.parse_args(["vllm", "serve", "--method", "eagle", "--k", "0"]))
+    assert plain.speculative_config() is None
+
+
 def test_vllm_serve_refuses_bad_lookup_bounds_with_a_message():
     from engine.cli import build_parser, defaults
     from engine.serving.cli import serve_spec

@@ -1,0 +1,72 @@
+"""Run live with the EAGLE head: a pair whose spec names a head offers drafter "eagle"; its
+cycles are named as the head's, its summary and saved run keep the drafter, and a pair
+without a head refuses it with a reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from support.live_server import LiveServer
+from support.sse import read_events
+
+from app.main import create_app
+from engine.settings import PairSpec, Settings
+
+MODELS = Path(__file__).parents[2] / "models"
+BODY = {"prompt": "And God said, Let there be light", "k": 3, "temperature": 0.0,
+        "top_p": 1.0, "max_new_tokens": 24, "seed": 5, "pair": "shipped", "drafter": "eagle",
+        "repeats": 1}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_pair_dirs):
+    target, draft = tiny_pair_dirs
+    settings = Settings(
+        pairs={"shipped": PairSpec(target=str(MODELS / "target"), draft=str(MODELS / "draft"),
+                                   eagle=str(MODELS / "eagle"), label="shipped pair"),
+               "tiny": PairSpec(target=target, draft=draft, label="tiny test pair")},
+        default_pair="shipped", device="cpu", queue_size=1, max_new_tokens_limit=256,
+        run_timeout_s=60.0)
+    with LiveServer(create_app(settings)) as live:
+        yield live
+
+
+def run(server, path: str = "/api/runs", **changes) -> list[tuple[str, dict]]:
+    with httpx.stream("POST", server.url + path, json=BODY | changes, timeout=60) as response:
+        assert response.status_code == 200, response.read()
+        return read_events(response)
+
+
+def test_a_head_run_streams_cycles_of_k_drafts_named_as_the_heads(server):
+    events = run(server, path="/runs")
+    cycles = [data for kind, data in events if kind == "cycle"]
+    summary = next(data for kind, data in events if kind == "summary")
+    assert cycles and all(c["drafter"] == "eagle" and c["n_proposed"] == 3 for c in cycles)
+    assert any(t["kind"] == "accepted" for c in cycles for t in c["tokens"])  # a trained head
+    assert all("head " in c["chips"] and "the EAGLE head" in c["chips"] for c in cycles)
+    assert summary["drafter"] == "eagle" and summary["speedup_predicted"] > 0
+
+
+def test_a_saved_head_run_keeps_its_drafter_in_the_record_title_and_page(server):
+    events = run(server)
+    saved = next(data for kind, data in events if kind == "saved")
+    record = httpx.get(server.url + f"/api/runs/{saved['id']}", timeout=30).json()
+    assert record["settings"]["drafter"] == "eagle"
+    assert record["summary"]["drafter"] == "eagle"
+    page = httpx.get(server.url + saved["url"], timeout=30).text
+    assert "· EAGLE head" in page and "EAGLE head, k 3" in page
+
+
+def test_the_head_on_a_pair_without_one_is_refused_with_a_reason(server):
+    response = httpx.post(server.url + "/api/runs", json=BODY | {"pair": "tiny"}, timeout=30)
+    assert response.status_code == 422
+    assert "has no EAGLE head" in response.text
+    page = httpx.get(server.url + "/?drafter=eagle&pair=tiny", timeout=30).text
+    assert "has no EAGLE head; using the draft model" in page
+
+
+def test_the_page_offers_the_head_and_keeps_it_in_the_link(server):
+    page = httpx.get(server.url + "/?drafter=eagle", timeout=30).text
+    assert '<option value="eagle" selected>EAGLE head</option>' in page
