@@ -13,6 +13,8 @@ from urllib.parse import urlencode
 
 from app.charts import Frame, Tick, nice_step
 from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls
+from engine.analytic.drafters import eagle_draft_pass, eagle_heads_of
+from engine.analytic.passes import target_pass
 from engine.analytic.presets import devices
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
@@ -546,6 +548,16 @@ def _others(query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(key, value) for key, value in query if key not in own]
 
 
+def eagle_c(s: Setting, batch: int) -> list[tuple[str, str, float]]:
+    """(short name, full name, c(B)) of each EAGLE head preset of the target, from the cost
+    model (one decoder layer, ``fc`` and the LM head; a one-layer KV cache), shown beside the
+    draft model's c(B)."""
+    step = target_pass(s, batch).seconds
+    return [("EAGLE-3 head" if head.fc_inputs == 3 else "EAGLE head", head.label,
+             eagle_draft_pass(s, head, batch).seconds / step)
+            for head in eagle_heads_of(s.target)]
+
+
 def section_context(query: Sequence[tuple[str, str]], state: RooflineState, notices: list[str],
                     slider: PageState, curves: list[MeasuredCurve], problems: list[str],
                     planning: tuple[Sequence[Domain], int, K0Overhead | None] | None = None,
@@ -578,6 +590,7 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
                        f"k = {s.k} (best; plan: 0)"),
         "rl_memory_headline": memory_headline(s, fig, state),
         "rl_capacity": capacity_line(fig, state),
+        "rl_eagle": eagle_c(s, state.batch),
         "rl_lookup_speedup": lookup_s,
         "rl_lookup_pi": slider.pi,
         "rl_lookup_line": lookup_line(fig, lookup_s, slider.pi),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from engine.analytic.presets import MODELS
 from engine.analytic.roofline import ModelShape, Pass, Setting, forward_pass
 
 STREAMING_BUDGET = 512  # tokens: MagicDec's StreamingLLM budget with a measured acceptance rate
@@ -67,6 +68,13 @@ class EagleHead:
 
 
 EAGLE_HEADS: dict[str, EagleHead] = {
+    # The head trained here for the shipped target (models/eagle/config.json): hidden 256,
+    # intermediate 768, 1 layer, 4 heads, 4 KV heads, the target's 4096-row LM head; its fc
+    # has no bias.
+    "shipped-eagle": EagleHead(
+        "the EAGLE head trained here (models/eagle)", "models/eagle/config.json",
+        "shipped-target", hidden=256, intermediate=768, heads=4, kv_heads=4,
+        lm_head_vocab=4096, fc_bias=False),
     # yuhuili/EAGLE-llama2-chat-7B config.json (huggingface.co, revision ed8213c): hidden 4096,
     # intermediate 11008, 1 layer, 32 heads, 32 KV heads, vocab 32000. EAGLE-1 reuses the
     # target's LM head.
@@ -84,6 +92,11 @@ EAGLE_HEADS: dict[str, EagleHead] = {
         hidden=4096, intermediate=14336, heads=32, kv_heads=8, lm_head_vocab=32000,
         fc_inputs=3, fc_bias=False),
 }
+
+
+def eagle_heads_of(target: ModelShape) -> list[EagleHead]:
+    """The head presets drafting for ``target`` (none for most targets)."""
+    return [h for h in EAGLE_HEADS.values() if MODELS.get(h.target) == target]
 
 
 def eagle_draft_pass(s: Setting, head: EagleHead, batch: float, gpus: int | None = None) -> Pass:

@@ -409,3 +409,22 @@ def test_a_label_stays_beside_its_own_line_when_lines_crowd():
     mine = next(label for label in labels if label.kind == "break-even")
     assert abs(mine.x - 230.0) <= 4.0 + 1e-9
     assert abs(mine.x - 200.0) > 4.0 + 1e-9
+
+
+def test_the_eagle_heads_c_sits_beside_the_draft_models_for_a_target_that_has_one(client):
+    """The cost model's c(B) for an EAGLE head of the target (a preset from its config), beside
+    the draft model's; a target with no head preset shows none."""
+    from markupsafe import escape
+
+    from engine.analytic.drafters import EAGLE_HEADS, eagle_draft_pass
+    from engine.analytic.passes import target_pass
+
+    html = client.get("/?hardware=h100-sxm&models=llama-8b-1b&context=512&batch=32").text
+    s = Setting(HARDWARE["h100-sxm"], PAIRS["llama-8b-1b"].target, PAIRS["llama-8b-1b"].draft,
+                context=512, **ACHIEVED)
+    head = EAGLE_HEADS["eagle3-llama-3.1-8b"]
+    c = eagle_draft_pass(s, head, 32).seconds / target_pass(s, 32).seconds
+    assert figure(html, "c_b_eagle") == f"{c:.3f}"
+    assert f'title="{escape(head.label)}">c(B), EAGLE-3 head</dt>' in html
+    assert 'data-figure="c_b_eagle"' not in client.get(
+        "/?hardware=h100-sxm&models=qwen-7b-0.5b&batch=32").text
