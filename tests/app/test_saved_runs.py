@@ -141,7 +141,7 @@ def test_the_saved_output_marks_who_produced_each_token_as_the_live_panel_did(li
     assert output.count('class="by-draft"') == sum(t["kind"] == "accepted" for t in tokens) > 0
     assert output.count('class="by-target"') == sum(t["kind"] == "target" for t in tokens) > 0
     legend = html.split("<h3>Output</h3>")[1].split('id="replay-text"')[0]
-    assert '<span class="by-draft">from the draft, accepted</span>' in legend
+    assert '<span class="by-draft">drafted and accepted</span>' in legend
     assert '<span class="by-target">from the target</span>' in legend
 
 
