@@ -58,6 +58,33 @@ class Drafts:
         return self.tokens.shape[1]
 
 
+def choose(logits: torch.Tensor, greedy: bool, sampling: dict, uniforms: torch.Tensor | None,
+           i: int, winners: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draft step ``i``'s tokens ``[B]`` from ``logits [B, V]`` and the row kept for ``q``: the
+    argmax (its logit goes to ``winners``, for the finiteness check) or a draw from the warped
+    distribution with each row's own uniform ``uniforms[:, i]``, on the device."""
+    if greedy:
+        token = logits.argmax(dim=-1)
+        winners.append(logits.gather(-1, token[:, None]))
+        return token, logits
+    row = warp(logits, **sampling)
+    return sample_with(row, uniforms[:, i]), row
+
+
+def distributions(rows: list[torch.Tensor], winners: list[torch.Tensor], greedy: bool,
+                  keep_logits: bool, real: torch.Tensor | None = None):
+    """``(q [B, k, V] or None, logits or None, finite)`` from the steps' rows: greedy drafts
+    have no ``q`` (one-hot), and their raw logits are kept when asked; ``finite`` checks the
+    argmax logits (a NaN or +inf wins an argmax) or every probability, over the rows ``real``
+    (default all)."""
+    stacked = torch.stack(rows, dim=1)  # [B, k, V]
+    pick = slice(None) if real is None else real
+    if greedy:
+        finite = torch.isfinite(torch.cat(winners, dim=1)[pick]).all()
+        return None, stacked if keep_logits else None, finite
+    return stacked, None, torch.isfinite(stacked[pick]).all()
+
+
 class DraftModel:
     """A draft model's lockstep drafting for ``B`` rows."""
 
@@ -91,24 +118,13 @@ class DraftModel:
         for i in range(k):
             logits = self.rows.run(ids, valid, 1)[:, -1, : self.vocab]  # [B, V]
             marks.append(clock.mark())
-            if self.greedy:
-                token = logits.argmax(dim=-1)
-                winners.append(logits.gather(-1, token[:, None]))
-                row = logits
-            else:
-                row = warp(logits, **self.sampling)
-                token = sample_with(row, uniforms[:, i])  # on the device: no synchronisation
+            token, row = choose(logits, self.greedy, self.sampling, uniforms, i, winners)
             marks.append(clock.mark())
             tokens.append(token)
             rows.append(row)
             ids, valid = token[:, None], [1] * batch
         lengths = torch.full((batch,), k, dtype=torch.long, device=self.device)
-        stacked = torch.stack(rows, dim=1)  # [B, k, V]
-        if self.greedy:  # argmax picks a NaN or +inf where a row has one
-            finite = torch.isfinite(torch.cat(winners, dim=1)).all()
-            q, logits = None, stacked if keep_logits else None
-        else:
-            finite, q, logits = torch.isfinite(stacked).all(), stacked, None
+        q, logits, finite = distributions(rows, winners, self.greedy, keep_logits)
         return Drafts(torch.stack(tokens, dim=1), q, lengths, [k] * batch, finite, marks,
                       logits)
 

@@ -36,8 +36,8 @@ from torch import nn
 from transformers import LlamaConfig, PreTrainedModel
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
-from engine.decoder.drafters import Drafts
-from engine.decoder.sampling import sample_with, warp
+from engine.decoder.drafters import Drafts, choose, distributions
+from engine.decoder.sampling import warp
 
 PADDING = -1  # a position that marks a padded entry of a ragged batch: written nowhere
 
@@ -522,23 +522,12 @@ class Eagle:
                 feature = self.head(drafted[-1][:, None], feature, position, self.cache)
             logits = self.head.logits(feature[:, 0])[:, : self.vocab]  # [B, V]
             marks.append(clock.mark())
-            if self.greedy:
-                token = logits.argmax(dim=-1)
-                winners.append(logits.gather(-1, token[:, None]))
-                row = logits
-            else:
-                row = warp(logits, **self.sampling)
-                token = sample_with(row, uniforms[:, i])  # on the device: no synchronisation
+            token, row = choose(logits, self.greedy, self.sampling, uniforms, i, winners)
             marks.append(clock.mark())
             drafted.append(token)
             kept.append(row)
         lengths = [k if n else 0 for n in counts]
-        stacked = torch.stack(kept, dim=1)  # [B, k, V]
-        if self.greedy:  # argmax picks a NaN or +inf where a row has one
-            finite = torch.isfinite(torch.cat(winners, dim=1)[real]).all()
-            q, logits = None, stacked if keep_logits else None
-        else:
-            finite, q, logits = torch.isfinite(stacked[real]).all(), stacked, None
+        q, logits, finite = distributions(kept, winners, self.greedy, keep_logits, real)
         tokens_out = torch.stack(drafted, dim=1) * real[:, None]  # rows without a proposal: 0
         return Drafts(tokens_out, q, torch.tensor(lengths, device=self.device), lengths, finite,
                       marks, logits)
