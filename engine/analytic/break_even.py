@@ -1,26 +1,42 @@
 """Speculation at batch ``B`` on the roofline: ``c(B)``, ``v(B)``, the speedup ``S(B)``, the
 best k, and the break-even batch, found segment by segment between the knees of a
 piecewise-linear deficit rather than batch by batch. All ``B`` sequences draft and verify in
-lockstep, so ``S(B) = E[tokens per cycle] / (k c(B) + v(B))`` with ``c(B) = t_q(B,1) /
-t_p(B,1)`` and ``v(B) = t_p(B,k+1) / t_p(B,1)``. Standard library only."""
+lockstep, so ``S(B) = E[tokens per cycle] / (k c(B) + v(B))``.
+
+Every time includes the setting's overheads (:mod:`engine.analytic.overheads`): a plain step
+is ``t_step(B) = t_p(B,1) + o_pass(B)``, and in those steps ``c(B) = (t_q(B,1) + o_pass(B)) /
+t_step(B)`` and ``v(B) = (t_p(B,k+1) + o_pass(B) + o_spec(B)) / t_step(B)``, so ``k c + v`` is
+:func:`engine.analytic.overheads.cycle_s` over the plain step. With no overheads these are
+``t_q / t_p`` and ``t_p(B,k+1) / t_p(B,1)``. Standard library only."""
 
 from __future__ import annotations
 
 import math
 
 from engine.analytic import lookup
+from engine.analytic.overheads import pass_overhead_s, plain_step_s, spec_step_overhead_s
 from engine.analytic.passes import Setting, draft_pass, forward_pass, target_pass
 from engine.analytic.theory import CURVE_MAX_K, expected_tokens
 
 BATCH_MAX = 1024
 
 
+def step_s(s: Setting, batch: float) -> float:
+    """A plain decode step at batch ``B`` (s): the target's pass and its overhead."""
+    return plain_step_s(target_pass(s, batch).seconds, s.overheads, batch)
+
+
 def costs(s: Setting, batch: float, k: int | None = None) -> tuple[float, float]:
-    """``c(B)`` and ``v(B)``: the draft step and the verification pass over ``k + 1``
-    positions, in target decode steps at batch ``B``."""
+    """``c(B)`` and ``v(B)``: the draft step (with its pass overhead) and the verification
+    pass over ``k + 1`` positions (with its pass overhead and the speculative step's), in
+    plain decode steps at batch ``B``."""
     k = s.k if k is None else k
-    step = target_pass(s, batch).seconds
-    return draft_pass(s, batch).seconds / step, target_pass(s, batch, k + 1).seconds / step
+    step = step_s(s, batch)
+    per_pass = pass_overhead_s(s.overheads, batch)
+    draft = draft_pass(s, batch).seconds + per_pass
+    verify = (target_pass(s, batch, k + 1).seconds + per_pass
+              + spec_step_overhead_s(s.overheads, batch))
+    return draft / step, verify / step
 
 
 def speedup_at(s: Setting, batch: float, k: int | None = None) -> float:
@@ -41,28 +57,34 @@ def best_k_at(s: Setting, batch: float) -> tuple[int, float]:
 
 
 def lookup_speedup_at(s: Setting, batch: float, pi: float, k: int | None = None) -> float:
-    """Prompt lookup's ``S(B)``: no draft pass (the lookup runs on the host, taken as free:
-    c = 0), and a verification pass over ``k + 1`` positions in a share ``pi`` of cycles,
-    a plain target step in the others (:func:`engine.analytic.lookup.speedup` with
-    ``v = v(B)``)."""
+    """Prompt lookup's ``S(B)``: no draft pass (the lookup runs on the host, taken as free),
+    a verification pass over ``k + 1`` positions in a share ``pi`` of cycles, a plain target
+    step in the others (:func:`engine.analytic.lookup.speedup` with ``v = v(B)``). The
+    speculative step's overhead is paid every cycle, proposal or not, so it is lookup's
+    ``c``; without overheads ``c = 0``."""
     k = s.k if k is None else k
-    step = target_pass(s, batch).seconds
-    v = target_pass(s, batch, k + 1).seconds / step
-    return lookup.speedup(s.alpha, k, pi, 0.0, v)
+    step = step_s(s, batch)
+    v = (target_pass(s, batch, k + 1).seconds + pass_overhead_s(s.overheads, batch)) / step
+    c = spec_step_overhead_s(s.overheads, batch) / step
+    return lookup.speedup(s.alpha, k, pi, c, v)
 
 
 def _deficit_pieces(s: Setting, draft: bool = True) -> tuple[list[float], object]:
-    """``f(B) = k t_q(B,1) + t_p(B,k+1) - E t_p(B,1)``, with ``S(B) <= 1`` exactly when
-    ``f(B) >= 0``, and the batches where f changes slope. Every time is the larger of two
-    lines in B plus a third line (communication), so f is linear between those batches.
-    ``draft=False``: prompt lookup, without the draft term (its ``S(B) <= 1`` exactly when
-    ``v(B) >= E``, whatever its share of cycles with a proposal)."""
+    """``f(B) = k (t_q(B,1) + o_pass) + t_p(B,k+1) + o_pass + o_spec - E (t_p(B,1) + o_pass)``
+    (the cycle less ``E`` plain steps), with ``S(B) <= 1`` exactly when ``f(B) >= 0``, and
+    the batches where f changes slope. Every time is the larger of two lines in B plus a
+    third line (communication), and the overheads are lines in B, so f is linear between
+    those batches. ``draft=False``: prompt lookup with a proposal every cycle, without the
+    draft term (``S(B) <= 1`` exactly when ``v(B) + c(B) >= E``)."""
     tokens = expected_tokens(s.alpha, s.k)
     drafts = s.k if draft else 0
+    o = s.overheads
 
     def f(batch: float) -> float:
-        return (drafts * draft_pass(s, batch).seconds + target_pass(s, batch, s.k + 1).seconds
-                - tokens * target_pass(s, batch).seconds)
+        per_pass = pass_overhead_s(o, batch)
+        return (drafts * (draft_pass(s, batch).seconds + per_pass)
+                + target_pass(s, batch, s.k + 1).seconds + per_pass
+                + spec_step_overhead_s(o, batch) - tokens * step_s(s, batch))
 
     knees = []
     passes = [(s.target, s.k + 1, s.gpus), (s.target, 1, s.gpus)]
@@ -89,10 +111,11 @@ def break_even_batch(s: Setting, batch_max: int = BATCH_MAX) -> int | None:
 
 
 def lookup_break_even_batch(s: Setting, batch_max: int = BATCH_MAX) -> int | None:
-    """:func:`break_even_batch` for prompt lookup: the smallest batch with ``v(B) >= E(T)``.
-    It has no draft passes to pay for, so it is never below the draft model's, and with the
-    lookup free it is the same for every share ``pi > 0`` of cycles with a proposal (at
-    ``pi = 0`` nothing is proposed and ``S = 1`` at every batch)."""
+    """:func:`break_even_batch` for prompt lookup with a proposal every cycle (``pi = 1``):
+    the smallest batch with ``v(B) + c(B) >= E(T)``. It has no draft passes to pay for, so
+    it is never below the draft model's. Without a speculative step's overhead it is the
+    same for every share ``pi > 0`` of cycles with a proposal; with one (paid every cycle), a
+    smaller share breaks even sooner."""
     return _first_losing_batch(s, batch_max, draft=False)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.analytic.overheads import NONE, Overheads
 from engine.analytic.presets import DTYPE_BYTES, Hardware, ModelShape
 
 USABLE_FRACTION = 0.9  # of device memory: activations, CUDA graphs and fragmentation take the rest
@@ -20,7 +21,9 @@ class Setting:
     ``draft_sharded``: the draft runs at the target's tensor-parallel degree, as vLLM 0.32
     requires (its ``draft_model.py`` refuses any other); False puts it whole on one GPU.
     ``bandwidth_fraction`` and ``flops_fraction``: the share of the datasheet a real decoder
-    reaches (ignored for hardware whose figures are already measured)."""
+    reaches (ignored for hardware whose figures are already measured). ``overheads``: what a
+    pass and a speculative step cost beyond bytes and FLOPs (:mod:`engine.analytic.overheads`;
+    none by default: the ideal roofline)."""
 
     hardware: Hardware
     target: ModelShape
@@ -35,6 +38,7 @@ class Setting:
     draft_sharded: bool = True
     bandwidth_fraction: float = 1.0
     flops_fraction: float = 1.0
+    overheads: Overheads = NONE
 
     @property
     def draft_gpus(self) -> int:

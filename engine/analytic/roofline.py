@@ -37,6 +37,7 @@ from dataclasses import dataclass
 # ``from engine.analytic.roofline import Setting, HARDWARE, costs`` keeps working.
 from engine.analytic.break_even import (  # noqa: F401
     BATCH_MAX,
+    step_s,
     best_k_at,
     break_even_batch,
     costs,
@@ -45,6 +46,12 @@ from engine.analytic.break_even import (  # noqa: F401
     speedup_at,
 )
 from engine.analytic.fit import TimedPass, fit_hardware  # noqa: F401
+from engine.analytic.overheads import (  # noqa: F401
+    NONE,
+    Overheads,
+    pass_overhead_s,
+    spec_step_overhead_s,
+)
 from engine.analytic.memory import (  # noqa: F401
     FIT_SEARCH_MAX,
     Memory,
@@ -97,7 +104,9 @@ class CurvePoint:
 
 @dataclass(frozen=True)
 class PassTimes:
-    """One pass's three times (ms) on one of its GPUs, its total and what bounds it."""
+    """One pass's three times (ms) on one of its GPUs, its roofline time ``ms`` and what
+    bounds it; ``overhead_ms``, what the pass costs beyond bytes and FLOPs (the verification
+    pass also carries the speculative step's), and ``total_ms``, the two together."""
 
     memory_ms: float
     compute_ms: float
@@ -105,11 +114,16 @@ class PassTimes:
     ms: float
     bound: str
     gpus: int
+    overhead_ms: float = 0.0
+
+    @property
+    def total_ms(self) -> float:
+        return self.ms + self.overhead_ms
 
     @classmethod
-    def of(cls, p: Pass, gpus: int) -> PassTimes:
+    def of(cls, p: Pass, gpus: int, overhead_s: float = 0.0) -> PassTimes:
         return cls(p.memory_s * 1000, p.compute_s * 1000, p.communication_s * 1000,
-                   p.seconds * 1000, p.bound, gpus)
+                   p.seconds * 1000, p.bound, gpus, overhead_s * 1000)
 
 
 @dataclass(frozen=True)
@@ -117,10 +131,13 @@ class Roofline:
     """Everything the roofline section and ``GET /api/roofline`` show at batch ``B``."""
 
     batch: int
-    t_target_ms: float
+    t_target_ms: float  # the passes' roofline times, without overheads
     t_verify_ms: float
     t_draft_ms: float
-    c: float
+    t_step_ms: float  # a plain decode step: the target's pass and its overhead
+    pass_overhead_ms: float  # o_pass(B), added to every pass
+    spec_overhead_ms: float  # o_spec(B), added once a cycle
+    c: float  # in plain steps t_step, overheads included
     v: float
     speedup: float
     tok_s_base: float  # per sequence
@@ -154,9 +171,12 @@ def roofline(s: Setting, batch: int) -> Roofline:
     target = target_pass(s, batch)
     verify = target_pass(s, batch, s.k + 1)
     draft = draft_pass(s, batch)
-    c, v = draft.seconds / target.seconds, verify.seconds / target.seconds
+    per_pass = pass_overhead_s(s.overheads, batch)
+    per_cycle = spec_step_overhead_s(s.overheads, batch)
+    step = step_s(s, batch)
+    c, v = costs(s, batch)
     speedup = expected_tokens(s.alpha, s.k) / (s.k * c + v)
-    base = 1.0 / target.seconds
+    base = 1.0 / step
     k_best, s_best = best_k_at(s, batch)
     ridge = ridge_tokens(s)
     most = max_batch_that_fits(s)
@@ -168,6 +188,9 @@ def roofline(s: Setting, batch: int) -> Roofline:
         t_target_ms=target.seconds * 1000,
         t_verify_ms=verify.seconds * 1000,
         t_draft_ms=draft.seconds * 1000,
+        t_step_ms=step * 1000,
+        pass_overhead_ms=per_pass * 1000,
+        spec_overhead_ms=per_cycle * 1000,
         c=c,
         v=v,
         speedup=speedup,
@@ -192,7 +215,7 @@ def roofline(s: Setting, batch: int) -> Roofline:
         kv_cache_gb_per_gpu=memory.kv_cache / GB,
         max_batch_that_fits=most,
         max_batch_without_draft=max_batch_that_fits(s, with_draft=False),
-        target_pass=PassTimes.of(target, s.gpus),
-        verify_pass=PassTimes.of(verify, s.gpus),
-        draft_pass=PassTimes.of(draft, s.draft_gpus),
+        target_pass=PassTimes.of(target, s.gpus, per_pass),
+        verify_pass=PassTimes.of(verify, s.gpus, per_pass + per_cycle),
+        draft_pass=PassTimes.of(draft, s.draft_gpus, per_pass),
     )
