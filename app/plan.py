@@ -15,13 +15,12 @@ from engine.analytic.passes import Setting
 from engine.analytic.schedule import (
     MIX_MAX_DOMAINS,
     Domain,
-    K0Overhead,
     PlanError,
     mix_entry,
     parse_mix_entry,
     single,
 )
-from engine.planner.costs import parse_batch_mix, parse_k0, setting_costs
+from engine.planner.costs import K0Price, parse_batch_mix, parse_k0, setting_costs
 from engine.planner.inputs import CHOICES
 from engine.planner.inputs import PLAN_NUMBERS as INPUT_PLAN_NUMBERS
 from engine.planner.report import report
@@ -83,10 +82,13 @@ def parse_plan_state(query: Sequence[tuple[str, str]]) -> tuple[PlanState, list[
         notices + mix_notices)
 
 
-def plan_planning(state: PlanState, alpha: float) -> tuple[list[Domain], int, K0Overhead]:
+def plan_planning(state: PlanState, alpha: float) -> tuple[list[Domain], int, K0Price | None]:
     """What the batch section needs to follow the plan's k: its domains, k_max and the price
-    of a k = 0 range (the page's costs are the roofline's, so never a file's own)."""
-    return list(state.mix) or single(alpha), state.k_max, parse_k0(state.k0_overhead).overhead()
+    of a k = 0 range given by hand (None, "cited": the setting's speculative-step overhead;
+    the page's costs are the roofline's, so never a file's own)."""
+    hand = state.k0_overhead.strip() not in ("", "cited")
+    return (list(state.mix) or single(alpha), state.k_max,
+            parse_k0(state.k0_overhead) if hand else None)
 
 
 def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,

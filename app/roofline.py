@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from urllib.parse import urlencode
 
 from app.charts import Frame, Tick, nice_step
-from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls
+from app.params import SLIDERS, HeldCosts, PageState, Slider, _parse_number, fmt, parse_controls
 from engine.analytic.drafters import eagle_draft_pass, eagle_heads_of
 from engine.analytic.passes import target_pass
 from engine.analytic.presets import devices
@@ -38,23 +39,30 @@ from engine.analytic.roofline import (
 )
 from engine.analytic.schedule import (
     Domain,
-    K0Overhead,
     plan,
     roofline_cycle,
     throughput,
 )
 from engine.analytic.theory import CURVE_MAX_K
 from engine.measure.curves import MeasuredCurve, MeasuredPoint
-from engine.planner.costs import memory_fits
+from engine.planner.costs import K0Price, memory_fits, spec_step_k0
+from engine.planner.costs import setting_of as resolved_setting
 from engine.planner.inputs import CHOICES as INPUT_CHOICES
 from engine.planner.inputs import DRAFT_PLACES, OLD_NAMES, PlanInputs
 from engine.planner.inputs import NUMBERS as INPUT_NUMBERS
+from engine.planner.inputs import OVERHEADS as INPUT_OVERHEADS
 
 # The numbers, the choices and their names are the plan's inputs (engine.planner.inputs):
 # the page, the API and `specscope plan` share them.
 NUMBERS: dict[str, Slider] = {
     b.name: Slider(b.name, b.label, b.minimum, b.maximum, b.step, b.default, integer=b.integer)
     for b in INPUT_NUMBERS.values()
+}
+# What a step costs beyond bytes and FLOPs, in ms and µs: blank (not in the link) is the
+# hardware's fitted default, so a link without them follows the data files.
+OVERHEAD_NUMBERS: dict[str, Slider] = {
+    b.name: Slider(b.name, b.label, b.minimum, b.maximum, b.step, b.default)
+    for b in INPUT_OVERHEADS.values()
 }
 # The page calls the pair "models": "pair" is the live panel's model pair.
 CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -82,9 +90,14 @@ class RooflineState:
     flops_share: float = round(ACHIEVED_FLOPS, 3)
     draft_placement: str = "sharded"
     batch_k: str = "plan"
+    pass_overhead_ms: float | None = None  # None: the hardware's fitted default
+    pass_row_overhead_us: float | None = None
+    spec_overhead_ms: float | None = None
+    spec_row_overhead_us: float | None = None
 
     def items(self) -> list[tuple[str, str]]:
-        return [(name, v if isinstance(v, str) else fmt(v)) for name, v in vars(self).items()]
+        return [(name, v if isinstance(v, str) else fmt(v)) for name, v in vars(self).items()
+                if v is not None]
 
     def query(self) -> str:
         return urlencode(self.items())
@@ -109,6 +122,17 @@ def parse_roofline_state(query: Sequence[tuple[str, str]]) -> tuple[RooflineStat
         else:
             notices.append(f"{name}={raws[0][:24]!r} is not one of {', '.join(allowed)}; "
                            f"using {default}.")
+    for name, control in OVERHEAD_NUMBERS.items():
+        values[name] = None
+        raws = [raw for key, raw in query if key == name and raw.strip()]
+        if not raws:
+            continue
+        if _parse_number(raws[0]) is None:
+            notices.append(f"{name}={raws[0][:24]!r} is not a number; using the fitted "
+                           "default.")
+            continue
+        given, said = parse_controls([(name, raws[0])], {name: control})
+        values[name], notices = given[name], notices + said
     return RooflineState(**values), notices
 
 
@@ -125,12 +149,16 @@ def inputs_of(state: RooflineState) -> PlanInputs:
     """The section's settings as the plan's inputs (the same names)."""
     return PlanInputs(state.hardware, state.models, state.dtype, state.gpus, state.context,
                       state.usable, state.latency_us, state.bw_share, state.flops_share,
-                      state.draft_placement)
+                      state.draft_placement,
+                      **{name: getattr(state, name) for name in OVERHEAD_NUMBERS})
 
 
-def setting_of(state: RooflineState, curves: list[MeasuredCurve]) -> Setting:
-    """The roofline setting of the section's state, "this machine" from a loaded fit."""
-    return inputs_of(state).setting(hardware_for(state.hardware, curves))
+def setting_of(state: RooflineState, curves: list[MeasuredCurve],
+               machine_costs: Path | None = None) -> Setting:
+    """The roofline setting of the section's state, "this machine" from a loaded fit and its
+    overheads from the costs file ``machine_costs``."""
+    return resolved_setting(inputs_of(state), hardware_for(state.hardware, curves),
+                            machine_costs)
 
 
 @dataclass(frozen=True)
@@ -155,9 +183,12 @@ class SectionPlan:
 
 
 def section_plan(s: Setting, domains: Sequence[Domain], k_max: int,
-                 k0: K0Overhead | None) -> SectionPlan:
-    """:func:`engine.analytic.schedule.plan` over every batch the section shows."""
+                 price: K0Price | None) -> SectionPlan:
+    """:func:`engine.analytic.schedule.plan` over every batch the section shows; a k = 0
+    range priced by ``price`` (None: the setting's speculative-step overhead, as the plan
+    prices it)."""
     cycle = roofline_cycle(s)
+    k0 = (price or spec_step_k0(s)).overhead()
     fitting = plan(domains, cycle, k_max, BATCH_MAX, fits=memory_fits(s), k0_overhead=k0)
     ks = [0] * (BATCH_MAX + 1)
     for r in fitting.ranges:
@@ -171,7 +202,7 @@ def section_plan(s: Setting, domains: Sequence[Domain], k_max: int,
     speculates = any(ks)
     speedups = [1.0] + [
         throughput(domains, cycle, b, ks[b]) if ks[b] else
-        (1.0 / (1.0 + k0(b)) if speculates and k0 is not None else 1.0)
+        (1.0 / (1.0 + k0(b)) if speculates else 1.0)
         for b in range(1, BATCH_MAX + 1)]
     off_from = None
     if ks[BATCH_MAX] == 0:
@@ -523,7 +554,8 @@ def where(s: Setting, state: RooflineState) -> str:
 
 def handoff(s: Setting, fig: Roofline, state: RooflineState, slider: PageState) -> PageState:
     """The slider model holding this batch's costs: c(B) in the c slider (at its step), v(B, k)
-    for every k, and the target step t_p(B, 1) as the step time.
+    for every k, and the plain step t_p(B, 1) + o_pass(B) as the step time (c and v are in
+    such steps).
 
     The c slider rounds c(B) to 0.01 (and stops at 1); ``k (c(B) - c)`` is added to v(k) so
     every cycle costs ``k c(B) + v(B, k)`` target steps, exactly the section's."""
@@ -531,7 +563,7 @@ def handoff(s: Setting, fig: Roofline, state: RooflineState, slider: PageState) 
     v_by_k = tuple(costs(s, fig.batch, k)[1] + k * (fig.c - c) for k in range(1, CURVE_MAX_K + 1))
     held = HeldCosts(v_by_k, fig.batch, where(s, state))
     return replace(slider, c=c, v=float(SLIDERS["v"].setting(v_by_k[slider.k - 1])),
-                   step_ms=float(f"{fig.t_target_ms:.9g}"), held=held)
+                   step_ms=float(f"{fig.t_step_ms:.9g}"), held=held)
 
 
 def _point_label(p: MeasuredPoint) -> str:
@@ -560,19 +592,21 @@ def eagle_c(s: Setting, batch: int) -> list[tuple[str, str, float]]:
 
 def section_context(query: Sequence[tuple[str, str]], state: RooflineState, notices: list[str],
                     slider: PageState, curves: list[MeasuredCurve], problems: list[str],
-                    planning: tuple[Sequence[Domain], int, K0Overhead | None] | None = None,
-                    ) -> dict:
+                    planning: tuple[Sequence[Domain], int, K0Price | None] | None = None,
+                    machine_costs: Path | None = None) -> dict:
     """What the batch-size section shows for the parsed ``state`` (the page's ``query`` gives
     the rest of the "use these costs" link). ``planning`` (the plan's domains, k_max and
     price of a k = 0 range): the section follows the plan's k unless ``batch_k`` fixes the
     slider's."""
-    s = replace(setting_of(state, curves), alpha=slider.alpha, k=slider.k)
+    s = replace(setting_of(state, curves, machine_costs), alpha=slider.alpha, k=slider.k)
     sp = None
     if planning is not None and state.batch_k == "plan":
         sp = section_plan(s, *planning)
         k_here = sp.k_at(state.batch) or sp.best_speculating_k(s, state.batch)[0]
         s = replace(s, k=k_here)
     fig = roofline(s, state.batch)
+    unset = replace(state, **dict.fromkeys(OVERHEAD_NUMBERS))
+    base = s.overheads if unset == state else setting_of(unset, curves, machine_costs).overheads
     shown = [c for c in curves if c.pair in (None, state.models)]
     # Prompt lookup verifying with the same target, at the slider model's share pi.
     lookup_s = lookup_speedup_at(s, state.batch, slider.pi)
@@ -603,6 +637,14 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
                        for name, value in (("c", fig.c), ("v", fig.v))
                        if value > SLIDERS[name].maximum],
         "rl_numbers": NUMBERS,
+        "rl_overhead_numbers": OVERHEAD_NUMBERS,
+        # the fitted default of each overhead input (its placeholder), in the input's unit
+        "rl_overhead_defaults": {
+            "pass_overhead_ms": base.pass_fixed_s * 1e3,
+            "pass_row_overhead_us": base.pass_per_row_s * 1e6,
+            "spec_overhead_ms": base.spec_fixed_s * 1e3,
+            "spec_row_overhead_us": base.spec_per_row_s * 1e6},
+        "rl_overheads": s.overheads,
         "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
                        "models": {k: p.label for k, p in PAIRS.items()},
                        "dtype": {d: d for d in DTYPES},

@@ -15,9 +15,10 @@ from fastapi import Depends, Query, Request
 
 from app.measurements import measurement_store
 from app.params import Slider
-from app.roofline import CHOICES, NUMBERS, hardware_for
+from app.roofline import CHOICES, NUMBERS, OVERHEAD_NUMBERS, hardware_for
 from engine.analytic.passes import Setting
 from engine.analytic.presets import DTYPES, HARDWARE, PAIRS
+from engine.planner.costs import setting_of
 from engine.planner.inputs import DRAFT_PLACES, EDITS, PlanInputs
 
 HardwareName = Enum("HardwareName", {n: n for n in HARDWARE}, type=str)
@@ -54,7 +55,15 @@ QUERY_NUMBERS: dict[str, Slider] = {
     "bandwidth_fraction": NUMBERS["bw_share"], "flops_fraction": NUMBERS["flops_share"],
     **{name: Slider(name, words, lo, hi, lo, lo, integer=integer)
        for name, (words, lo, hi, integer) in EDITS.items()},
+    **OVERHEAD_NUMBERS,
 }
+
+
+def _overhead(name: str) -> Any:
+    s = OVERHEAD_NUMBERS[name]
+    return Query(ge=s.minimum, le=s.maximum, description=(
+        f"{s.label}, instead of the fitted default (the published fit for a GPU preset, "
+        f"SPECSCOPE_MACHINE_COSTS for this machine); {s.describe_range()}"))
 
 
 Rate = Annotated[float | None, _edit("link_gb_s")]
@@ -105,6 +114,10 @@ def inputs_query(
     draft_heads: Annotated[int | None, _edit("draft_heads")] = None,
     draft_kv_heads: Annotated[int | None, _edit("draft_kv_heads")] = None,
     draft_head_dim: Annotated[int | None, _edit("draft_head_dim")] = None,
+    pass_overhead_ms: Annotated[float | None, _overhead("pass_overhead_ms")] = None,
+    pass_row_overhead_us: Annotated[float | None, _overhead("pass_row_overhead_us")] = None,
+    spec_overhead_ms: Annotated[float | None, _overhead("spec_overhead_ms")] = None,
+    spec_row_overhead_us: Annotated[float | None, _overhead("spec_row_overhead_us")] = None,
 ) -> PlanInputs:
     """The hardware and model inputs the query gives (the plan's own are the routes')."""
     old_placement = None if draft_on_one_gpu is None else (
@@ -121,7 +134,8 @@ def inputs_query(
         _pick(flops_share, flops_fraction, NUMBERS["flops_share"].default),
         placement, link_gb_s, bandwidth_tb_s, tflops, target_params_b, target_layers,
         target_heads, target_kv_heads, target_head_dim, draft_params_b, draft_layers,
-        draft_heads, draft_kv_heads, draft_head_dim)
+        draft_heads, draft_kv_heads, draft_head_dim, pass_overhead_ms, pass_row_overhead_us,
+        spec_overhead_ms, spec_row_overhead_us)
 
 
 InputsQuery = Annotated[PlanInputs, Depends(inputs_query)]
@@ -129,8 +143,10 @@ InputsQuery = Annotated[PlanInputs, Depends(inputs_query)]
 
 def setting_query(request: Request, inputs: InputsQuery) -> Setting:
     """The setting the query describes; alpha and k are the defaults (the routes set them).
-    "This machine" takes a loaded measurement's fit, as the page does."""
-    return inputs.setting(hardware_for(inputs.hardware, measurement_store(request.app).curves()[0]))
+    "This machine" takes a loaded measurement's fit and the costs file's overheads, as the
+    page does."""
+    hw = hardware_for(inputs.hardware, measurement_store(request.app).curves()[0])
+    return setting_of(inputs, hw, request.app.state.settings.machine_costs)
 
 
 SettingQuery = Annotated[Setting, Depends(setting_query)]

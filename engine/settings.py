@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     # Measured speedup-against-batch curves (JSON, docs/api.md "Measured curves") the roofline
     # chart overlays; the default holds this project's own sweep of the shipped pair.
     measurements_dir: Path = SHIPPED_MEASUREMENTS
+    # A `specscope costs` file timed through the decoding loop on this machine: "this
+    # machine"'s overheads (its loop's own time a speculative step) come from it.
+    machine_costs: Path = SHIPPED_MEASUREMENTS / "schedule" / "shipped-cpu-costs.json"
     # Saved runs: a SQLite file (":memory:" keeps them for the life of the process).
     db: str = str(DATA_DIR / "specscope.db")
     runs_kept: int = Field(10_000, ge=1)  # the oldest saved runs beyond this are deleted

@@ -84,7 +84,8 @@ def slider_page(request: Request) -> HTMLResponse:
     if fragment != "_results.html":
         context |= section_context(query, rl_state, rl_notices, state,
                                    *measurement_store(request.app).curves(),
-                                   planning=plan_planning(plan_state, state.alpha))
+                                   planning=plan_planning(plan_state, state.alpha),
+                                   machine_costs=settings.machine_costs)
         context |= plan_context(plan_state, plan_notices, context["rl_setting"], state.alpha,
                                 rl_state)
     if fragment:

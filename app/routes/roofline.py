@@ -34,7 +34,12 @@ def roofline_api(
     when batch 1 does not fit) and ``max_batch_without_draft``. Tensor parallelism:
     ``target_pass``, ``verify_pass`` and ``draft_pass`` give each pass's memory, compute and
     communication times on one GPU (two ring all-reduces a layer when ``gpus`` > 1), its total
-    ``max(memory, compute) + communication`` and its bound. Formulas: docs/design.md,
+    ``max(memory, compute) + communication`` and its bound. Overheads: ``overheads`` gives the
+    four terms in use (the fitted defaults unless the query gives them) and where they come
+    from; ``t_step_ms`` is a plain step with its pass overhead, each pass's ``overhead_ms``
+    what it pays beyond bytes and FLOPs, and c(B), v(B) and S(B) count them (a plain step
+    ``t_p(B,1) + o_pass``, a cycle ``k (t_q + o_pass) + t_p(B,k+1) + o_pass + o_spec``).
+    Formulas: docs/design.md,
     "Batch size and hardware" and "Memory capacity and tensor parallelism"."""
     s = replace(setting, alpha=alpha, k=k)
     hw, target, draft = s.hardware, s.target, s.draft
@@ -50,6 +55,11 @@ def roofline_api(
                           "link_gb_s": hw.link_bandwidth / 1e9, "source": hw.source}
     if math.isinf(result["memory_gb_available"]):  # a machine whose memory the model does not know
         result["memory_gb_available"] = result["hardware"]["memory_gb"] = None
+    o = s.overheads
+    result["overheads"] = {"pass_overhead_ms": o.pass_fixed_s * 1e3,
+                           "pass_row_overhead_us": o.pass_per_row_s * 1e6,
+                           "spec_overhead_ms": o.spec_fixed_s * 1e3,
+                           "spec_row_overhead_us": o.spec_per_row_s * 1e6, "source": o.source}
     result["target"] = {"label": target.label, "params": target.params}
     result["draft"] = {"label": draft.label, "params": draft.params}
     return result

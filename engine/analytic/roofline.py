@@ -37,26 +37,26 @@ from dataclasses import dataclass
 # ``from engine.analytic.roofline import Setting, HARDWARE, costs`` keeps working.
 from engine.analytic.break_even import (  # noqa: F401
     BATCH_MAX,
-    step_s,
     best_k_at,
     break_even_batch,
     costs,
     lookup_break_even_batch,
     lookup_speedup_at,
     speedup_at,
+    step_s,
 )
 from engine.analytic.fit import TimedPass, fit_hardware  # noqa: F401
-from engine.analytic.overheads import (  # noqa: F401
-    NONE,
-    Overheads,
-    pass_overhead_s,
-    spec_step_overhead_s,
-)
 from engine.analytic.memory import (  # noqa: F401
     FIT_SEARCH_MAX,
     Memory,
     max_batch_that_fits,
     memory_at,
+)
+from engine.analytic.overheads import (  # noqa: F401
+    NONE,
+    Overheads,
+    pass_overhead_s,
+    spec_step_overhead_s,
 )
 from engine.analytic.passes import (  # noqa: F401
     ACTIVATION_BYTES,

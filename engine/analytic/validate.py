@@ -104,11 +104,21 @@ class Report:
 # ---- settings and model times ----------------------------------------------------------------
 
 
-def setting_for(series: Series, point: Point, rates: str = DEFAULT_RATES) -> roofline.Setting:
+Rates = str | tuple[float, float]
+"""A name in :data:`RATES`, or the bandwidth and FLOP/s fractions themselves."""
+
+
+def fractions(rates: Rates) -> tuple[float, float]:
+    """The bandwidth and FLOP/s fractions of ``rates``."""
+    return RATES[rates] if isinstance(rates, str) else rates
+
+
+def setting_for(series: Series, point: Point, rates: Rates = DEFAULT_RATES,
+                ) -> roofline.Setting:
     """The roofline's :class:`Setting` for one measured point (the draft slot holds the target:
     the drafter is priced by :mod:`engine.analytic.drafters`)."""
     target = shapes.model(series.setting(point, "model"))
-    bandwidth, flops = RATES[rates]
+    bandwidth, flops = fractions(rates)
     return roofline.Setting(
         hardware=roofline.HARDWARE[series.setting(point, "hardware")],
         target=target, draft=target,
@@ -119,7 +129,7 @@ def setting_for(series: Series, point: Point, rates: str = DEFAULT_RATES) -> roo
         bandwidth_fraction=bandwidth, flops_fraction=flops)
 
 
-def target_step_s(series: Series, point: Point, rates: str = DEFAULT_RATES) -> float:
+def target_step_s(series: Series, point: Point, rates: Rates = DEFAULT_RATES) -> float:
     """The roofline time of one plain decode pass at the point (s)."""
     s = setting_for(series, point, rates)
     return roofline.target_pass(s, series.setting(point, "batch")).seconds
@@ -139,7 +149,7 @@ def _describe(series: Series, point: Point) -> str:
 # ---- the fit ---------------------------------------------------------------------------------
 
 
-def pass_fit_rows(series: dict[str, Series], rates: str = DEFAULT_RATES,
+def pass_fit_rows(series: dict[str, Series], rates: Rates = DEFAULT_RATES,
                   ) -> list[tuple[float, float]]:
     """``(B, measured - model)`` in seconds for every point of the ``fit`` series."""
     rows = []
@@ -171,7 +181,7 @@ def measured_step_s(series: Series, point: Point) -> float:
     return 1.0 / point.value
 
 
-def fit(sources: list[Source], rates: str = DEFAULT_RATES,
+def fit(sources: list[Source], rates: Rates = DEFAULT_RATES,
         ) -> tuple[Overheads, LinearFit, LinearFit]:
     """The overhead terms from the series marked ``fit`` and ``spec_step_fit``."""
     series = published.all_series(sources)

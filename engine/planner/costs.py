@@ -5,13 +5,19 @@ costs (the file's ``k0``, a share given by hand, or the figures cited below)."""
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from engine.analytic import schedule
+from engine.analytic.break_even import step_s
+from engine.analytic.default_overheads import LoopFit, loop_overheads
 from engine.analytic.memory import max_batch_that_fits
+from engine.analytic.overheads import spec_step_overhead_s
 from engine.analytic.passes import Setting
-from engine.analytic.presets import PAIRS, ModelShape, devices
+from engine.analytic.presets import PAIRS, Hardware, ModelShape, devices
 from engine.analytic.schedule import PlanError
 
 # vLLM's dynamic speculation with k = 0 at every batch against no speculative config: +6.6%
@@ -26,13 +32,34 @@ CITED_K0_SOURCE = ("vllm-project/vllm issue 49548: +6.6% a token at batch 2, +21
 @dataclass(frozen=True)
 class K0Price:
     """What a k = 0 range costs: points ``(batch, overhead)`` and where they come from
-    (``source`` completes "k = 0 ranges priced by ...")."""
+    (``source`` completes "k = 0 ranges priced by ..."). ``curve``: the overhead at every
+    batch, when it is a function of the batch rather than a line through the points (the
+    points are then samples of it, for the record)."""
 
     points: tuple[tuple[int, float], ...]
     source: str
+    curve: schedule.K0Overhead | None = None
 
     def overhead(self) -> schedule.K0Overhead:
-        return schedule.k0_curve(self.points)
+        return self.curve if self.curve is not None else schedule.k0_curve(self.points)
+
+
+K0_SAMPLES = (1, 8, 64, 256, 1024)  # batches a k = 0 price from the overheads is recorded at
+
+
+def spec_step_k0(s: Setting) -> K0Price:
+    """A k = 0 step of a speculative config on the roofline: a plain step plus the speculative
+    step's overhead ``o_spec(B)`` (:func:`engine.analytic.overheads.k0_step_s`), as a share
+    of the plain step ``t_p(B, 1) + o_pass(B)``: the same term every cycle pays."""
+
+    def overhead(batch: int) -> float:
+        return spec_step_overhead_s(s.overheads, batch) / step_s(s, batch)
+
+    o = s.overheads
+    return K0Price(tuple((b, overhead(b)) for b in K0_SAMPLES),
+                   f"the speculative step's overhead ({o.spec_fixed_s * 1e3:.3g} ms + "
+                   f"{o.spec_per_row_s * 1e6:.3g} µs a row) over the plain step; {o.source}",
+                   overhead)
 
 
 CITED_K0 = K0Price(CITED_K0_OVERHEAD, CITED_K0_SOURCE)
@@ -72,8 +99,8 @@ def setting_costs(s: Setting) -> Costs:
     return Costs(schedule.roofline_cycle(s),
                  f"{s.target.label} / {s.draft.label} on {devices(s.gpus, s.hardware.label)}, "
                  f"{s.dtype}, context {s.context}{placed} (roofline model)",
-                 model_id(s.target), model_id(s.draft), fits=memory_fits(s), setting=s,
-                 context=s.context)
+                 model_id(s.target), model_id(s.draft), fits=memory_fits(s), k0=spec_step_k0(s),
+                 setting=s, context=s.context)
 
 
 def memory_fits(s: Setting) -> schedule.Fits:
@@ -121,6 +148,38 @@ def file_costs(data: object, name: str) -> Costs:
                  f"{f', context {context}' if context is not None else ''}; {through})",
                  target, draft, timed.k_limit, timed.batches, k0=price,
                  context=context if isinstance(context, int) else None)
+
+
+def machine_overheads(path: Path, s: Setting) -> LoopFit | None:
+    """"This machine"'s overheads from the ``specscope costs`` file at ``path`` on the
+    hardware of ``s`` (:func:`engine.analytic.default_overheads.loop_overheads`); None when
+    there is no such file or it holds no timings. Read again only when the file changes."""
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    timed = _timed_costs(path, stamp)
+    return None if timed is None else loop_overheads(timed, s)
+
+
+@functools.lru_cache(maxsize=8)
+def _timed_costs(path: Path, stamp: int) -> schedule.TimedCosts | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return schedule.timed_costs(data.get("passes") or [], data.get("loop") or [])
+    except (OSError, ValueError, AttributeError, PlanError):
+        return None
+
+
+def setting_of(inputs, hw: Hardware | None, machine_costs: Path | None) -> Setting:
+    """``inputs.setting(hw)`` (``inputs``: :class:`engine.planner.inputs.PlanInputs`), "this
+    machine" with its overheads from the costs file ``machine_costs`` (none when it has no
+    timings), a preset with its fitted ones; overheads the inputs give win either way."""
+    s = inputs.setting(hw)
+    if inputs.hardware != "this-machine" or machine_costs is None:
+        return s
+    fit = machine_overheads(machine_costs, s)
+    return s if fit is None else inputs.setting(hw, base=fit.overheads)
 
 
 def parse_k0(text: str) -> K0Price:

@@ -13,6 +13,8 @@ import shlex
 from dataclasses import dataclass, fields, replace
 
 from engine.analytic.break_even import BATCH_MAX
+from engine.analytic.default_overheads import preset_overheads
+from engine.analytic.overheads import Overheads
 from engine.analytic.passes import LINK_LATENCY_S, USABLE_FRACTION, Setting
 from engine.analytic.presets import (
     ACHIEVED_BANDWIDTH,
@@ -56,6 +58,23 @@ NUMBERS: dict[str, Bound] = {b.name: b for b in (
     Bound("flops_share", "achieved share of FLOP/s", 0.05, 1.0, 0.001, round(ACHIEVED_FLOPS, 3)),
 )}
 """The hardware and model numbers (``batch``: the roofline's, not the plan's)."""
+
+OVERHEADS: dict[str, Bound] = {b.name: b for b in (
+    Bound("pass_overhead_ms", "overhead a forward pass, fixed (ms)", 0, 100, 0.001, 0),
+    Bound("pass_row_overhead_us", "overhead a forward pass, a row (µs)", 0, 10000, 0.01, 0),
+    Bound("spec_overhead_ms", "overhead a speculative step, fixed (ms)", 0, 100, 0.001, 0),
+    Bound("spec_row_overhead_us", "overhead a speculative step, a row (µs)", 0, 10000, 0.01,
+          0),
+)}
+"""What a step costs beyond bytes and FLOPs (:mod:`engine.analytic.overheads`): a time every
+forward pass pays and a time a speculative cycle (or a k = 0 step of a speculative config)
+pays, each a fixed part and a part a row of the batch. Not given: the hardware's fitted
+default (:mod:`engine.analytic.default_overheads`); ``default`` here is only the bound's."""
+OVERHEAD_FIELDS = {"pass_overhead_ms": ("pass_fixed_s", 1e-3),
+                   "pass_row_overhead_us": ("pass_per_row_s", 1e-6),
+                   "spec_overhead_ms": ("spec_fixed_s", 1e-3),
+                   "spec_row_overhead_us": ("spec_per_row_s", 1e-6)}
+"""Each input's :class:`~engine.analytic.overheads.Overheads` field and its unit in s."""
 
 PLAN_NUMBERS: dict[str, Bound] = {b.name: b for b in (
     Bound("k_max", "longest draft k_max", 1, CURVE_MAX_K, 1, K_MAX, integer=True),
@@ -104,9 +123,10 @@ K0_PATTERN = rf"^(cited|(10(\.0{{1,6}})?|[0-9](\.[0-9]{{1,6}})?)|{_ENTRY}(,{_ENT
 """What ``k0_overhead`` may be in a query: every value it admits parses."""
 BATCH_MIX_PATTERN = rf"^({_ENTRY}([, ]{_ENTRY}){{0,1023}})?$"
 """What ``batch_mix`` may be in a query (empty: every batch once)."""
-K0_HELP = ("what a k = 0 range of a schedule costs: 'cited' (vLLM issue 49548's figures, the "
-           "default; a costs file's own k0 steps come first), a share of a step such as 0.1, "
-           "or batch=share,...")
+K0_HELP = ("what a k = 0 range of a schedule costs: 'cited' (the default: the speculative "
+           "step's overhead, spec_overhead_ms + spec_row_overhead_us B, over a plain step; a "
+           "costs file's own k0 steps come first), or, to override that for k = 0 ranges "
+           "alone, a share of a step such as 0.1, or batch=share,...")
 BATCH_MIX_HELP = ("the traffic's batch sizes, batch=weight,... (a histogram): the plan is "
                   "weighed against off and the best fixed k as the traffic runs; default: "
                   "every batch once")
@@ -140,6 +160,10 @@ class PlanInputs:
     draft_heads: int | None = None
     draft_kv_heads: int | None = None
     draft_head_dim: int | None = None
+    pass_overhead_ms: float | None = None
+    pass_row_overhead_us: float | None = None
+    spec_overhead_ms: float | None = None
+    spec_row_overhead_us: float | None = None
     alpha: float | None = 0.7
     mix: tuple[Domain, ...] = ()  # a traffic mix instead of alpha
     k_max: int = K_MAX
@@ -149,9 +173,11 @@ class PlanInputs:
     k0_overhead: str = "cited"
     batch_mix: str = ""
 
-    def setting(self, hw: Hardware | None = None) -> Setting:
+    def setting(self, hw: Hardware | None = None, base: Overheads | None = None) -> Setting:
         """The roofline setting: the preset (``hw``: a resolved "this machine") with the
-        edits applied. Alpha and k are the Setting's defaults (callers set them)."""
+        edits applied, and its overheads: ``base`` (None: the preset's fitted default,
+        :func:`~engine.analytic.default_overheads.preset_overheads`) with every overhead
+        given here in its place. Alpha and k are the Setting's defaults (callers set them)."""
         hw = hw or HARDWARE[self.hardware]
         if (self.bandwidth_tb_s, self.tflops, self.link_gb_s) != (None, None, None):
             flops = ({d: self.tflops * 1e12 for d in DTYPES} if self.tflops is not None
@@ -162,11 +188,25 @@ class PlanInputs:
                          link_bandwidth=(hw.link_bandwidth if self.link_gb_s is None
                                          else self.link_gb_s * 1e9))
         pair = PAIRS[self.models]
-        return Setting(hw, self._edited(pair.target, "target"), self._edited(pair.draft, "draft"),
-                       self.dtype, self.gpus, self.context, usable_fraction=self.usable,
-                       link_latency_s=self.latency_us / 1e6,
-                       draft_sharded=self.draft_placement == "sharded",
-                       bandwidth_fraction=self.bw_share, flops_fraction=self.flops_share)
+        s = Setting(hw, self._edited(pair.target, "target"), self._edited(pair.draft, "draft"),
+                    self.dtype, self.gpus, self.context, usable_fraction=self.usable,
+                    link_latency_s=self.latency_us / 1e6,
+                    draft_sharded=self.draft_placement == "sharded",
+                    bandwidth_fraction=self.bw_share, flops_fraction=self.flops_share)
+        return replace(s, overheads=self.overheads(preset_overheads(s) if base is None
+                                                   else base))
+
+    def overheads(self, base: Overheads) -> Overheads:
+        """``base`` with the overheads given here in its place (the source says which)."""
+        given = {name: getattr(self, name) for name in OVERHEAD_FIELDS
+                 if getattr(self, name) is not None}
+        if not given:
+            return base
+        changes = {OVERHEAD_FIELDS[name][0]: value * OVERHEAD_FIELDS[name][1]
+                   for name, value in given.items()}
+        words = ", ".join(f"{name}={_number(value)}" for name, value in given.items())
+        rest = "" if len(given) == len(OVERHEAD_FIELDS) else f"; the rest {base.source}"
+        return replace(base, **changes, source=f"given: {words}{rest}")
 
     def _edited(self, shape: ModelShape, which: str) -> ModelShape:
         changes = {f: getattr(self, f"{which}_{f}") for f in SHAPE_FIELDS

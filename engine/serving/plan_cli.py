@@ -20,13 +20,14 @@ from pathlib import Path
 from engine.analytic import schedule
 from engine.analytic.schedule import Domain, PlanError
 from engine.cli_options import MODEL_HELP
-from engine.planner.costs import Costs, file_costs, setting_costs
+from engine.planner.costs import Costs, file_costs, setting_costs, setting_of
 from engine.planner.inputs import (
     BATCH_MIX_HELP,
     CHOICES,
     EDITS,
     K0_HELP,
     NUMBERS,
+    OVERHEADS,
     PLAN_NUMBERS,
     PlanInputs,
 )
@@ -71,6 +72,11 @@ def add_parser(sub, d: dict | None = None) -> None:
     for name, (words, _lo, _hi, integer) in EDITS.items():
         costs.add_argument("--" + name.replace("_", "-"), type=int if integer else float,
                            help=words)
+    for b in OVERHEADS.values():
+        costs.add_argument(b.option, type=float, default=None,
+                           help=f"{b.label}, {b.minimum:g} to {b.maximum:g} (default: fitted "
+                                "to the published measurements; this machine: from "
+                                "SPECSCOPE_MACHINE_COSTS)")
     costs.add_argument("--costs", type=Path, metavar="FILE",
                        help="measured costs instead: a file from specscope roofline --out, "
                             "specscope costs --out or specscope sweep --engine vllm "
@@ -242,10 +248,14 @@ def inputs_from(args, draft_sample: str) -> PlanInputs:
     values = {name: getattr(args, name) for name in
               ("hardware", "models", "dtype", "draft_placement", "k0_overhead", "k_max",
                "max_num_seqs", "data_parallel", *[n for n in NUMBERS if n != "batch"],
-               *EDITS)}
+               *EDITS, *OVERHEADS)}
     for name, (_words, lo, hi, _integer) in EDITS.items():
         if values[name] is not None and not lo <= values[name] <= hi:
             raise PlanError(f"--{name.replace('_', '-')} must be from {lo:g} to {hi:g}")
+    for b in OVERHEADS.values():
+        if values[b.name] is not None and not b.minimum <= values[b.name] <= b.maximum:
+            raise PlanError(f"{b.option} must be from {b.minimum:g} to {b.maximum:g} "
+                            f"(got {values[b.name]:g})")
     for b in [*NUMBERS.values(), *PLAN_NUMBERS.values()]:
         if b.name in values and not b.minimum <= values[b.name] <= b.maximum:
             raise PlanError(f"{b.option} must be from {b.minimum:g} to {b.maximum:g} "
@@ -263,10 +273,11 @@ def this_machine_costs(inputs: PlanInputs) -> Costs:
     from engine.measure.curves import load_curves
     from engine.settings import Settings
 
-    curves, _ = load_curves(Settings().measurements_dir)
+    settings = Settings()
+    curves, _ = load_curves(settings.measurements_dir)
     fit = next((c.fit for c in curves if c.fit is not None), None)
     hw = this_machine(fit.bandwidth, fit.flops) if fit else None
-    return setting_costs(inputs.setting(hw))
+    return setting_costs(setting_of(inputs, hw, settings.machine_costs))
 
 
 def make_plan(args) -> dict:
