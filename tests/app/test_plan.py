@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import parse_qsl
 
@@ -13,6 +14,7 @@ import pytest
 
 from app.params import SLIDERS
 from engine.analytic import schedule
+from engine.analytic.default_overheads import fitted
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
     ACHIEVED_FLOPS,
@@ -20,7 +22,7 @@ from engine.analytic.roofline import (
     PAIRS,
     Setting,
 )
-from engine.planner.costs import CITED_K0, memory_fits
+from engine.planner.costs import memory_fits, spec_step_k0
 from engine.planner.vllm_config import Deployment, speculative_config
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -29,15 +31,35 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 def expected(alpha=0.7, hardware="h100-sxm", pair="llama-8b-1b", dtype="bf16", gpus=1,
              context=512, k_max=8, max_num_seqs=256):
     p = PAIRS[pair]
-    s = Setting(HARDWARE[hardware], p.target, p.draft, dtype, gpus, context,
-                bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+    s = achieved(Setting(HARDWARE[hardware], p.target, p.draft, dtype, gpus, context))
     return schedule.plan(schedule.single(alpha), schedule.roofline_cycle(s), k_max, max_num_seqs,
-                         fits=memory_fits(s), k0_overhead=CITED_K0.overhead())
+                         fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
 
 
-def test_defaults_answer_the_engine_plan_and_its_config(client):
+def achieved(s: Setting, bw_share: float = ACHIEVED_BANDWIDTH) -> Setting:
+    """``s`` at the page's achieved shares, with the overheads fitted at them."""
+    return replace(s, bandwidth_fraction=bw_share, flops_fraction=ACHIEVED_FLOPS,
+                   overheads=fitted(bw_share, ACHIEVED_FLOPS))
+
+
+NO_OVERHEADS = "pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0&spec_row_overhead_us=0"
+
+
+def test_defaults_answer_the_engine_plan(client):
     data = client.get("/api/plan").json()
     plan = expected()
+    assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
+    assert data["configure"] == plan.configure
+    assert "49548" in data["k0"]["source"]  # k = 0 ranges cost the fitted speculative step
+
+
+def test_without_overheads_the_plan_deploys_its_config(client):
+    data = client.get(f"/api/plan?{NO_OVERHEADS}").json()
+    p = PAIRS["llama-8b-1b"]
+    s = Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 1, 512,
+                bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+    plan = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(s), 8, 256,
+                         fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
     assert data["speculative_config"] == speculative_config(
         plan, Deployment("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B"))
@@ -68,7 +90,7 @@ def test_where_nothing_pays_there_is_no_config_and_the_answer_says_so(client):
     data = client.get("/api/plan?alpha=0").json()
     assert data["speculative_config"] is None and data["python"] is None
     assert data["verdict"].startswith("Do not configure speculation")
-    assert not data["configure"] and data["plan"]["gain_over_off"] < 1
+    assert not data["configure"] and data["plan"]["gain_over_off"] <= 1
     # a k = 0 range costs what vLLM issue 49548 measured, so nothing here is free
     free = client.get("/api/plan?alpha=0&k0_overhead=0").json()
     assert [[r["lo"], r["hi"], r["k"]] for r in free["plan"]["ranges"]] == [[1, 256, 0]]
@@ -138,10 +160,9 @@ MIX = [schedule.Domain("code", 3, 0.95), schedule.Domain("chat", 1, 0.3)]
 def test_a_mix_plans_with_every_domains_alpha_and_names_the_one_that_limits_it(client):
     data = client.get("/api/plan?mix=code:3:0.95&mix=chat:1:0.3&context=128").json()
     p = PAIRS["llama-8b-1b"]
-    s = Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 1, 128,
-                bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+    s = achieved(Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 1, 128))
     plan = schedule.plan(MIX, schedule.roofline_cycle(s), 8, 256, fits=memory_fits(s),
-                         k0_overhead=CITED_K0.overhead())
+                         k0_overhead=spec_step_k0(s).overhead())
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
     assert data["plan"]["limiting"] == "chat"
     mean = client.get("/api/plan?alpha=0.7875&context=128").json()  # 0.75 x 0.95 + 0.25 x 0.3
@@ -219,8 +240,12 @@ def test_the_page_the_api_and_the_command_line_take_the_same_names(client):
 
 
 @pytest.mark.parametrize("query", [
-    # the issue's case: 8B / 1B on one H100 at alpha 0.7, a bandwidth share of 0.5
-    "alpha=0.7&bw_share=0.5",
+    # the issue's case: 8B / 1B on one H100 at alpha 0.7, a bandwidth share of 0.5, on the
+    # ideal roofline (no overheads)
+    f"alpha=0.7&bw_share=0.5&{NO_OVERHEADS}",
+    # overheads given: the command and the API carry them
+    "alpha=0.8&pass_overhead_ms=0.2&pass_row_overhead_us=3&spec_overhead_ms=0.1"
+    "&spec_row_overhead_us=5",
     "hardware=h200&models=llama-70b-1b&gpus=2&context=4096&alpha=0.66&bw_share=0.55"
     "&flops_share=0.6&latency_us=25&usable=0.8&draft_placement=one-gpu&k_max=6"
     "&max_num_seqs=512&draft_sample=greedy&k0_overhead=0.1&batch_mix=1%3D3%2C64%3D1",

@@ -9,12 +9,15 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.roofline import NUMBERS
+from engine.analytic.default_overheads import fitted
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
 from engine.settings import Settings
 
 # The page's and the API's defaults: achieved shares of the datasheet
 ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
-            "flops_fraction": NUMBERS["flops_share"].default}
+            "flops_fraction": NUMBERS["flops_share"].default,
+            # and the overheads fitted to the published measurements at those shares
+            "overheads": fitted(NUMBERS["bw_share"].default, NUMBERS["flops_share"].default)}
 KEYS = {"t_target_ms", "t_verify_ms", "t_draft_ms", "c", "v", "speedup", "tok_s_base",
         "tok_s_spec", "break_even_batch", "ridge_tokens", "bound", "best_k", "curve"}
 
@@ -72,7 +75,8 @@ def test_hardware_figures_and_shapes_can_replace_the_presets(client):
     q = ("bandwidth_tb_s=1&tflops=100&bandwidth_fraction=1&flops_fraction=1&"
          + "&".join(f"target_{part}" for part in shape.format(8).split("&"))
          + "&" + "&".join(f"draft_{part}" for part in shape.format(1).split("&")))
-    data = client.get(f"/api/roofline?{q}&context=0&batch=1").json()
+    data = client.get(f"/api/roofline?{q}&context=0&batch=1&spec_overhead_ms=0"
+                      "&spec_row_overhead_us=0&pass_overhead_ms=0&pass_row_overhead_us=0").json()
     assert data["c"] == pytest.approx(1 / 8)
     assert data["ridge_tokens"] == pytest.approx(100)  # 100e12 * 2 / (2 * 1e12)
     assert data["hardware"]["label"].endswith("(edited)")

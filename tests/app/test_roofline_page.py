@@ -11,11 +11,16 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.roofline import NUMBERS, SLIDER_BATCHES, parse_roofline_state
+from engine.analytic.default_overheads import fitted
+from engine.analytic.overheads import NONE
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, roofline
 from engine.settings import Settings
 
+NO_OVERHEADS = "pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0&spec_row_overhead_us=0"
 ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
-            "flops_fraction": NUMBERS["flops_share"].default}
+            "flops_fraction": NUMBERS["flops_share"].default,
+            # and the overheads fitted to the published measurements at those shares
+            "overheads": fitted(NUMBERS["bw_share"].default, NUMBERS["flops_share"].default)}
 CURVE = {"label": "sweep", "hardware": "this machine", "target": "t", "draft": "d", "k": 4,
          "alpha": 0.7, "pair": "shipped", "method": "predicted",
          "points": [{"batch": b, "speedup": s} for b, s in ((1, 1.3), (8, 1.1), (64, 0.8))]}
@@ -54,13 +59,15 @@ def test_headline_and_figures_follow_the_link(client):
 def test_a_state_where_speculation_never_pays(client):
     html = client.get("/?alpha=0.3&c=0.18&hardware=h100-sxm&models=llama-8b-1b&context=0"
                       "&batch=512&batch_k=slider").text
-    most = roofline(Setting(HARDWARE["h100-sxm"], PAIRS["llama-8b-1b"].target,
-                            PAIRS["llama-8b-1b"].draft, context=0, **ACHIEVED),
-                    1).max_batch_that_fits
+    s = Setting(HARDWARE["h100-sxm"], PAIRS["llama-8b-1b"].target, PAIRS["llama-8b-1b"].draft,
+                context=0, alpha=0.3, k=4, **ACHIEVED)
+    most = roofline(s, 1).max_batch_that_fits
+    here = roofline(s, 512).speedup
+    assert here < 1
     assert figure(html, "roofline-headline") == (
         "At batch 512 on one H100 SXM, speculating k = 4 (the slider&#39;s) with Llama 3.2 1B "
-        "costs Llama 3.1 8B throughput: 0.25× plain decoding, and it does not pay at any batch "
-        "here. "
+        f"costs Llama 3.1 8B throughput: {here:.2f}× plain decoding, and it does not pay at any "
+        "batch here. "
         f"On one H100 SXM at context 0 it fits up to batch {most}.")
     assert figure(html, "break_even") == "1"
 
@@ -103,9 +110,9 @@ def test_use_these_costs_hands_c_v_for_every_k_and_the_step_time_to_the_slider_m
     pair = PAIRS["llama-8b-1b"]
     s = Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=0, alpha=0.8, **ACHIEVED)
     r = roofline(s, 1024)
-    assert float(q["c"]) == round(r.c, 2) and q["v"] == "3"  # v(B) = 5, past the slider
-    assert "v(B) = 5.00 is past the v slider&#39;s 3: the slider shows 3" in html
-    assert float(q["step_ms"]) == pytest.approx(r.t_target_ms, rel=1e-5)
+    assert float(q["c"]) == round(r.c, 2) and q["v"] == "3"  # v(B) > 5, past the slider
+    assert r.v > 5 and f"v(B) = {r.v:.2f} is past the v slider&#39;s 3: the slider shows 3" in html
+    assert float(q["step_ms"]) == pytest.approx(r.t_step_ms, rel=1e-5)
     held = [float(x) for x in q["vk"].split(",")]
     assert len(held) == 16 and q["vk_batch"] == "1024"
     # each cycle costs what the section says: k c(B) + v(B, k), with c at the slider's step
@@ -367,11 +374,11 @@ def test_the_headline_names_the_plans_k_and_never_contradicts_the_plan(client, s
 
 
 def test_a_fixed_k_is_named_and_its_own_break_even_shown(client):
-    html = client.get("/?batch=200&k=4&batch_k=slider&max_num_seqs=1024").text
+    html = client.get(f"/?batch=200&k=4&batch_k=slider&max_num_seqs=1024&{NO_OVERHEADS}").text
     headline = figure(html, "roofline-headline").replace("&#39;", "'")
     pair = PAIRS["llama-8b-1b"]
     r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512, k=4,
-                         **ACHIEVED), 200)
+                         **(ACHIEVED | {"overheads": NONE})), 200)
     assert "speculating k = 4 (the slider's)" in headline
     assert f"from batch {r.break_even_batch} on it costs throughput" in headline
     assert figure(html, "break_even") == str(r.break_even_batch)

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine.analytic import schedule
+from engine.analytic.default_overheads import fitted
+from engine.analytic.overheads import Overheads
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
     ACHIEVED_FLOPS,
@@ -20,10 +22,11 @@ from engine.analytic.roofline import (
     PAIRS,
     Setting,
     max_batch_that_fits,
+    target_pass,
 )
 from engine.cli import main
 from engine.measure.probe import ProbeRow
-from engine.planner.costs import CITED_K0, memory_fits
+from engine.planner.costs import memory_fits, spec_step_k0
 from engine.planner.vllm_config import dense_lookup
 from engine.serving.calibrate import calibrate
 from engine.serving.server import VLLM_PYTHON
@@ -60,10 +63,15 @@ def saved_probe(tmp_path) -> Path:
     return path
 
 
+NO_OVERHEADS = ["--pass-overhead-ms", "0", "--pass-row-overhead-us", "0", "--spec-overhead-ms",
+                "0", "--spec-row-overhead-us", "0"]
+
+
 def llama_setting(context: int = 512, gpus: int = 8) -> Setting:
     p = PAIRS["llama-70b-1b"]
     return Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", gpus, context,
-                   bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+                   bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS,
+                   overheads=fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS))
 
 
 def test_a_preset_plan_prints_the_verdict_the_table_and_a_deployable_config(capsys):
@@ -71,7 +79,7 @@ def test_a_preset_plan_prints_the_verdict_the_table_and_a_deployable_config(caps
     out = capsys.readouterr().out
     s = llama_setting(8192)
     expected = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(s), 8, 256,
-                             fits=memory_fits(s), k0_overhead=CITED_K0.overhead())
+                             fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
     assert out.startswith("Configure speculation: the schedule is "
                           f"{expected.gain_over_off:.3f}× no speculative config")
     for r in expected.ranges:
@@ -110,7 +118,7 @@ def test_a_draft_on_one_gpu_beside_a_sharded_target_prints_no_config_and_says_wh
     # the plan's figures stay, for the what-if
     assert data["plan"]["speculates"]
     one = plan_json(capsys, "--alpha", "0.7", "--models", "llama-8b-1b", "--draft-placement",
-                    "one-gpu")  # on one GPU the placements are the same
+                    "one-gpu", *NO_OVERHEADS)  # on one GPU the placements are the same
     assert one["refused"] is None and one["speculative_config"] is not None
 
 
@@ -126,16 +134,21 @@ def test_under_data_parallelism_the_schedule_is_dropped_so_the_config_is_the_fix
 
 
 def test_k0_ranges_are_priced_and_can_turn_the_answer_to_do_not_configure(capsys):
-    # 70B / 1B on 8 x H100 at context 512: speculation stops paying inside the plan
-    cited = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024")
+    # 70B / 1B on 8 x H100 at context 512, a small speculative step: speculation stops paying
+    # inside the plan
+    small = ["--spec-overhead-ms", "0.05", "--spec-row-overhead-us", "0"]
+    cited = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024", *small)
     zero = [r for r in cited["plan"]["ranges"] if r["k"] == 0]
     assert zero and all(r["speedup"][1] < 1 for r in zero)  # a k = 0 range is not free
-    assert "49548" in cited["k0"]["source"]
+    assert "speculative step's overhead (0.05 ms" in cited["k0"]["source"]
+    s = replace(llama_setting(), overheads=Overheads(spec_fixed_s=5e-5))
+    for batch, share in cited["k0"]["points"]:  # a k = 0 step pays o_spec on a plain step
+        assert share == pytest.approx(5e-5 / target_pass(s, batch).seconds)
     free = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024",
-                     "--k0-overhead", "0")
+                     "--k0-overhead", "0", *small)
     assert all(r["speedup"] == [1.0, 1.0] for r in free["plan"]["ranges"] if r["k"] == 0)
     dear = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024",
-                     "--k0-overhead", "0.5")
+                     "--k0-overhead", "0.5", *small)
     assert dear["plan"]["gain_over_off"] < cited["plan"]["gain_over_off"]
     assert not dear["configure"] and dear["speculative_config"] is None
     assert dear["verdict"].startswith("Do not configure speculation: the k = 0 ranges")
