@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -14,6 +15,7 @@ from support.live_server import LiveServer
 
 from app.main import create_app
 from app.roofline import NUMBERS, SLIDER_BATCHES
+from engine.analytic.default_overheads import fitted
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
 from engine.settings import Settings
 
@@ -31,11 +33,14 @@ def query(page: Page) -> dict[str, str]:
 
 
 def expected(hardware="h100-sxm", models="llama-8b-1b", dtype="bf16", gpus=1, context=512,
-             batch=32, alpha=0.7, k=4):
+             batch=32, alpha=0.7, k=4, **given):
+    """The section's figures from the engine: the achieved shares, and the overheads fitted at
+    them with any given (``spec_fixed_s=...``) in their place."""
     pair = PAIRS[models]
+    shares = NUMBERS["bw_share"].default, NUMBERS["flops_share"].default
     return roofline(Setting(HARDWARE[hardware], pair.target, pair.draft, dtype, gpus, context,
-                            alpha, k, bandwidth_fraction=NUMBERS["bw_share"].default,
-                            flops_fraction=NUMBERS["flops_share"].default), batch)
+                            alpha, k, bandwidth_fraction=shares[0], flops_fraction=shares[1],
+                            overheads=replace(fitted(*shares), **given)), batch)
 
 
 def headline(page: Page):
@@ -53,6 +58,39 @@ def test_choosing_hardware_updates_the_section_and_the_address_bar(page):
     expect(page).to_have_url(re.compile(r"hardware=l4(&|$)"))
     assert query(page)["alpha"] == "0.7"  # the slider model's state stays in the link
     assert page.evaluate("history.length") == history
+
+
+def test_typed_overheads_reprice_the_section_and_its_link_opens_exactly_as_it_was(page):
+    start = "/?batch_k=slider&hardware=a100-80gb&gpus=8&context=4000&batch=32"
+    page.goto(start)
+    fixed, per_row = page.locator("#rl-pass_overhead_ms"), page.locator("#rl-spec_row_overhead_us")
+    spec = page.locator("#rl-spec_overhead_ms")
+    fitted_spec = fitted(NUMBERS["bw_share"].default, NUMBERS["flops_share"].default)
+    # blank inputs show the fitted default they stand for
+    expect(spec).to_have_value("")
+    expect(spec).to_have_attribute("placeholder", f"{fitted_spec.spec_fixed_s * 1e3:.4g}")
+    fixed.fill("5")
+    expect(page).to_have_url(re.compile(r"[?&]pass_overhead_ms=5(&|$)"))  # one answer at a time
+    per_row.fill("20")
+    r = expected("a100-80gb", gpus=8, context=4000, pass_fixed_s=5e-3, spec_per_row_s=20e-6)
+    s_b = page.locator('[data-figure="s_b"]')
+    expect(s_b).to_have_text(f"{r.speedup:.2f}×")
+    expect(page.locator('[data-figure="target_overhead"]')).to_have_text(
+        f"{r.target_pass.overhead_ms:.3g} ms")
+    expect(page).to_have_url(re.compile(r"[?&]spec_row_overhead_us=20(&|$)"))
+    assert "spec_overhead_ms" not in query(page)  # blank: the fitted default, not in the link
+    link = page.url
+    page.goto(link)  # the shared link opens as it was left
+    expect(fixed).to_have_value("5")
+    expect(per_row).to_have_value("20")
+    expect(spec).to_have_value("")
+    expect(s_b).to_have_text(f"{r.speedup:.2f}×")
+    assert page.url == link
+    # past its bound a value is clamped, said so, and the link carries the clamped value
+    spec.fill("500")
+    expect(page.locator("#roofline .notice")).to_contain_text(
+        "spec_overhead_ms=500 is outside 0–100; using the maximum 100.")
+    expect(page).to_have_url(re.compile(r"[?&]spec_overhead_ms=100(&|$)"))
 
 
 def test_log_slider_steps_through_quarter_octaves_into_the_batch_box(page):
