@@ -42,7 +42,8 @@ def achieved(s: Setting, bw_share: float = ACHIEVED_BANDWIDTH) -> Setting:
                    overheads=fitted(bw_share, ACHIEVED_FLOPS))
 
 
-NO_OVERHEADS = "pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0&spec_row_overhead_us=0"
+NO_OVERHEADS = ("pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0"
+                "&spec_row_overhead_us=0")
 
 
 def test_defaults_answer_the_engine_plan(client):

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.roofline import NUMBERS
 from engine.analytic.default_overheads import fitted
+from engine.analytic.overheads import Overheads
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
 from engine.settings import Settings
 
@@ -170,3 +171,51 @@ def test_this_machine_is_already_achieved(client):
     assert data.json()["hardware"]["achieved"] == {"bandwidth": 1.0, "flops": 1.0}
     assert data.json()["hardware"]["bandwidth_tb_s"] == pytest.approx(
         data.json()["hardware"]["peak_bandwidth_tb_s"])
+
+
+OVERHEAD_QUERY = ("pass_overhead_ms=1.5&pass_row_overhead_us=20&spec_overhead_ms=0.25"
+                  "&spec_row_overhead_us=4")
+
+
+def test_the_answer_carries_the_overheads_it_priced_with(client):
+    data = client.get("/api/roofline").json()
+    o = ACHIEVED["overheads"]
+    assert data["overheads"] == {
+        "pass_overhead_ms": pytest.approx(o.pass_fixed_s * 1e3),
+        "pass_row_overhead_us": pytest.approx(o.pass_per_row_s * 1e6),
+        "spec_overhead_ms": pytest.approx(o.spec_fixed_s * 1e3),
+        "spec_row_overhead_us": pytest.approx(o.spec_per_row_s * 1e6), "source": o.source}
+    assert data["t_step_ms"] == pytest.approx(
+        data["t_target_ms"] + data["pass_overhead_ms"])
+    assert data["verify_pass"]["overhead_ms"] == pytest.approx(
+        data["pass_overhead_ms"] + data["spec_overhead_ms"])
+
+
+def test_overheads_given_in_the_query_replace_the_fitted_ones(client):
+    data = client.get(f"/api/roofline?batch=64&{OVERHEAD_QUERY}").json()
+    pair = PAIRS["llama-8b-1b"]
+    given = Overheads(1.5e-3, 20e-6, 0.25e-3, 4e-6)
+    expected = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512,
+                                **(ACHIEVED | {"overheads": given})), 64)
+    assert data["speedup"] == pytest.approx(expected.speedup)
+    assert data["c"] == pytest.approx(expected.c) and data["v"] == pytest.approx(expected.v)
+    assert data["pass_overhead_ms"] == pytest.approx(1.5 + 20e-3 * 64)
+    assert data["overheads"]["source"].startswith("given: pass_overhead_ms=1.5")
+    # one given, the others stay the fitted defaults
+    one = client.get("/api/roofline?spec_overhead_ms=0").json()["overheads"]
+    assert one["spec_overhead_ms"] == 0
+    assert one["spec_row_overhead_us"] == pytest.approx(
+        ACHIEVED["overheads"].spec_per_row_s * 1e6)
+
+
+@pytest.mark.parametrize(("query", "says"), [
+    ("pass_overhead_ms=-1", "pass_overhead_ms must be a number from 0 to 100 (got '-1')"),
+    ("spec_row_overhead_us=1e9", "spec_row_overhead_us must be a number from 0 to 10000"),
+    ("spec_overhead_ms=lots", "spec_overhead_ms must be a number from 0 to 100 (got 'lots')"),
+    ("pass_row_overhead_us=nan", "pass_row_overhead_us must be a number from 0 to 10000"),
+])
+def test_a_bad_overhead_is_a_422_that_says_what_it_must_be(client, query, says):
+    for route in ("/api/roofline", "/api/plan"):
+        response = client.get(f"{route}?{query}")
+        assert response.status_code == 422
+        assert says in response.json()["message"]

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import json
 import re
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.roofline import NUMBERS, SLIDER_BATCHES, parse_roofline_state
-from engine.analytic.default_overheads import fitted
-from engine.analytic.overheads import NONE
+from engine.analytic.default_overheads import fitted, loop_overheads
+from engine.analytic.overheads import NONE, Overheads
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, roofline
-from engine.settings import Settings
+from engine.analytic.schedule import timed_costs
+from engine.settings import SHIPPED_MEASUREMENTS, Settings
 
-NO_OVERHEADS = "pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0&spec_row_overhead_us=0"
+NO_OVERHEADS = ("pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0"
+                "&spec_row_overhead_us=0")
 ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
             "flops_fraction": NUMBERS["flops_share"].default,
             # and the overheads fitted to the published measurements at those shares
             "overheads": fitted(NUMBERS["bw_share"].default, NUMBERS["flops_share"].default)}
+MACHINE_COSTS = SHIPPED_MEASUREMENTS / "schedule" / "shipped-cpu-costs.json"
 CURVE = {"label": "sweep", "hardware": "this machine", "target": "t", "draft": "d", "k": 4,
          "alpha": 0.7, "pair": "shipped", "method": "predicted",
          "points": [{"batch": b, "speedup": s} for b, s in ((1, 1.3), (8, 1.1), (64, 0.8))]}
@@ -435,3 +438,69 @@ def test_the_eagle_heads_c_sits_beside_the_draft_models_for_a_target_that_has_on
     assert f'title="{escape(head.label)}">c(B), EAGLE-3 head</dt>' in html
     assert 'data-figure="c_b_eagle"' not in client.get(
         "/?hardware=h100-sxm&models=qwen-7b-0.5b&batch=32").text
+
+
+def test_the_overhead_inputs_show_the_fitted_defaults_and_the_pass_table_its_overheads(client):
+    html = client.get("/?hardware=a100-80gb&gpus=8&context=4000&batch=32&batch_k=slider").text
+    o = ACHIEVED["overheads"]
+    for name, value in (("pass_overhead_ms", o.pass_fixed_s * 1e3),
+                        ("spec_overhead_ms", o.spec_fixed_s * 1e3),
+                        ("spec_row_overhead_us", o.spec_per_row_s * 1e6)):
+        box = re.search(rf'<input type="number" id="rl-{name}"[^>]*>', html, re.S).group(0)
+        assert f'placeholder="{value:.4g}"' in box and 'value=""' in box
+    pair = PAIRS["llama-8b-1b"]
+    r = roofline(Setting(HARDWARE["a100-80gb"], pair.target, pair.draft, gpus=8, context=4000,
+                         **ACHIEVED), 32)
+    assert '<th scope="col">overhead</th>' in html
+    assert figure(html, "target_overhead") == f"{r.target_pass.overhead_ms:.3g} ms"
+    assert figure(html, "verify_overhead") == f"{r.verify_pass.overhead_ms:.3g} ms"
+    assert figure(html, "s_b") == f"{r.speedup:.2f}×"
+    assert "vLLM issue 49548" in html
+
+
+def test_typed_overheads_stay_in_the_link_and_price_the_section(client):
+    q = "batch_k=slider&batch=16&pass_overhead_ms=2&spec_row_overhead_us=12.5"
+    state, notices = parse_roofline_state(parse_qsl(q))
+    assert notices == [] and (state.pass_overhead_ms, state.spec_row_overhead_us) == (2, 12.5)
+    assert state.pass_row_overhead_us is None and state.spec_overhead_ms is None
+    assert "pass_overhead_ms=2&" in state.query() + "&"
+    assert "spec_overhead_ms" not in state.query()  # blank: the fitted default
+    html = client.get(f"/?{q}").text
+    o = ACHIEVED["overheads"]
+    pair = PAIRS["llama-8b-1b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512, **(
+        ACHIEVED | {"overheads": Overheads(2e-3, o.pass_per_row_s, o.spec_fixed_s, 12.5e-6)})),
+        16)
+    assert figure(html, "s_b") == f"{r.speedup:.2f}×"
+    assert re.search(r'id="rl-pass_overhead_ms"[^>]*value="2"', html, re.S)
+
+
+def test_a_bad_overhead_in_the_link_is_clamped_or_defaulted_with_a_notice():
+    state, notices = parse_roofline_state(parse_qsl(
+        "pass_overhead_ms=-3&spec_overhead_ms=abc&spec_row_overhead_us=99999"))
+    assert state.pass_overhead_ms == 0 and state.spec_overhead_ms is None
+    assert state.spec_row_overhead_us == 10000
+    assert notices == ["pass_overhead_ms=-3 is outside 0–100; using the minimum 0.",
+                       "spec_overhead_ms='abc' is not a number; using the fitted default.",
+                       "spec_row_overhead_us=99999 is outside 0–10000; using the maximum "
+                       "10000."]
+
+
+def test_this_machine_takes_its_overheads_from_the_costs_file(client):
+    data = json.loads(MACHINE_COSTS.read_text())
+    html = client.get("/?hardware=this-machine&models=shipped&dtype=fp32&batch=8").text
+    box = re.search(r'<input type="number" id="rl-spec_row_overhead_us"[^>]*>', html).group(0)
+    pair = PAIRS["shipped"]
+    s = Setting(HARDWARE["this-machine"], pair.target, pair.draft, "fp32", context=512)
+    fit = loop_overheads(timed_costs(data["passes"], data["loop"]), s)
+    assert fit.overheads.spec_per_row_s > 0
+    assert f'placeholder="{fit.overheads.spec_per_row_s * 1e6:.4g}"' in box
+    assert "from the costs file" in html and "none identified against the fitted roofline" in html
+
+
+def test_without_a_costs_file_this_machine_has_no_overheads(tmp_path):
+    settings = Settings(load_models=False, machine_costs=tmp_path / "none.json")
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
+        data = c.get("/api/roofline?hardware=this-machine&models=shipped&dtype=fp32").json()
+    assert data["overheads"]["spec_overhead_ms"] == data["overheads"]["pass_overhead_ms"] == 0
+    assert data["t_step_ms"] == data["t_target_ms"]

@@ -157,6 +157,34 @@ def test_k0_ranges_are_priced_and_can_turn_the_answer_to_do_not_configure(capsys
     assert capsys.readouterr().out.startswith("Do not configure speculation")
 
 
+def test_overheads_on_the_command_line_price_the_plan_as_the_engine_does(capsys):
+    given = ["--pass-overhead-ms", "0.5", "--pass-row-overhead-us", "2", "--spec-overhead-ms",
+             "0.3", "--spec-row-overhead-us", "1"]
+    data = plan_json(capsys, "--alpha", "0.7", *LLAMA, *given)
+    s = replace(llama_setting(), overheads=Overheads(0.5e-3, 2e-6, 0.3e-3, 1e-6))
+    expected = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(s), 8, 256,
+                             fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
+    assert data["plan"] == json.loads(json.dumps(schedule.plan_json(expected)))
+    assert "given: pass_overhead_ms=0.5" in data["k0"]["source"]
+    # the fitted defaults plan otherwise, and no overheads at all otherwise again
+    fitted_plan = plan_json(capsys, "--alpha", "0.7", *LLAMA)["plan"]
+    ideal = plan_json(capsys, "--alpha", "0.7", *LLAMA, *NO_OVERHEADS)["plan"]
+    assert len({json.dumps(p) for p in (data["plan"], fitted_plan, ideal)}) == 3
+    assert ideal["gain_over_off"] > data["plan"]["gain_over_off"]
+
+
+def test_this_machine_takes_its_overheads_from_the_machine_costs_file(capsys, monkeypatch,
+                                                                    tmp_path):
+    args = ["--alpha", "0.7", "--hardware", "this-machine", "--models", "shipped", "--dtype",
+            "fp32"]
+    shipped = plan_json(capsys, *args)
+    assert "the loop's own time a speculative step" in shipped["k0"]["source"]
+    monkeypatch.setenv("SPECSCOPE_MACHINE_COSTS", str(tmp_path / "absent.json"))
+    none = plan_json(capsys, *args)
+    assert all(share == 0 for _, share in none["k0"]["points"])
+    assert shipped["plan"]["gain_over_off"] < none["plan"]["gain_over_off"]
+
+
 def test_a_batch_mix_weighs_the_verdict_inline_or_from_a_file(capsys, tmp_path):
     args = ["--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024", "--k0-overhead", "0.5"]
     small = plan_json(capsys, *args, "--batch-mix", "1=10,4=5,512=1")
@@ -259,6 +287,8 @@ def test_a_measured_costs_file_plans_on_its_timings_up_to_its_longest_draft(caps
     (["--alpha", "0.5", "--max-num-seqs", "0"], "--max-num-seqs must be from 1"),
     (["--alpha", "0.5", "--k0-overhead", "lots"], "'cited', a share such as 0.1"),
     (["--alpha", "0.5", "--tflops", "0"], "--tflops must be from"),
+    (["--alpha", "0.5", "--pass-overhead-ms", "-1"], "--pass-overhead-ms must be from 0 to 100"),
+    (["--alpha", "0.5", "--spec-row-overhead-us", "nan"], "--spec-row-overhead-us must be from"),
     (["--alpha", "0.5", "--costs", str(REPO / "measurements" / "vllm-shipped-cpu.json")],
      "holds no timed passes"),
     (["--alpha", "0.5", "--costs", "/nonexistent/costs.json"], "No such file"),

@@ -1,0 +1,178 @@
+"""The roofline with overheads: every price goes through a plain step ``t_p(B,1) + o_pass``
+and a cycle ``k (t_q + o_pass) + t_p(B,k+1) + o_pass + o_spec``; all-zero overheads are the
+ideal roofline exactly; the defaults are the published fit at the setting's fractions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from engine.analytic import default_overheads, overheads, published, validate
+from engine.analytic.break_even import (
+    best_k_at,
+    break_even_batch,
+    costs,
+    lookup_break_even_batch,
+    lookup_speedup_at,
+    speedup_at,
+)
+from engine.analytic.lookup import speedup as lookup_speedup
+from engine.analytic.overheads import NONE, Overheads
+from engine.analytic.passes import Setting, draft_pass, target_pass
+from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, PAIRS
+from engine.analytic.roofline import roofline
+from engine.analytic.schedule import roofline_cycle, timed_costs
+from engine.analytic.theory import expected_tokens
+
+PAIR = PAIRS["llama-8b-1b"]
+A100_8 = Setting(HARDWARE["a100-80gb"], PAIR.target, PAIR.draft, gpus=8, context=4000,
+                 alpha=0.7, k=4, bandwidth_fraction=ACHIEVED_BANDWIDTH,
+                 flops_fraction=ACHIEVED_FLOPS)
+KNOWN = Overheads(pass_fixed_s=2e-3, pass_per_row_s=30e-6, spec_fixed_s=0.5e-3,
+                  spec_per_row_s=10e-6)
+
+
+def ideal(s: Setting, batch: int, k: int) -> tuple[float, float, float]:
+    """c, v and S of the ideal roofline, from the passes alone."""
+    t_p, t_q = target_pass(s, batch).seconds, draft_pass(s, batch).seconds
+    c, v = t_q / t_p, target_pass(s, batch, k + 1).seconds / t_p
+    return c, v, expected_tokens(s.alpha, k) / (k * c + v)
+
+
+@pytest.mark.parametrize("zero", [NONE, Overheads(0.0, 0.0, 0.0, 0.0, source="typed in")])
+def test_all_zero_overheads_give_exactly_the_ideal_rooflines_numbers(zero):
+    s = replace(A100_8, overheads=zero)
+    for batch in (1, 32, 256):
+        for k in (1, 4, 8):
+            assert costs(s, batch, k) == ideal(s, batch, k)[:2]
+            assert speedup_at(s, batch, k) == ideal(s, batch, k)[2]
+    r = roofline(s, 32)
+    assert (r.c, r.v, r.speedup) == ideal(s, 32, 4)
+    assert r.t_step_ms == r.t_target_ms and r.pass_overhead_ms == r.spec_overhead_ms == 0
+    assert r.tok_s_base == 1 / target_pass(s, 32).seconds
+    assert r.verify_pass.overhead_ms == 0 and r.verify_pass.total_ms == r.verify_pass.ms
+    assert roofline_cycle(s)(32, 4) == 4 * ideal(s, 32, 4)[0] + ideal(s, 32, 4)[1]
+
+
+def test_a_known_overhead_shifts_the_speedup_as_the_formula_says():
+    s = replace(A100_8, overheads=KNOWN)
+    batch, k = 32, 4
+    t_p, t_q = target_pass(s, batch).seconds, draft_pass(s, batch).seconds
+    t_v = target_pass(s, batch, k + 1).seconds
+    o_pass, o_spec = 2e-3 + 30e-6 * batch, 0.5e-3 + 10e-6 * batch
+    step = t_p + o_pass
+    by_hand = expected_tokens(0.7, k) * step / (k * (t_q + o_pass) + t_v + o_pass + o_spec)
+    assert speedup_at(s, batch, k) == pytest.approx(by_hand, rel=1e-12)
+    assert speedup_at(s, batch, k) == pytest.approx(
+        overheads.speedup(expected_tokens(0.7, k), t_q, t_v, t_p, k, KNOWN, batch), rel=1e-12)
+    # c and v stay in plain steps, each with its overhead
+    c, v = costs(s, batch, k)
+    assert c == pytest.approx((t_q + o_pass) / step) and v == pytest.approx(
+        (t_v + o_pass + o_spec) / step)
+    r = roofline(s, batch)
+    assert r.speedup == pytest.approx(by_hand, rel=1e-12)
+    assert r.t_step_ms == pytest.approx(step * 1e3)
+    assert r.tok_s_base == pytest.approx(1 / step)
+    assert r.target_pass.overhead_ms == pytest.approx(o_pass * 1e3)
+    assert r.verify_pass.overhead_ms == pytest.approx((o_pass + o_spec) * 1e3)
+    # the ideal roofline prices this setting well above what the overheads leave
+    assert by_hand < ideal(s, batch, k)[2]
+
+
+def test_the_break_even_search_with_overheads_finds_what_a_scan_of_every_batch_finds():
+    for o in (KNOWN, Overheads(spec_fixed_s=1e-3), Overheads(pass_per_row_s=50e-6)):
+        for alpha, context in ((0.6, 512), (0.8, 4000)):
+            s = replace(A100_8, overheads=o, alpha=alpha, context=context, gpus=1)
+            scan = next((b for b in range(1, 1025) if speedup_at(s, b) <= 1), None)
+            assert break_even_batch(s) == scan
+            lookup_scan = next((b for b in range(1, 1025)
+                                if lookup_speedup_at(s, b, 1.0) <= 1), None)
+            assert lookup_break_even_batch(s) == lookup_scan
+
+
+def test_prompt_lookup_pays_the_speculative_step_every_cycle_proposal_or_not():
+    s = replace(A100_8, overheads=KNOWN)
+    batch, k, pi = 16, 4, 0.4
+    step = target_pass(s, batch).seconds + 2e-3 + 30e-6 * batch
+    v = (target_pass(s, batch, k + 1).seconds + 2e-3 + 30e-6 * batch) / step
+    c = (0.5e-3 + 10e-6 * batch) / step
+    assert lookup_speedup_at(s, batch, pi) == pytest.approx(lookup_speedup(0.7, k, pi, c, v))
+    # at pi = 0 nothing is proposed, yet the speculative step is paid: below 1x
+    assert lookup_speedup_at(s, batch, 0.0) == pytest.approx(1 / (1 + c))
+
+
+def test_a_time_a_pass_makes_a_cheap_draft_dearer_and_can_change_the_best_k():
+    s = replace(A100_8, gpus=1, context=512)
+    dear = replace(s, overheads=Overheads(pass_fixed_s=3e-3))
+    assert costs(dear, 8)[0] > costs(s, 8)[0]  # the draft step pays the pass overhead too
+    assert best_k_at(dear, 8)[0] <= best_k_at(s, 8)[0]
+
+
+# ---- the defaults ----------------------------------------------------------------------------
+
+
+def test_a_presets_default_is_the_published_fit_at_its_own_fractions():
+    for shares in ((ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS), (1.0, 1.0), (0.5, 0.6)):
+        got = default_overheads.preset_overheads(replace(
+            A100_8, bandwidth_fraction=shares[0], flops_fraction=shares[1]))
+        fit, _, _ = validate.fit(published.load_all(), shares)
+        assert (got.pass_fixed_s, got.pass_per_row_s, got.spec_fixed_s, got.spec_per_row_s) == (
+            fit.pass_fixed_s, fit.pass_per_row_s, fit.spec_fixed_s, fit.spec_per_row_s)
+        assert f"{shares[0]:g} of the bandwidth" in got.source
+    # at the datasheet's rates the fit finds the fixed time a pass it finds at "datasheet"
+    datasheet, _, _ = validate.fit(published.load_all(), "datasheet")
+    assert default_overheads.fitted(1.0, 1.0).pass_fixed_s == datasheet.pass_fixed_s > 0
+
+
+def test_the_speculative_step_default_comes_from_vllm_issue_49548():
+    o = default_overheads.fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS)
+    arms = {(p["arm"], p["batch"]): p["value"] for p in json.loads(
+        (published.FOLDER / "vllm-issue-49548.json").read_text())["series"][0]["points"]}
+    for batch in (2, 189):  # two batches, two terms: the line passes through both
+        assert (o.spec_fixed_s + o.spec_per_row_s * batch) * 1e3 == pytest.approx(
+            arms[("dsd_k0", batch)] - arms[("no_spec", batch)])
+
+
+def test_measured_hardware_has_no_fitted_default_of_its_own():
+    s = replace(A100_8, hardware=HARDWARE["this-machine"])
+    assert default_overheads.preset_overheads(s) is NONE
+
+
+def this_machine(context: int = 0) -> Setting:
+    pair = PAIRS["shipped"]
+    return Setting(HARDWARE["this-machine"], pair.target, pair.draft, "fp32", context=context)
+
+
+def test_this_machine_takes_the_loops_own_time_a_speculative_step_as_its_spec_term():
+    s = this_machine()
+    passes = [{"model": m, "batch": b, "tokens": t,
+               "median_ms": (forward(s, m, b, t) * 1e3)}
+              for b in (1, 8, 32) for m, t in (("target", 1), ("target", 2), ("draft", 1))]
+    # the loop's own time: 0.4 ms + 20 us a row at k = 1, exactly; 0.1 ms at k = 0
+    loop = [{"batch": b, "k": k, "median_ms": 0.1 if k == 0 else 0.4 + 0.02 * b}
+            for b in (1, 8, 32) for k in (0, 1)]
+    fit = default_overheads.loop_overheads(timed_costs(passes, loop), s)
+    assert fit.overheads.spec_fixed_s == pytest.approx(0.4e-3)
+    assert fit.overheads.spec_per_row_s == pytest.approx(20e-6)
+    # the passes are exactly the fitted roofline: no pass term to identify, so 0, said so
+    assert not fit.pass_identified
+    assert fit.overheads.pass_fixed_s == fit.overheads.pass_per_row_s == 0
+    assert "none identified" in fit.overheads.source
+
+
+def test_this_machine_identifies_a_pass_term_when_every_pass_runs_longer_than_its_roofline():
+    s = this_machine()
+    passes = [{"model": m, "batch": b, "tokens": t,
+               "median_ms": (forward(s, m, b, t) + 1e-3 + 5e-6 * b) * 1e3}
+              for b in (1, 8, 32) for m, t in (("target", 1), ("target", 2), ("draft", 1))]
+    fit = default_overheads.loop_overheads(timed_costs(passes), s)
+    assert fit.pass_identified
+    assert fit.overheads.pass_fixed_s == pytest.approx(1e-3)
+    assert fit.overheads.pass_per_row_s == pytest.approx(5e-6)
+    assert fit.overheads.spec_fixed_s == 0 and "no loop timings" in fit.overheads.source
+
+
+def forward(s: Setting, model: str, batch: int, tokens: int) -> float:
+    return (target_pass(s, batch, tokens) if model == "target" else draft_pass(s, batch)).seconds
