@@ -152,7 +152,7 @@ def _short(raw: str) -> str:
     return raw if len(raw) <= 24 else raw[:21] + "..."
 
 
-def _parse_number(raw: str) -> float | None:
+def parse_number(raw: str) -> float | None:
     if "_" in raw:  # Python's float() reads "1_0" as 10; nobody writes a number that way
         return None
     try:
@@ -180,7 +180,7 @@ def parse_controls(
         if len(raws) > 1:
             notices.append(f"{name} was given {len(raws)} times; using the first value.")
         raw = raws[0]
-        value = _parse_number(raw)
+        value = parse_number(raw)
         if value is None:
             notices.append(
                 f"{name}={_short(raw)!r} is not a number; using the default {fmt(slider.default)}."
@@ -207,8 +207,8 @@ def parse_held_costs(query: Sequence[tuple[str, str]]) -> tuple[HeldCosts | None
     if not given.get("vk", "").strip():
         return None, []
     parts = given["vk"].split(",")
-    values = [_parse_number(part) for part in parts]
-    batch = _parse_number(given.get("vk_batch", "1"))
+    values = [parse_number(part) for part in parts]
+    batch = parse_number(given.get("vk_batch", "1"))
     problem = None
     if len(values) != CURVE_MAX_K:
         problem = f"it has {len(values)} values, not one for each k from 1 to {CURVE_MAX_K}"

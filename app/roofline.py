@@ -13,9 +13,10 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from app.charts import Frame, Tick, nice_step
-from app.params import SLIDERS, HeldCosts, PageState, Slider, _parse_number, fmt, parse_controls
+from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls, parse_number
+from engine.analytic.break_even import step_s
 from engine.analytic.drafters import eagle_draft_pass, eagle_heads_of
-from engine.analytic.passes import target_pass
+from engine.analytic.overheads import pass_overhead_s
 from engine.analytic.presets import devices
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
@@ -127,7 +128,7 @@ def parse_roofline_state(query: Sequence[tuple[str, str]]) -> tuple[RooflineStat
         raws = [raw for key, raw in query if key == name and raw.strip()]
         if not raws:
             continue
-        if _parse_number(raws[0]) is None:
+        if parse_number(raws[0]) is None:
             notices.append(f"{name}={raws[0][:24]!r} is not a number; using the fitted "
                            "default.")
             continue
@@ -582,11 +583,11 @@ def _others(query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def eagle_c(s: Setting, batch: int) -> list[tuple[str, str, float]]:
     """(short name, full name, c(B)) of each EAGLE head preset of the target, from the cost
-    model (one decoder layer, ``fc`` and the LM head; a one-layer KV cache), shown beside the
-    draft model's c(B)."""
-    step = target_pass(s, batch).seconds
+    model (one decoder layer, ``fc`` and the LM head; a one-layer KV cache), in plain steps
+    with the pass overhead, as the draft model's c(B) beside it."""
+    step, per_pass = step_s(s, batch), pass_overhead_s(s.overheads, batch)
     return [("EAGLE-3 head" if head.fc_inputs == 3 else "EAGLE head", head.label,
-             eagle_draft_pass(s, head, batch).seconds / step)
+             (eagle_draft_pass(s, head, batch).seconds + per_pass) / step)
             for head in eagle_heads_of(s.target)]
 
 

@@ -130,10 +130,13 @@ def verdict(p: Plan, refused: str | None, price: K0Price) -> str:
                 f"{p.largest_batch}, so k is 0 everywhere; serve the target alone.")
     if not p.configure:
         zero = ", ".join(_batches(r) for r in p.k0_ranges)
-        return (f"Do not configure speculation: the k = 0 ranges (batches {zero}) cost more "
-                f"than the speculating ranges gain. The schedule is {p.gain_over_off:.3f}× no "
-                f"speculative config over {_over(p)} (k = 0 ranges priced by {price.source}); "
-                "serve the target alone.")
+        why = (f"the k = 0 ranges (batches {zero}) cost more than the speculating ranges gain"
+               if p.k0_ranges else
+               "speculating costs more than it gains here, and a k = 0 range would cost the "
+               "speculative step's overhead too, so the schedule never sets one")
+        return (f"Do not configure speculation: {why}. The schedule is "
+                f"{p.gain_over_off:.3f}× no speculative config over {_over(p)} (k = 0 ranges "
+                f"priced by {price.source}); serve the target alone.")
     zero = (f"; its k = 0 ranges (batches {', '.join(_batches(r) for r in p.k0_ranges)}) "
             f"are priced by {price.source}" if p.k0_ranges else "")
     return (f"Configure speculation: the schedule is {p.gain_over_off:.3f}× no speculative "
@@ -151,9 +154,11 @@ def advice(p: Plan, refused: str | None = None) -> str:
     if not p.speculates:
         return (f"k is 0 at every batch: {DO_NOT_SPECULATE}. No speculative config: "
                 "serve the target alone.")
-    return (f"{DO_NOT_CONFIGURE[0].upper()}{DO_NOT_CONFIGURE[1:]}: the k = 0 ranges cost more "
-            "than the others gain for this traffic. No speculative config: serve the target "
-            "alone.")
+    why = ("the k = 0 ranges cost more than the others gain for this traffic" if p.k0_ranges
+           else "for this traffic speculating costs more than it gains, and a k = 0 range "
+                "costs the speculative step's overhead too")
+    return (f"{DO_NOT_CONFIGURE[0].upper()}{DO_NOT_CONFIGURE[1:]}: {why}. No speculative "
+            "config: serve the target alone.")
 
 
 def _span(lo: float, hi: float) -> str:

@@ -40,8 +40,12 @@ def test_copy_vllm_config_puts_the_plans_config_on_the_clipboard(page, slider_se
     assert page.url.endswith("#plan")  # the canonical link keeps the section's fragment
 
 
+IDEAL = "pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0&spec_row_overhead_us=0"
+"""The ideal roofline: with the fitted speculative step the defaults' plan configures nothing."""
+
+
 def test_a_shorter_k_max_replans_in_place_and_goes_into_the_link(page, slider_server):
-    page.goto("/")
+    page.goto(f"/?{IDEAL}")
     rows = page.locator("table.plan-table tbody tr")
     expect(rows.first).to_have_attribute("data-k", "3")  # the defaults' plan starts at k = 3
     page.locator("#plan-k_max").fill("2")
@@ -53,7 +57,7 @@ def test_a_shorter_k_max_replans_in_place_and_goes_into_the_link(page, slider_se
     page.locator("#copy-plan-config").click()
     expect(page.locator("#plan-copy-status")).to_have_text(re.compile("copied"))
     copied = json.loads(page.evaluate("navigator.clipboard.readText()"))
-    assert copied == api_config(slider_server, "k_max=2")
+    assert copied == api_config(slider_server, f"k_max=2&{IDEAL}")
 
 
 def test_where_nothing_pays_there_is_nothing_to_copy(page):

@@ -151,7 +151,8 @@ def test_k0_ranges_are_priced_and_can_turn_the_answer_to_do_not_configure(capsys
                      "--k0-overhead", "0.5", *small)
     assert dear["plan"]["gain_over_off"] < cited["plan"]["gain_over_off"]
     assert not dear["configure"] and dear["speculative_config"] is None
-    assert dear["verdict"].startswith("Do not configure speculation: the k = 0 ranges")
+    # so dear a k = 0 range is never chosen: every batch speculates, below off
+    assert dear["verdict"].startswith("Do not configure speculation: speculating costs more")
     assert main(["plan", "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024",
                  "--k0-overhead", "0.5"]) == 0
     assert capsys.readouterr().out.startswith("Do not configure speculation")
@@ -391,3 +392,15 @@ def test_batches_that_do_not_fit_in_memory_are_left_out_of_the_plan(capsys):
                         "llama-70b-1b", "--gpus", "1")
     assert one_gpu["plan"]["ranges"] == [] and one_gpu["speculative_config"] is None
     assert "not even batch 1 fits" in one_gpu["advice"]
+
+
+def test_where_every_batch_speculates_below_off_the_verdict_says_why_without_k0_ranges(capsys):
+    # 70B / 1B on 8 x H100 at alpha 0.55 with the fitted speculative step: a k = 0 step costs
+    # that step's overhead too, so the plan never sets one, yet loses to no config
+    data = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024")
+    assert not [r for r in data["plan"]["ranges"] if r["k"] == 0]
+    assert not data["configure"] and data["plan"]["gain_over_off"] < 1
+    assert data["verdict"].startswith("Do not configure speculation: speculating costs more "
+                                      "than it gains here")
+    assert "(batches )" not in data["verdict"]
+    assert "a k = 0 range costs the speculative step's overhead too" in data["advice"]
