@@ -60,11 +60,10 @@ NUMBERS: dict[str, Bound] = {b.name: b for b in (
 """The hardware and model numbers (``batch``: the roofline's, not the plan's)."""
 
 OVERHEADS: dict[str, Bound] = {b.name: b for b in (
-    Bound("pass_overhead_ms", "overhead a forward pass, fixed (ms)", 0, 100, 0.001, 0),
-    Bound("pass_row_overhead_us", "overhead a forward pass, a row (µs)", 0, 10000, 0.01, 0),
-    Bound("spec_overhead_ms", "overhead a speculative step, fixed (ms)", 0, 100, 0.001, 0),
-    Bound("spec_row_overhead_us", "overhead a speculative step, a row (µs)", 0, 10000, 0.01,
-          0),
+    Bound("pass_overhead_ms", "pass overhead, fixed (ms)", 0, 100, 0.001, 0),
+    Bound("pass_row_overhead_us", "pass overhead a row (µs)", 0, 10000, 0.01, 0),
+    Bound("spec_overhead_ms", "spec. step overhead, fixed (ms)", 0, 100, 0.001, 0),
+    Bound("spec_row_overhead_us", "spec. step overhead a row (µs)", 0, 10000, 0.01, 0),
 )}
 """What a step costs beyond bytes and FLOPs (:mod:`engine.analytic.overheads`): a time every
 forward pass pays and a time a speculative cycle (or a k = 0 step of a speculative config)

@@ -73,9 +73,11 @@ def add_parser(sub, d: dict | None = None) -> None:
         costs.add_argument("--" + name.replace("_", "-"), type=int if integer else float,
                            help=words)
     for b in OVERHEADS.values():
+        what = ("a forward pass's time beyond bytes and FLOPs" if b.name.startswith("pass")
+                else "a speculative cycle's time beyond its passes")
         costs.add_argument(b.option, type=float, default=None,
-                           help=f"{b.label}, {b.minimum:g} to {b.maximum:g} (default: fitted "
-                                "to the published measurements; this machine: from "
+                           help=f"{b.label}: {what}, {b.minimum:g} to {b.maximum:g} (default: "
+                                "fitted to the published measurements; this machine: from "
                                 "SPECSCOPE_MACHINE_COSTS)")
     costs.add_argument("--costs", type=Path, metavar="FILE",
                        help="measured costs instead: a file from specscope roofline --out, "
