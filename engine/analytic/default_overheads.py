@@ -30,7 +30,7 @@ def fitted(bandwidth_fraction: float, flops_fraction: float) -> Overheads:
     per_row = "" if pass_fit.per_row_identified else "; no time a row identified"
     return replace(o, source=(
         f"fitted on the published fit series at {bandwidth_fraction:g} of the bandwidth and "
-        f"{flops_fraction:g} of the FLOP/s ({pass_fit.rows} passes{per_row}; the "
+        f"{flops_fraction:g} of the FLOP/s ({pass_fit.rows} measured steps{per_row}; the "
         f"speculative step from {spec_fit.rows} batches of vLLM issue 49548)"))
 
 
