@@ -149,7 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             title="specscope API",
             swagger_js_url=f"/static/vendor/swagger-ui-bundle-{SWAGGER_VERSION}.js",
             swagger_css_url=f"/static/vendor/swagger-ui-{SWAGGER_VERSION}.css",
-            swagger_favicon_url="/static/favicon.svg",
+            swagger_favicon_url="/static/favicon.png",
         )
 
     return app
