@@ -62,6 +62,7 @@ class PointResult:
     setting: str  # the point in words: model, GPUs, batch, context, k
     measured: float
     model: float
+    reading: str = ""  # how the measured number was read (published.READINGS)
 
     @property
     def error(self) -> float:
@@ -77,6 +78,12 @@ class SeriesResult:
     unit: str
     source: str
     points: tuple[PointResult, ...]
+    table: str = ""  # where in the source (a table, a section)
+
+    @property
+    def explained(self) -> str | None:
+        """Why the model misses this series, where docs/design.md explains it."""
+        return EXPLAINED_MISSES.get(self.id) if self.misses else None
 
     @property
     def median_abs_error(self) -> float:
@@ -95,6 +102,7 @@ class Report:
     spec_fit: LinearFit
     series: tuple[SeriesResult, ...]
     not_found: tuple[dict, ...]
+    sources: tuple[Source, ...] = ()
 
 
 # ---- settings and model times ----------------------------------------------------------------
@@ -218,12 +226,12 @@ def run(sources: list[Source] | None = None, rates: str = DEFAULT_RATES) -> Repo
     for s in series.values():
         if s.split not in ("fit", "held_out"):
             continue
-        points = tuple(PointResult(_describe(s, p), p.value, predict(s, p, o, alphas, rates))
-                       for p in s.points)
+        points = tuple(PointResult(_describe(s, p), p.value, predict(s, p, o, alphas, rates),
+                                   p.reading) for p in s.points)
         results.append(SeriesResult(s.id, s.label, s.split, s.quantity, s.unit, s.source_id,
-                                    points))
+                                    points, s.fields.get("table", "")))
     not_found = tuple(m | {"source": src.id} for src in sources for m in src.not_found)
-    return Report(rates, o, pass_fit, spec_fit, tuple(results), not_found)
+    return Report(rates, o, pass_fit, spec_fit, tuple(results), not_found, tuple(sources))
 
 
 # ---- the command -----------------------------------------------------------------------------
@@ -270,10 +278,14 @@ def report_json(report: Report) -> dict:
         "pass_fit": asdict(report.pass_fit),
         "spec_fit": asdict(report.spec_fit),
         "series": [{"id": r.id, "label": r.label, "split": r.split, "source": r.source,
-                    "quantity": r.quantity, "unit": r.unit,
+                    "table": r.table, "quantity": r.quantity, "unit": r.unit,
                     "median_abs_error": r.median_abs_error, "misses": r.misses,
+                    "explained": r.explained,
                     "points": [asdict(p) | {"error": p.error} for p in r.points]}
                    for r in report.series],
+        "sources": [{"id": src.id, "title": src.title, "url": src.url, "version": src.version,
+                     "where": src.where, "hardware": src.hardware, "software": src.software}
+                    for src in report.sources],
         "not_found": list(report.not_found),
     }
 
