@@ -32,10 +32,11 @@ def validation_page(request: Request) -> HTMLResponse:
         elif value in validate.RATES:
             rates = value
         else:
-            notices.append(f"rates={value[:24]!r} is not one of {', '.join(sorted(validate.RATES))}; "
-                           f"using {validate.DEFAULT_RATES}.")
+            notices.append(f"rates={value[:24]!r} is not one of "
+                           f"{', '.join(sorted(validate.RATES))}; using {validate.DEFAULT_RATES}.")
     context = page_context(rates) | {
-        "notices": notices, "page_title": "The cost model against published measurements · specscope"}
+        "notices": notices,
+        "page_title": "The cost model against published measurements · specscope"}
     return templates.TemplateResponse(request, "validation.html", context)
 
 
