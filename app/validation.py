@@ -45,10 +45,6 @@ class SeriesView:
     def misses(self) -> bool:
         return self.result.misses
 
-    @property
-    def limit(self) -> float:
-        return validate.HELD_OUT_LIMIT
-
 
 def point_labels(series: Series) -> tuple[list[str], bool]:
     """What tells the points apart, short enough to sit under a bar; else their numbers."""
