@@ -131,3 +131,13 @@ def test_the_validation_page_without_javascript(browser, slider_server):
     url, html = page.url, page.content()
     context.close()
     assert audit_as_without_javascript(browser, url, html) == []
+
+
+@pytest.mark.parametrize(("width", "scheme"), LOOKS)
+def test_the_batch_section_where_model_and_measurement_disagree(browser, slider_server, width,
+                                                                scheme):
+    with checked_page(browser, slider_server.url, color_scheme=scheme,
+                      viewport=WIDTHS[width]) as page:
+        page.goto("/?hardware=this-machine&models=shipped&batch=64")
+        expect(page.locator(".model-vs-measured")).to_be_visible()
+        assert audit(page) == []
