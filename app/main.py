@@ -31,6 +31,7 @@ from app.routes import (
     saved,
     saved_probes,
     traffic,
+    validation,
     watch,
 )
 from app.run_queue import RunManager
@@ -141,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(traffic.probes_api(settings))
     app.include_router(health.router)
     app.include_router(watch.router)
+    app.include_router(validation.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
