@@ -95,8 +95,9 @@ def class_gain(domains: Sequence[Domain], costs: Costs, k_at: Mapping[int, int],
 
 
 def k_by_batch(result: dict) -> dict[int, int]:
-    """The k a report's plan runs at each batch (0 everywhere when it is not configured)."""
-    configured = result["speculative_config"] is not None
+    """The k a report's plan runs at each batch (0 everywhere when speculation is not to be
+    configured; where vLLM refuses the deployment, the plan's k, as a what-if)."""
+    configured = result["plan"]["configure"]
     return {b: (r["k"] if configured else 0) for r in result["plan"]["ranges"]
             for b in range(r["lo"], r["hi"] + 1)}
 
@@ -122,11 +123,11 @@ def compare(domains: Sequence[Domain], by_context: Mapping[int, Costs],
             reports: Mapping[int, dict], one: dict, k0_overhead: schedule.K0Overhead,
             batch_mix: str = "") -> dict:
     """Each class under its own plan and under the one schedule, and the recommendation."""
-    safe, safe_on = k_by_batch(one), one["speculative_config"] is not None
+    safe, safe_on = k_by_batch(one), one["plan"]["configure"]
     classes = []
     for context, costs in by_context.items():
         own = reports[context]
-        own_on = own["speculative_config"] is not None
+        own_on = own["plan"]["configure"]
         own_gain = class_gain(domains, costs, k_by_batch(own), own_on, k0_overhead, batch_mix)
         one_gain = class_gain(domains, costs, safe, safe_on, k0_overhead, batch_mix)
         classes.append({"context": context, "own": own_gain, "one": one_gain,
@@ -182,6 +183,9 @@ def markdown(result: dict) -> str:
                      f"{x(c['one'])} | {up} |")
     lines += tpot_table(result)
     one = result["one_schedule"]
+    if one["refused"] is not None:
+        lines += ["", f"No vLLM config: {one['refused']}"]
+        return "\n".join(lines + _notices(result))
     lines += ["", "One engine for every context:", one["verdict"]]
     if one["serve"]:
         lines += [one["serve"]]
@@ -191,10 +195,15 @@ def markdown(result: dict) -> str:
         lines.append(f"- context {c}: {r['verdict']}")
         if r["serve"]:
             lines.append(f"  {r['serve']}")
-    notices = sorted({n for r in [one, *result["by_context"].values()] for n in r["notices"]})
-    if notices:
-        lines += [""] + [f"- {n}" for n in notices]
-    return "\n".join(lines)
+    return "\n".join(lines + _notices(result))
+
+
+def _notices(result: dict) -> list[str]:
+    """Every plan's notices, once each, in the order they first come."""
+    notices = list(dict.fromkeys(
+        [f"one schedule for all: {n}" for n in result["one_schedule"]["notices"]]
+        + [f"context {c}: {n}" for c, r in result["by_context"].items() for n in r["notices"]]))
+    return [""] + [f"- {n}" for n in notices] if notices else []
 
 
 def tpot_table(result: dict) -> list[str]:

@@ -116,7 +116,7 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "refused": refused,
         "advice": None if config is not None else advice(p, refused),
         "notices": notices + p.notices,
-        "latency": latency(p, domains, costs, price, config is not None),
+        "latency": latency(p, domains, costs, price, p.configure),
     }
 
 
@@ -126,7 +126,8 @@ def latency(p: Plan, domains: Sequence[Domain], costs: Costs, price: K0Price,
     speculative config (``off_ms``: a plain step) and as planned (``plan_ms``: the cycle's
     time over the tokens a row gains a cycle, ``step / S(B, k)``; a k = 0 range is a step
     with its overhead, and a plan that is not configured is off). None when the costs do not
-    know the step's time."""
+    know the step's time. Where vLLM refuses the deployment the figures stay, as a what-if,
+    like the plan's."""
     if costs.step_s is None:
         return None
     overhead = price.overhead()
