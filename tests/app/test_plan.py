@@ -191,7 +191,7 @@ def test_the_command_the_section_shows_prints_the_same_plan(client, capsys, quer
 
 PAGE_ONLY = {"batch", "batch_k"}  # the roofline's own batch, and which k the section follows
 CLI_ONLY = {"from_probe", "from_metrics", "temperature", "costs", "target", "draft", "json",
-            "command", "help"}
+            "command", "help", "contexts"}  # contexts: several plans, the command's own view
 
 
 def test_the_page_the_api_and_the_command_line_take_the_same_names(client):
