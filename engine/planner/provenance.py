@@ -100,7 +100,8 @@ class AlphaSource:
         return (f"alpha was measured on {measured}"
                 + (f" ({DRAFTER_WORDS.get(self.drafter, self.drafter)})" if self.drafter else "")
                 + f" and plans {planned} ({DRAFTER_WORDS[kind]}): the {' and '.join(differs)} "
-                + ("differs" if len(differs) == 1 else "differ") + ". Acceptance belongs to the pair, so this plan is a what-if until "
+                + ("differs" if len(differs) == 1 else "differ")
+                + ". Acceptance belongs to the pair, so this plan is a what-if until "
                 "alpha is measured on the pair it deploys (a probe of it, or vLLM's counters "
                 "while it serves).")
 

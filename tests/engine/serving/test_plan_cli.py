@@ -508,3 +508,34 @@ def test_vllm_counters_and_alpha_by_hand_say_where_alpha_came_from(capsys):
     hand = plan_json(capsys, "--alpha", "0.7", *LLAMA)
     assert hand["alpha_source"]["origin"] == "hand" and hand["alpha_source"]["warning"] is None
     assert "assumed" in hand["alpha_note"]
+
+
+@pytest.mark.slow
+def test_vllm_builds_the_printed_eagle_config_and_looks_up_the_planned_k(capsys, tmp_path):
+    """The EAGLE-3 head's config as printed, on one GPU and with the head on one GPU beside
+    a target on two: vLLM resolves the head (LlamaForCausalLMEagle3, config only), keeps the
+    method, the placement and the schedule."""
+    names = ["--target", str(VLLM_MODELS / "llama-3.1-8b"),
+             "--draft", str(VLLM_MODELS / "eagle3-llama-3.1-8b")]
+    plans = {
+        "1 GPU": plan_json(capsys, "--alpha", "0.8", *EIGHT_B, "--context", "8192",
+                           "--drafter", "eagle", *names),
+        "head on one GPU": plan_json(capsys, "--alpha", "0.8", *EIGHT_B, "--context", "8192",
+                                     "--gpus", "2", "--draft-placement", "one-gpu",
+                                     "--drafter", "eagle", *names),
+    }
+    seen = vllm_check([{"name": n, "args": p["engine_args"]} for n, p in plans.items()],
+                      tmp_path)
+    for name, printed in plans.items():
+        got, config = seen[name], printed["speculative_config"]
+        assert "error" not in got, got
+        assert got["method"] == config["method"] == "eagle3"
+        assert got["draft_model"] == config["model"]
+        assert got["draft_tensor_parallel_size"] == config.get(
+            "draft_tensor_parallel_size", printed["engine_args"]["tensor_parallel_size"])
+        assert got["max_num_seqs"] == printed["plan"]["largest_batch"]
+        planned = [0] + [r["k"] for r in printed["plan"]["ranges"]
+                         for _ in range(r["lo"], r["hi"] + 1)]
+        assert got["lookup"] == planned, name
+    assert seen["head on one GPU"]["tensor_parallel_size"] == 2
+    assert seen["head on one GPU"]["draft_tensor_parallel_size"] == 1
