@@ -253,7 +253,7 @@ def alpha_source(args) -> tuple[list[Domain], list[str], str | None, AlphaSource
     if args.alpha is not None:
         return schedule.single(args.alpha), [], None, provenance.by_hand("--alpha")
     if args.from_probe is not None:
-        data = _read_json(args.from_probe)
+        data = probe_of_drafter(_read_json(args.from_probe), args.drafter)
         mix = parse_mix(args.mix) if args.mix is not None else None
         domains, notices = probe_domains(data, args.temperature, mix)
         sample = probe_draft_sample(data)
@@ -264,6 +264,19 @@ def alpha_source(args) -> tuple[list[Domain], list[str], str | None, AlphaSource
     domains, notices, labels = metrics_domains(args.from_metrics)
     where = " and ".join(str(p) for p in args.from_metrics)
     return domains, notices, None, provenance.from_metrics(where, labels)
+
+
+def probe_of_drafter(data: object, drafter: str) -> object:
+    """A probe of several drafters side by side (``specscope probe --drafter
+    model,ngram,eagle``: one result under "drafters" each) gives the result of the drafter
+    planned; any other probe is itself."""
+    drafters = data.get("drafters") if isinstance(data, dict) else None
+    if not isinstance(drafters, dict) or "rows" in data:
+        return data
+    if drafter not in drafters:
+        raise PlanError(f"the probe measured the drafters {', '.join(drafters)}, not "
+                        f"{drafter}: plan one of those with --drafter, or probe {drafter}")
+    return drafters[drafter]
 
 
 def probe_temperature(data: dict, asked: float | None) -> float:

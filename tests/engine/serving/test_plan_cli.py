@@ -539,3 +539,19 @@ def test_vllm_builds_the_printed_eagle_config_and_looks_up_the_planned_k(capsys,
         assert got["lookup"] == planned, name
     assert seen["head on one GPU"]["tensor_parallel_size"] == 2
     assert seen["head on one GPU"]["draft_tensor_parallel_size"] == 1
+
+
+def test_a_probe_of_several_drafters_gives_the_alpha_of_the_one_planned(capsys):
+    three = REPO / "measurements" / "eagle" / "probe_three_drafters.json"
+    result = json.loads(three.read_text())["drafters"]
+    for drafter in ("model", "eagle"):
+        data = plan_json(capsys, "--from-probe", str(three), "--temperature", "0", *EIGHT_B,
+                         "--drafter", drafter)
+        rows = [r for r in result[drafter]["rows"] if r["temperature"] == 0]
+        assert [(d["name"], d["alpha"]) for d in data["plan"]["domains"]] == [
+            (r["domain"], r["alpha_counted"]) for r in rows]
+        assert data["alpha_source"]["drafter"] == drafter
+    assert data["alpha_source"]["draft"] == "models/eagle"
+    assert main(["plan", "--from-probe", str(three), "--temperature", "0", *EIGHT_B,
+                 "--drafter", "self-spec"]) == 2
+    assert "measured the drafters model, ngram, eagle, not self-spec" in capsys.readouterr().err
