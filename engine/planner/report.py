@@ -16,6 +16,7 @@ from engine.planner.provenance import AlphaSource
 from engine.planner.vllm_config import (
     DO_NOT_SPECULATE,
     DRAFT_SAMPLE_WORDS,
+    SELF_SPEC,
     Deployment,
     engine_args,
     python_snippet,
@@ -30,9 +31,14 @@ CLOSE_TO_FIXED = 1.01  # a schedule this close to the best fixed k is worth a wo
 
 
 def k0_price(inputs: PlanInputs, costs: Costs) -> K0Price:
-    """The price of a k = 0 range: given by hand, else the costs file's own, else cited."""
+    """The price of a k = 0 range: given by hand, else the costs file's own, else cited
+    (vLLM's figures; self-speculation runs on another engine, so there a k = 0 step is a
+    plain one)."""
     if inputs.k0_overhead.strip() not in ("", "cited"):
         return parse_k0(inputs.k0_overhead)
+    if costs.method == SELF_SPEC:
+        return K0Price(((1, 0.0),), "none: the cited figures are vLLM's, and vLLM does not "
+                                    "serve self-speculation")
     return costs.k0 or CITED_K0
 
 

@@ -555,3 +555,16 @@ def test_a_probe_of_several_drafters_gives_the_alpha_of_the_one_planned(capsys):
     assert main(["plan", "--from-probe", str(three), "--temperature", "0", *EIGHT_B,
                  "--drafter", "self-spec"]) == 2
     assert "measured the drafters model, ngram, eagle, not self-spec" in capsys.readouterr().err
+
+
+def test_self_speculation_prices_a_k0_range_without_vllms_overhead(capsys):
+    args = ["--alpha", "0.81", *EIGHT_B, "--gpus", "8", "--context", "4000",
+            "--drafter", "self-spec"]
+    data = plan_json(capsys, *args)
+    assert data["k0"]["points"] == [[1, 0.0]] and "vLLM's" in data["k0"]["source"]
+    first = data["plan"]["ranges"][0]
+    assert first["k"] == 0 and first["speedup"] == [1.0, 1.0]  # off at small batches, free
+    # given by hand it still counts: a k = 0 step 20% dearer makes a losing k = 1 the better
+    dear = plan_json(capsys, *args, "--k0-overhead", "0.2")
+    assert dear["plan"]["ranges"][0]["k"] == 1
+    assert 1 / 1.2 < dear["plan"]["ranges"][0]["speedup"][0] < 1
