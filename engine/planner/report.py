@@ -16,6 +16,7 @@ from engine.planner.provenance import AlphaSource
 from engine.planner.vllm_config import (
     DO_NOT_SPECULATE,
     DRAFT_SAMPLE_WORDS,
+    EAGLE_METHODS,
     SELF_SPEC,
     Deployment,
     engine_args,
@@ -97,6 +98,10 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
                 notices.append(f"The schedule gains only {p.fixed_gain - 1:.1%} over a fixed "
                                f"k = {p.fixed_k}: num_speculative_tokens = {p.fixed_k} alone "
                                "says nearly the same and keeps vLLM's full CUDA graphs.")
+    if costs.method in EAGLE_METHODS:
+        notices.append("The plan prices chain drafts, one token a draft step, and the config "
+                       "sets no speculative_token_tree: EAGLE-3's published tables (SGLang) "
+                       "verify draft trees, so their speedups are not this plan's.")
     if config is not None and deployment.dtype == "int4":
         notices.append("int4 weights: vLLM runs them from a checkpoint quantized beforehand "
                        "(AWQ or GPTQ); name one with --target, and the draft's with --draft.")

@@ -365,7 +365,10 @@ def test_an_eagle_head_deploys_as_eagle3_with_its_checkpoint_beside_its_target(c
     assert data["method"] == config["method"] == "eagle3"
     assert config["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
     assert args["model"] == "meta-llama/Llama-3.1-8B-Instruct"
-    assert "speculative_token_tree" not in config  # chain drafts only
+    assert "speculative_token_tree" not in config  # chain drafts only, and it says so
+    assert any("chain drafts" in n and "trees" in n for n in data["notices"])
+    assert not any("chain drafts" in n for n in plan_json(capsys, "--alpha", "0.8",
+                                                          *EIGHT_B)["notices"])
     assert "EAGLE-3 head of Llama 3.1 8B" in data["costs"]
     snippet = out[out.index("from vllm import LLM"):out.index("\n\nvllm serve")]
     seen = {}
