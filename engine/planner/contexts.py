@@ -218,7 +218,7 @@ def tpot_table(result: dict) -> list[str]:
              "", "| batch | " + " | ".join(f"context {c}" for c in contexts) + " |",
              "| ---: |" + " ---: |" * len(contexts)]
     for b in batches:
-        cells = [f"{by[c][b]['off_ms']:.3g} → {by[c][b]['plan_ms']:.3g}" if b in by[c] else "—"
+        cells = [f"{by[c][b]['off_ms']:.2f} → {by[c][b]['plan_ms']:.2f}" if b in by[c] else "—"
                  for c in contexts]
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
     return lines

@@ -172,8 +172,8 @@ def latency_table(result: dict) -> list[str]:
              "| batch | k | TPOT off (ms) | TPOT plan (ms) | plan / off |",
              "| ---: | ---: | ---: | ---: | ---: |"]
     for row in latency_batches(rows, result["plan"]["ranges"]):
-        lines.append(f"| {row['batch']} | {row['k']} | {row['off_ms']:.3g} | "
-                     f"{row['plan_ms']:.3g} | {row['plan_ms'] / row['off_ms']:.2f} |")
+        lines.append(f"| {row['batch']} | {row['k']} | {row['off_ms']:.2f} | "
+                     f"{row['plan_ms']:.2f} | {row['plan_ms'] / row['off_ms']:.2f} |")
     return lines
 
 

@@ -434,7 +434,7 @@ def test_the_plan_prints_the_time_per_output_token_off_and_as_planned(capsys):
     assert main(["plan", "--alpha", "0.7", *LLAMA, "--context", "8192"]) == 0
     out = capsys.readouterr().out
     assert "| batch | k | TPOT off (ms) | TPOT plan (ms) | plan / off |" in out
-    assert f"| 16 | {rows[16]['k']} | {rows[16]['off_ms']:.3g} | {rows[16]['plan_ms']:.3g} |" \
+    assert f"| 16 | {rows[16]['k']} | {rows[16]['off_ms']:.2f} | {rows[16]['plan_ms']:.2f} |" \
         in out
 
 
