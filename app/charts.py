@@ -145,11 +145,15 @@ class BarChart(Frame):
 
 def measured_vs_model(
     labels: list[str], measured: list[float | None], model: list[float | None],
-    width: int = 360, height: int = 220,
+    width: int = 360, height: int = 220, ceiling: float | None = 1.0,
 ) -> BarChart:
+    """Bars of ``measured`` and dots of ``model`` per label, from 0 to a 1-2-5 step above the
+    largest value; ``ceiling`` caps the axis (shares stop at 1; None: no cap)."""
     left, right, top, bottom = 62, width - 8, 12, height - 48
     peak = max([x for x in (*measured, *model) if x is not None] + [0.1])
-    y_max = min(1.0, nice_step(peak * 1.1, 4) * math.ceil(peak * 1.1 / nice_step(peak * 1.1, 4)))
+    y_max = nice_step(peak * 1.1, 4) * math.ceil(peak * 1.1 / nice_step(peak * 1.1, 4))
+    if ceiling is not None:
+        y_max = min(ceiling, y_max)
     step = nice_step(y_max, 4)
     slot = (right - left) / len(labels)
 

@@ -31,6 +31,7 @@ from app.routes import (
     saved,
     saved_probes,
     traffic,
+    validation,
     watch,
 )
 from app.run_queue import RunManager
@@ -141,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(traffic.probes_api(settings))
     app.include_router(health.router)
     app.include_router(watch.router)
+    app.include_router(validation.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
@@ -149,7 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             title="specscope API",
             swagger_js_url=f"/static/vendor/swagger-ui-bundle-{SWAGGER_VERSION}.js",
             swagger_css_url=f"/static/vendor/swagger-ui-{SWAGGER_VERSION}.css",
-            swagger_favicon_url="/static/favicon.svg",
+            swagger_favicon_url="/static/favicon.png",
         )
 
     return app

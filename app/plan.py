@@ -23,6 +23,7 @@ from engine.analytic.schedule import (
 from engine.planner.costs import K0Price, parse_batch_mix, parse_k0, setting_costs
 from engine.planner.inputs import CHOICES
 from engine.planner.inputs import PLAN_NUMBERS as INPUT_PLAN_NUMBERS
+from engine.planner.provenance import by_hand
 from engine.planner.report import report
 from engine.planner.vllm_config import DRAFT_SAMPLE_WORDS
 
@@ -100,7 +101,9 @@ def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
                      k_max=state.k_max, max_num_seqs=state.max_num_seqs,
                      data_parallel=state.data_parallel, draft_sample=state.draft_sample,
                      k0_overhead=state.k0_overhead, batch_mix=state.batch_mix)
-    result = report(domains, setting_costs(s), inputs)
+    source = by_hand("the link's traffic mix" if state.mix else "the slider model's α",
+                     [d.name for d in state.mix])
+    result = report(domains, setting_costs(s), inputs, source=source)
     api = urlencode([("hardware", inputs.hardware), ("models", inputs.models),
                      *[(k, v if isinstance(v, str) else fmt(v)) for k, v in inputs.given()
                        if k not in ("hardware", "models")]])

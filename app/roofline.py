@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from app.charts import Frame, Tick, nice_step
+from app.model_vs_measured import disagreements
 from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls, parse_number
 from engine.analytic.break_even import step_s
 from engine.analytic.drafters import eagle_draft_pass, eagle_heads_of
@@ -631,6 +632,7 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_lookup_line": lookup_line(fig, lookup_s, slider.pi),
         "rl_chart": batch_chart(s, fig, shown, sp=sp),
         "rl_measured": shown,
+        "rl_disagreements": disagreements(s, shown, BATCH_MAX),
         "rl_use_costs": use_costs,
         "rl_clamped": [f"{name}(B) = {value:.2f} is past the {name} slider's "
                        f"{fmt(SLIDERS[name].maximum)}: the slider shows "

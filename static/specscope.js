@@ -16,15 +16,15 @@
   });
 
   // Moving v lets the batch section's costs go: the model returns to one v for every k. This
-  // runs in the capture phase, before htmx reads the form for the request the move triggers.
+  // runs in the capture phase, before the request the move triggers reads the form.
   document.addEventListener("input", function (event) {
     if (event.target.id !== "v") return;
     document.querySelectorAll("#controls .held-cost").forEach(function (input) { input.remove(); });
   }, true);
 
   // The drafter preset: prompt lookup's c is near 0 and it has a share π of cycles with a
-  // proposal; the draft model's c is the page's default. Capture phase: before htmx reads
-  // the form for the request this change triggers.
+  // proposal; the draft model's c is the page's default. Capture phase: before the request
+  // this change triggers reads the form.
   document.addEventListener("input", function (event) {
     var select = event.target;
     if (select.id !== "preset") return;
@@ -48,22 +48,101 @@
     if (!link) return;
     var seed = document.getElementById("seed");
     var form = document.getElementById("controls");
-    if (!seed || !form || !window.htmx) return;
+    if (!seed || !form) return;
     event.preventDefault();
     seed.value = link.dataset.seed;
-    htmx.trigger(form, "submit");
+    form.dispatchEvent(new Event("submit", {bubbles: true, cancelable: true}));
   });
 
-  // The tab's title says what the results show; the server puts it on the fragment.
-  document.addEventListener("htmx:afterSwap", function () {
-    var results = document.getElementById("results");
-    if (results && results.dataset.title) document.title = results.dataset.title;
+  // The sliders: each move fetches the results alone and puts them in place. Not through
+  // htmx, whose swap sent two cleanup events for every element it removed and validated every
+  // input of the three forms, a third of a step on a drag. One request at a time: moves made
+  // while one is out wait, and only the last of them is sent, so a drag ends on its value.
+  document.addEventListener("DOMContentLoaded", function () {
+    var form = document.getElementById("controls");
+    if (!form) return;
+    var out = false;
+    var again = false;
+    function link() {
+      var params = new URLSearchParams(new FormData(form));
+      document.querySelectorAll(form.dataset.resultsWith).forEach(function (other) {
+        new FormData(other).forEach(function (value, key) { params.append(key, value); });
+      });
+      return "/?" + params.toString();
+    }
+    function failed(message) {
+      var notice = document.getElementById("results-error");
+      if (!notice) {
+        notice = document.createElement("p");
+        notice.id = "results-error";
+        notice.className = "notice error";
+        notice.setAttribute("role", "alert");
+        document.getElementById("results").before(notice);
+      }
+      notice.textContent = message + " The figures below are for the last values the server answered.";
+    }
+    function show(html) {
+      var template = document.createElement("template");
+      template.innerHTML = html;
+      var results = template.content.getElementById("results");
+      if (!results) return failed("The server's answer had no results in it.");
+      var notice = document.getElementById("results-error");
+      if (notice) notice.remove();
+      document.getElementById("results").replaceWith(results);
+      document.dispatchEvent(new CustomEvent("specscope:results"));
+    }
+    function send() {
+      if (out) { again = true; return; }
+      out = true;
+      fetch(link(), {headers: {"HX-Request": "true", "HX-Target": "results"}})
+        .then(function (response) {
+          if (!response.ok) throw new Error("The server answered " + response.status + ".");
+          return response.text();
+        })
+        .then(show, function (error) {
+          failed(error.message.indexOf("The server") === 0 ? error.message
+                 : "The server did not answer (" + error.message + ").");
+        })
+        .finally(function () {
+          out = false;
+          if (again) { again = false; send(); }
+        });
+    }
+    form.addEventListener("input", send);
+    form.addEventListener("submit", function (event) { event.preventDefault(); send(); });
   });
+
+  // The address bar and the tab's title follow the results once the sliders rest (the server
+  // puts both on the fragment): each history.replaceState is a same-document navigation, after
+  // which the browser fetches and decodes the favicon again, and on a drag that cost more than
+  // the step itself. Anything else that writes the address bar flushes the pending state first,
+  // so the writes keep the order of the requests.
+  var pendingState = null;
+  var stateTimer = null;
+  var shownResults = null;
+  function showState() {
+    clearTimeout(stateTimer);
+    if (!pendingState) return;
+    history.replaceState(null, "", pendingState.url + window.location.hash);
+    if (pendingState.title) document.title = pendingState.title;
+    pendingState = null;
+  }
+  window.specscopeShowState = showState;
+  document.addEventListener("specscope:results", function () {
+    var results = document.getElementById("results");
+    if (!results || results === shownResults) return;
+    shownResults = results;
+    pendingState = {url: results.dataset.canonical, title: results.dataset.title};
+    clearTimeout(stateTimer);
+    stateTimer = setTimeout(showState, 250);
+  });
+  document.addEventListener("htmx:beforeRequest", showState);
+  window.addEventListener("pagehide", showState);
 
   // Screen readers hear a one-line summary once the sliders rest, not the whole results
   // region on every step.
   var announceTimer = null;
-  document.addEventListener("htmx:afterSettle", function () {
+  document.addEventListener("specscope:results", function () {
     var results = document.getElementById("results");
     var announcer = document.getElementById("results-announcer");
     if (!results || !announcer) return;
@@ -83,16 +162,18 @@
 
   // Copy link: the address bar is the state.
   document.addEventListener("DOMContentLoaded", function () {
-    // The server names the state it shows, bad values clamped (htmx answers carry it in
-    // HX-Replace-Url): the address bar follows, so a shared link never carries refused values
+    // The server names the state it shows, bad values clamped (the results carry it as
+    // data-canonical, htmx answers in HX-Replace-Url): the address bar follows, so a shared link never carries refused values
     // (the #fragment stays: a link to a section still lands on it).
     var results = document.getElementById("results");
+    shownResults = results;
     if (results && results.dataset.canonical) history.replaceState(null, "", results.dataset.canonical + window.location.hash);
     var button = document.getElementById("copy-link");
     var status = document.getElementById("copy-status");
     if (!button) return;
     button.hidden = false;
     button.addEventListener("click", function () {
+      showState();
       var url = window.location.href;
       var done = function () { status.textContent = "Link copied"; };
       if (navigator.clipboard && window.isSecureContext) {
@@ -111,6 +192,7 @@
   function $(id) { return document.getElementById(id); }
 
   function syncUrl() {
+    window.specscopeShowState();
     var params = new URLSearchParams(new FormData($("controls")));
     new FormData($("live-form")).forEach(function (value, key) { params.set(key, value); });
     // The traffic panel's choices (several values per name) are kept as they are.
@@ -284,7 +366,7 @@
       var output = $(name + "-value");
       if (output) output.value = Number(input.value).toFixed(name === "k" ? 0 : 2);
     });
-    htmx.trigger(controls, "submit");
+    controls.dispatchEvent(new Event("submit", {bubbles: true, cancelable: true}));
     controls.scrollIntoView({behavior: "smooth"});
     return true;
   }

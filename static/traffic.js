@@ -99,6 +99,7 @@
 
   // The panel's choices follow the address bar like every other control.
   function syncUrl() {
+    if (window.specscopeShowState) window.specscopeShowState();
     var params = new URLSearchParams(window.location.search);
     ["probe_set", "probe_t", "probe_k", "probe_tokens", "probe_prompts"].forEach(function (key) { params.delete(key); });
     var data = new FormData($("traffic-form"));

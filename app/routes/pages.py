@@ -1,6 +1,9 @@
-"""The page: the full page on a plain GET, the results fragment for htmx."""
+"""The page: the whole page on a plain GET, one region of it (the results, the batch section)
+for the page's own requests."""
 
 from __future__ import annotations
+
+import time
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -52,6 +55,7 @@ def _strip_sd(state: PageState) -> float:
 @router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse,
                   include_in_schema=False)
 def slider_page(request: Request) -> HTMLResponse:
+    started = time.perf_counter()
     settings: Settings = request.app.state.settings
     query = list(request.query_params.multi_items())
     fragment = FRAGMENTS.get(request.headers.get("HX-Target", ""))
@@ -90,7 +94,9 @@ def slider_page(request: Request) -> HTMLResponse:
                                 rl_state)
     if fragment:
         template = fragment
-        headers = {"HX-Replace-Url": f"/?{context['canonical_query']}"}
+        # The results carry their link as data-canonical, applied once the sliders rest.
+        headers = ({} if fragment == "_results.html"
+                   else {"HX-Replace-Url": f"/?{context['canonical_query']}"})
     elif request.query_params.get("embed") == "1":
         template = "embed.html"
         headers = {}
@@ -123,4 +129,6 @@ def slider_page(request: Request) -> HTMLResponse:
         }
     response = templates.TemplateResponse(request, template, context, headers=headers)
     response.headers["Vary"] = "HX-Request, HX-Target"
+    # What the page's own timing sees of the server (benchmarks/page_latency.py prints it).
+    response.headers["Server-Timing"] = f"page;dur={(time.perf_counter() - started) * 1000:.2f}"
     return response

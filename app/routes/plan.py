@@ -19,8 +19,9 @@ from app.errors import error_responses
 from app.params import SLIDERS
 from app.plan import PLAN_NUMBERS, TEXT_MAX, mix_domains
 from app.setting_query import InputsQuery, SettingQuery, number_query
+from engine.analytic.drafters import EAGLE_HEADS, STREAMING_BUDGET
 from engine.analytic.schedule import MIX_MAX_DOMAINS, MIX_PATTERN, PlanError, single
-from engine.planner.costs import setting_costs
+from engine.planner.drafters import KV_BUDGET_MAX, drafter_costs
 from engine.planner.inputs import (
     BATCH_MIX_HELP,
     BATCH_MIX_PATTERN,
@@ -28,10 +29,15 @@ from engine.planner.inputs import (
     K0_HELP,
     K0_PATTERN,
 )
+from engine.planner.provenance import by_hand
 from engine.planner.report import report
 
 DraftSample = Enum("DraftSample", {n: n for n in CHOICES["draft_sample"][1]}, type=str)
 DEFAULT_SAMPLE = DraftSample(CHOICES["draft_sample"][0])
+Drafter = Enum("Drafter", {n.replace("-", "_"): n for n in CHOICES["drafter"][1]}, type=str)
+EagleHeadName = Enum("EagleHeadName", {n.replace("-", "_").replace(".", "_"): n
+                                       for n in EAGLE_HEADS}, type=str)
+DEFAULT_DRAFTER = Drafter(CHOICES["drafter"][0])
 
 router = APIRouter(prefix="/api", tags=["plan"])
 MixEntry = Annotated[str, StringConstraints(pattern=MIX_PATTERN)]
@@ -81,6 +87,30 @@ class K0Out(BaseModel):
                                                   "step over a plain one, minus 1")
 
 
+class AlphaSourceOut(BaseModel):
+    origin: str = Field(description='"hand" here (the query gives alpha); "probe" or '
+                                    '"metrics" from specscope plan')
+    where: str = Field(description="the parameter or file alpha came from")
+    target: str | None = Field(description="the target alpha was measured on, if known")
+    draft: str | None = Field(description="the draft alpha was measured with, if known")
+    drafter: str | None
+    domains: list[str]
+    temperature: float | None
+    draft_sample: str | None
+    text: str = Field(description="the source in one sentence")
+    warning: str | None = Field(description="set when alpha was measured on another pair "
+                                            "than the one planned")
+
+
+class LatencyRow(BaseModel):
+    batch: int
+    k: int
+    off_ms: float = Field(description="time per output token of one sequence, no "
+                                      "speculative config (ms)")
+    plan_ms: float = Field(description="the same as planned: the cycle's time over the "
+                                       "tokens a row gains a cycle (ms)")
+
+
 class PlanOut(BaseModel):
     """The verdict, the schedule, vLLM's engine arguments (`engine_args`, its
     `speculative_config` among them; null when speculation is not to be configured: then
@@ -93,6 +123,9 @@ class PlanOut(BaseModel):
     draft: str
     draft_sample: str = Field(description="vLLM's draft_sample_method the alpha is for")
     alpha_note: str
+    alpha_source: AlphaSourceOut | None = None
+    method: str = Field("draft_model", description="the drafter as vLLM's speculative "
+                                                   "method")
     k0: K0Out
     plan: PlanBody
     speculative_config: dict[str, Any] | None
@@ -103,6 +136,7 @@ class PlanOut(BaseModel):
                                             "would")
     advice: str | None
     notices: list[str]
+    latency: list[LatencyRow] | None = Field(None, description="TPOT at every planned batch")
 
 
 @router.get("/plan", response_model=PlanOut, responses=error_responses(400, 422),
@@ -127,6 +161,15 @@ def plan_api(
                                       description=K0_HELP)] = "cited",
     batch_mix: Annotated[str, Query(max_length=TEXT_MAX, pattern=BATCH_MIX_PATTERN,
                                     description=BATCH_MIX_HELP)] = "",
+    drafter: Annotated[Drafter, Query(
+        description="model: the pair's draft model; eagle: an EAGLE-style head of the "
+                    "target; self-spec: the target drafting over a bounded KV cache (vLLM "
+                    "0.32 does not serve it: no config)")] = DEFAULT_DRAFTER,
+    eagle_head: Annotated[EagleHeadName | None, Query(
+        description="with drafter=eagle: the head preset (default: the target's)")] = None,
+    draft_kv_budget: Annotated[int, Query(
+        ge=1, le=KV_BUDGET_MAX, description="with drafter=self-spec: the draft's KV cache, "
+                                            "tokens")] = STREAMING_BUDGET,
 ) -> dict[str, Any]:
     """For every batch from 1 to `max_num_seqs`, the k in 0..`k_max` with the highest
     throughput speedup `S(B, k) = E_k / (k c(B) + v(B, k))` on the roofline model (k = 0 is
@@ -137,9 +180,14 @@ def plan_api(
     inputs = replace(inputs, alpha=None if mix else alpha, mix=tuple(domains) if mix else (),
                      k_max=k_max, max_num_seqs=max_num_seqs, data_parallel=data_parallel,
                      draft_sample=draft_sample.value, k0_overhead=k0_overhead,
-                     batch_mix=batch_mix)
+                     batch_mix=batch_mix, drafter=drafter.value,
+                     eagle_head=eagle_head.value if eagle_head else None,
+                     draft_kv_budget=draft_kv_budget)
     try:
-        return report(domains, setting_costs(setting), inputs, notices=notices)
-    except PlanError as error:  # costs that are not finite: say so, never a 500
+        costs = drafter_costs(setting, inputs.drafter, inputs.eagle_head,
+                              inputs.draft_kv_budget)
+        return report(domains, costs, inputs, notices=notices,
+                      source=by_hand("mix" if mix else "alpha", [d.name for d in domains]))
+    except PlanError as error:  # no head for the target, costs not finite: say so, never 500
         return JSONResponse(status_code=422, content={
             "message": str(error), "detail": [{"loc": ["query"], "msg": str(error)}]})

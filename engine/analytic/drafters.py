@@ -15,15 +15,17 @@ and computes, as a :class:`~engine.analytic.roofline.Pass` of the roofline.
   of the whole context
 
 Chain drafts only: one token a draft step, ``k`` steps a cycle. EAGLE's own evaluations and
-SGLang draft trees (several candidates a step, verified together), which this does not price.
+EAGLE-3's SGLang tables use draft trees (several candidates a step, verified together), which
+this does not price.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine.analytic.presets import MODELS
-from engine.analytic.roofline import ModelShape, Pass, Setting, forward_pass
+from engine.analytic.overheads import cycle_s, plain_step_s
+from engine.analytic.presets import DTYPE_BYTES, MODELS
+from engine.analytic.roofline import ModelShape, Pass, Setting, forward_pass, target_pass
 
 STREAMING_BUDGET = 512  # tokens: MagicDec's StreamingLLM budget with a measured acceptance rate
 
@@ -47,6 +49,9 @@ class EagleHead:
     lm_head_vocab: int
     fc_inputs: int = 2
     fc_bias: bool = True
+    checkpoint: str = ""
+    method: str = "eagle"
+    target_checkpoint: str | None = None
 
     @property
     def head_dim(self) -> int:
@@ -74,23 +79,28 @@ EAGLE_HEADS: dict[str, EagleHead] = {
     "shipped-eagle": EagleHead(
         "the EAGLE head trained here (models/eagle)", "models/eagle/config.json",
         "shipped-target", hidden=256, intermediate=768, heads=4, kv_heads=4,
-        lm_head_vocab=4096, fc_bias=False),
+        lm_head_vocab=4096, fc_bias=False, checkpoint="models/eagle"),
     # yuhuili/EAGLE-llama2-chat-7B config.json (huggingface.co, revision ed8213c): hidden 4096,
     # intermediate 11008, 1 layer, 32 heads, 32 KV heads, vocab 32000. EAGLE-1 reuses the
     # target's LM head.
     "eagle-llama2-chat-7b": EagleHead(
         "EAGLE head of Llama 2 7B chat (yuhuili/EAGLE-llama2-chat-7B)",
         "yuhuili/EAGLE-llama2-chat-7B config.json", "llama-2-7b",
-        hidden=4096, intermediate=11008, heads=32, kv_heads=32, lm_head_vocab=32000),
+        hidden=4096, intermediate=11008, heads=32, kv_heads=32, lm_head_vocab=32000,
+        checkpoint="yuhuili/EAGLE-llama2-chat-7B",
+        target_checkpoint="meta-llama/Llama-2-7b-chat-hf"),
     # SpecForge's EAGLE-3 config for Llama 3 8B (configs/llama3-8B-eagle3.json, as stored in
     # huggingface.co/FasterDFlash/Hanrui): hidden 4096, intermediate 14336, 1 layer, 32 heads,
     # 8 KV heads, vocab 128256, draft_vocab_size 32000; Llama 3.1 8B has the same shape.
-    # The config of yuhuili/EAGLE-LLaMA3.1-Instruct-8B was not in the stored material.
+    # The config of yuhuili/EAGLE3-LLaMA3.1-Instruct-8B (the EAGLE-3 authors' head, which
+    # vLLM's config/speculative.py names as its example of an "eagle3" checkpoint) was not in
+    # the stored material; it drafts for Llama 3.1 8B Instruct, the base model's shape.
     "eagle3-llama-3.1-8b": EagleHead(
         "EAGLE-3 head of Llama 3.1 8B (SpecForge's llama3-8B-eagle3 config)",
         "SpecForge configs/llama3-8B-eagle3.json", "llama-3.1-8b",
         hidden=4096, intermediate=14336, heads=32, kv_heads=8, lm_head_vocab=32000,
-        fc_inputs=3, fc_bias=False),
+        fc_inputs=3, fc_bias=False, checkpoint="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        method="eagle3", target_checkpoint="meta-llama/Llama-3.1-8B-Instruct"),
 }
 
 
@@ -112,3 +122,24 @@ def self_spec_draft_pass(s: Setting, batch: float, budget: int = STREAMING_BUDGE
     if budget < 1:
         raise ValueError("a draft KV budget is at least one token")
     return forward_pass(s.target, replace(s, context=min(budget, s.context)), batch, 1)
+
+
+def self_spec_cycle(s: Setting, batch: float, k: int, budget: int = STREAMING_BUDGET) -> float:
+    """One cycle of self-speculation, in plain target steps at ``batch``: ``k`` draft steps
+    over the bounded cache and one verification pass over ``k + 1`` positions, with the
+    setting's overheads (:func:`engine.analytic.overheads.cycle_s` over the plain step
+    ``t_p(B, 1) + o_pass(B)``); without any, ``(k t_draft(B) + t_p(B, k + 1)) / t_p(B, 1)``."""
+    o = s.overheads
+    step = plain_step_s(target_pass(s, batch).seconds, o, batch)
+    return cycle_s(self_spec_draft_pass(s, batch, budget).seconds,
+                   target_pass(s, batch, k + 1).seconds, k, o, batch) / step
+
+
+def self_spec_bytes(s: Setting, budget: int = STREAMING_BUDGET) -> tuple[float, float]:
+    """Bytes on one GPU for self-speculation: the target's weights (the draft shares them),
+    and what one sequence adds: the target's KV cache of ``L + k + 1`` tokens plus the
+    draft's own bounded cache of ``budget`` tokens (MagicDec keeps the StreamingLLM cache
+    beside the full one)."""
+    weights = s.target.params * DTYPE_BYTES[s.dtype] / s.gpus
+    per_token = s.target.kv_bytes_per_token(s.dtype, s.gpus)
+    return weights, (s.context + s.k + 1 + min(budget, s.context)) * per_token

@@ -4,8 +4,9 @@
 Each file is one source (a README table, a paper's table, an issue comment) with its full
 citation: ``source`` (title, url, version, where in it, a quote), the hardware and software,
 and ``series`` of points. Every point says how its number was read (``reading``: "exact
-(table)", "exact (text)" or "read from a figure"). A series carries its role in the validation,
-fixed in advance in the file, not chosen after seeing the errors:
+(table)", "exact (text)", "read from a figure", or :data:`QUOTED` when the number comes from
+another text quoting the source, which then says where in ``quoted_by``). A series carries its
+role in the validation, fixed in advance in the file, not chosen after seeing the errors:
 
 - ``fit``: the overhead terms are fitted on these points
 - ``held_out``: compared with the model, never fitted
@@ -31,7 +32,8 @@ QUANTITIES = {
     "speedup": "x",
     "acceptance_rate": "1",
 }
-READINGS = ("exact (table)", "exact (text)", "read from a figure")
+QUOTED = "quoted (from the table by another text; not read from the source here)"
+READINGS = ("exact (table)", "exact (text)", "read from a figure", QUOTED)
 SOURCE_FIELDS = ("title", "url", "version", "where", "quote")
 
 
@@ -105,6 +107,8 @@ def _point(raw: dict, where: str) -> Point:
     if raw["reading"] not in READINGS:
         raise PublishedError(f"{where}: 'reading' must be one of {READINGS}, "
                              f"got {raw['reading']!r}")
+    if raw["reading"] == QUOTED and not str(raw.get("quoted_by", "")).strip():
+        raise PublishedError(f"{where}: a quoted number says where it was quoted ('quoted_by')")
     for name in ("batch", "context", "gpus", "k"):
         if name in raw and (not isinstance(raw[name], int) or raw[name] < 0
                             or (name != "k" and raw[name] == 0)):

@@ -2,9 +2,10 @@
 library only).
 
 1. Fit the pass overheads (:mod:`engine.analytic.overheads`) on the series marked ``fit`` in
-   ``measurements/published`` (gpt-fast's 1-GPU rows; MagicDec's S = 4,000 step times, the
-   other half of the split fixed in issue 28, are not in the stored material), and the
-   speculative-step terms on vLLM issue 49548's k = 0 report (``spec_step_fit``).
+   ``measurements/published`` (gpt-fast's 1-GPU rows at batch 1, and MagicDec's S = 4,000 step
+   time at batch 32: one figure of its Table 3, quoted, the table itself not being in the
+   stored material), and the speculative-step terms on vLLM issue 49548's k = 0 report
+   (``spec_step_fit``).
 2. Predict every ``fit`` and ``held_out`` point with the roofline plus those overheads, and
    report the error per point, ``(model - measured) / measured``, and the median absolute
    error per series.
@@ -51,13 +52,8 @@ EXPLAINED_MISSES: dict[str, str] = {
     "gpt-fast-1gpu-quantized": (
         "weight-only int8 and int4 kernels reach less bandwidth than bf16 (gpt-fast's own "
         "column: 1069 and 863 GB/s against 1397 for Llama-2-7B), int4 with groups of 32 also "
-        "reads scales, and the fixed time fitted on two 7-8B rows stands in for a shortfall "
+        "reads scales, and the fixed time fitted on 7-8B rows stands in for a shortfall "
         "that grows with the bytes: the 70B rows miss most"),
-    "magicdec-selfspec-llama-3.1-8b-a100": (
-        "the error grows with the batch (+16 %, +26 %, +45 %), as a time a row would: a cycle "
-        "pays it k + 1 times, a plain step once; the fit could not identify one (every fit row "
-        "is at batch 1; MagicDec's S = 4,000 step times were not in the stored material), and "
-        "the table does not state the draft's KV budget (priced at 512)"),
 }
 
 
@@ -66,6 +62,7 @@ class PointResult:
     setting: str  # the point in words: model, GPUs, batch, context, k
     measured: float
     model: float
+    reading: str = ""  # how the measured number was read (published.READINGS)
 
     @property
     def error(self) -> float:
@@ -81,6 +78,12 @@ class SeriesResult:
     unit: str
     source: str
     points: tuple[PointResult, ...]
+    table: str = ""  # where in the source (a table, a section)
+
+    @property
+    def explained(self) -> str | None:
+        """Why the model misses this series, where docs/design.md explains it."""
+        return EXPLAINED_MISSES.get(self.id) if self.misses else None
 
     @property
     def median_abs_error(self) -> float:
@@ -99,6 +102,7 @@ class Report:
     spec_fit: LinearFit
     series: tuple[SeriesResult, ...]
     not_found: tuple[dict, ...]
+    sources: tuple[Source, ...] = ()
 
 
 # ---- settings and model times ----------------------------------------------------------------
@@ -175,10 +179,13 @@ def spec_fit_rows(series: dict[str, Series]) -> list[tuple[float, float]]:
 
 
 def measured_step_s(series: Series, point: Point) -> float:
-    """A tokens-per-second-per-sequence figure as the time of one decode step (s)."""
-    if series.quantity != "tokens_per_s_per_sequence":
-        raise ValueError(f"{series.id}: a step time comes from tokens/s, not {series.quantity}")
-    return 1.0 / point.value
+    """A measured figure as the time of one decode step (s): tokens per second per sequence
+    (batch 1), or a step time in ms (MagicDec's T_AR, one step of the whole batch)."""
+    if series.quantity == "tokens_per_s_per_sequence":
+        return 1.0 / point.value
+    if series.quantity == "tpot_ms":
+        return point.value / 1000
+    raise ValueError(f"{series.id}: a step time comes from tokens/s or ms, not {series.quantity}")
 
 
 def fit(sources: list[Source], rates: Rates = DEFAULT_RATES,
@@ -200,8 +207,9 @@ def predict(series: Series, point: Point, o: Overheads, alphas: dict[int, float]
             rates: str = DEFAULT_RATES) -> float:
     """The model's value of ``series.quantity`` at ``point``."""
     batch = series.setting(point, "batch")
-    if series.quantity == "tokens_per_s_per_sequence":
-        return 1.0 / overheads.plain_step_s(target_step_s(series, point, rates), o, batch)
+    if series.quantity in ("tokens_per_s_per_sequence", "tpot_ms"):
+        step_s = overheads.plain_step_s(target_step_s(series, point, rates), o, batch)
+        return 1.0 / step_s if series.quantity == "tokens_per_s_per_sequence" else step_s * 1000
     if series.quantity == "speedup" and "self-speculation" in series.setting(point, "drafter", ""):
         s = setting_for(series, point, rates)
         k = series.setting(point, "k")
@@ -228,12 +236,12 @@ def run(sources: list[Source] | None = None, rates: str = DEFAULT_RATES) -> Repo
     for s in series.values():
         if s.split not in ("fit", "held_out"):
             continue
-        points = tuple(PointResult(_describe(s, p), p.value, predict(s, p, o, alphas, rates))
-                       for p in s.points)
+        points = tuple(PointResult(_describe(s, p), p.value, predict(s, p, o, alphas, rates),
+                                   p.reading) for p in s.points)
         results.append(SeriesResult(s.id, s.label, s.split, s.quantity, s.unit, s.source_id,
-                                    points))
+                                    points, s.fields.get("table", "")))
     not_found = tuple(m | {"source": src.id} for src in sources for m in src.not_found)
-    return Report(rates, o, pass_fit, spec_fit, tuple(results), not_found)
+    return Report(rates, o, pass_fit, spec_fit, tuple(results), not_found, tuple(sources))
 
 
 # ---- the command -----------------------------------------------------------------------------
@@ -280,10 +288,14 @@ def report_json(report: Report) -> dict:
         "pass_fit": asdict(report.pass_fit),
         "spec_fit": asdict(report.spec_fit),
         "series": [{"id": r.id, "label": r.label, "split": r.split, "source": r.source,
-                    "quantity": r.quantity, "unit": r.unit,
+                    "table": r.table, "quantity": r.quantity, "unit": r.unit,
                     "median_abs_error": r.median_abs_error, "misses": r.misses,
+                    "explained": r.explained,
                     "points": [asdict(p) | {"error": p.error} for p in r.points]}
                    for r in report.series],
+        "sources": [{"id": src.id, "title": src.title, "url": src.url, "version": src.version,
+                     "where": src.where, "hardware": src.hardware, "software": src.software}
+                    for src in report.sources],
         "not_found": list(report.not_found),
     }
 

@@ -10,7 +10,8 @@ One file holds one curve (docs/api.md, "Measured curves"):
 every pair), ``method`` (``"end-to-end"``: B concurrent requests served with and without
 speculation; ``"predicted"``: S(B) from measured c(B) and v(B) at the file's alpha),
 ``context`` (tokens in the KV cache), ``policy`` (how k was chosen: ``"k = 2"``,
-``"schedule"``, ...; the page names it in the chart's legend) and ``fit``
+``"schedule"``, ...; the page names it in the chart's legend), ``schedule`` (the k a
+schedule ran at each batch: ``[[lo, hi, k], ...]``, inclusive batch ranges) and ``fit``
 (``{"bandwidth_gb_s", "gflops"}``, the roofline fitted to the measured passes). Unknown keys
 are kept out of the way, not refused, so writers may add their own (``specscope roofline``
 adds its timing table as ``passes``).
@@ -66,6 +67,14 @@ class MeasuredCurve:
     fit: Fit | None = None
     source: str = ""  # the file it came from
     policy: str | None = None  # how k was chosen ("k = 2", "schedule"); None: one fixed k
+    schedule: tuple[tuple[int, int, int], ...] = ()  # (lo, hi, k): a schedule's k by batch
+
+    def k_at(self, batch: int) -> int | None:
+        """The k the curve ran at ``batch``: its schedule's there (None outside it), else
+        its one ``k``."""
+        if not self.schedule:
+            return self.k
+        return next((k for lo, hi, k in self.schedule if lo <= batch <= hi), None)
 
     def to_json(self) -> dict:
         data: dict = {
@@ -81,6 +90,8 @@ class MeasuredCurve:
             data["context"] = self.context
         if self.policy is not None:
             data["policy"] = self.policy
+        if self.schedule:
+            data["schedule"] = [list(r) for r in self.schedule]
         if self.fit is not None:
             data["fit"] = {"bandwidth_gb_s": self.fit.bandwidth / 1e9,
                            "gflops": self.fit.flops / 1e9}
@@ -143,6 +154,7 @@ def parse_curve(data: object, source: str = "") -> MeasuredCurve:
     context = data.get("context")
     if context is not None:
         context = int(_number(context, '"context"', positive=False, whole=True))
+    schedule = _schedule(data.get("schedule", []))
     fit = data.get("fit")
     if fit is not None:
         if not isinstance(fit, dict):
@@ -153,8 +165,23 @@ def parse_curve(data: object, source: str = "") -> MeasuredCurve:
         label=_text(data, "label"), hardware=_text(data, "hardware"),
         target=_text(data, "target"), draft=_text(data, "draft"), k=k, alpha=alpha,
         points=tuple(sorted(parsed, key=lambda p: p.batch)), pair=pair, method=method,
-        context=context, fit=fit, source=source, policy=policy,
+        context=context, fit=fit, source=source, policy=policy, schedule=schedule,
     )
+
+
+def _schedule(raw: object) -> tuple[tuple[int, int, int], ...]:
+    """``[[lo, hi, k], ...]`` as whole-number triples with ``1 <= lo <= hi`` and ``k >= 0``."""
+    if not isinstance(raw, list):
+        raise CurveError('"schedule" must be a list of [lo, hi, k]')
+    ranges = []
+    for i, r in enumerate(raw):
+        if (not isinstance(r, list) or len(r) != 3
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in r)
+                or not 1 <= r[0] <= r[1] or r[2] < 0):
+            raise CurveError(f'"schedule"[{i}] must be [lo, hi, k]: whole numbers, '
+                             "1 <= lo <= hi, k >= 0")
+        ranges.append((r[0], r[1], r[2]))
+    return tuple(ranges)
 
 
 def load_curves(folder: Path) -> tuple[list[MeasuredCurve], list[str]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -85,6 +85,8 @@ class Costs:
     k0: K0Price | None = None  # the file's own price of a k = 0 range, if it has one
     setting: Setting | None = None  # the roofline setting the costs come from
     context: int | None = None  # the context the costs were timed or modelled at
+    step_s: Callable[[int], float] | None = None  # a plain decode step at a batch, seconds
+    method: str = "draft_model"  # the drafter, as vLLM's speculative method (vllm_config)
 
 
 def model_id(shape: ModelShape) -> str:
@@ -100,7 +102,7 @@ def setting_costs(s: Setting) -> Costs:
                  f"{s.target.label} / {s.draft.label} on {devices(s.gpus, s.hardware.label)}, "
                  f"{s.dtype}, context {s.context}{placed} (roofline model)",
                  model_id(s.target), model_id(s.draft), fits=memory_fits(s), k0=spec_step_k0(s),
-                 setting=s, context=s.context)
+                 setting=s, context=s.context, step_s=lambda batch: step_s(s, batch))
 
 
 def memory_fits(s: Setting) -> schedule.Fits:
@@ -147,7 +149,8 @@ def file_costs(data: object, name: str) -> Costs:
                  f"({data.get('hardware', 'hardware not named')}"
                  f"{f', context {context}' if context is not None else ''}; {through})",
                  target, draft, timed.k_limit, timed.batches, k0=price,
-                 context=context if isinstance(context, int) else None)
+                 context=context if isinstance(context, int) else None,
+                 step_s=lambda batch: timed.step(batch) / 1000)
 
 
 def machine_overheads(path: Path, s: Setting) -> LoopFit | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 
 from engine.analytic.break_even import BATCH_MAX
 from engine.analytic.default_overheads import preset_overheads
+from engine.analytic.drafters import STREAMING_BUDGET
 from engine.analytic.overheads import Overheads
 from engine.analytic.passes import LINK_LATENCY_S, USABLE_FRACTION, Setting
 from engine.analytic.presets import (
@@ -27,6 +28,7 @@ from engine.analytic.presets import (
 )
 from engine.analytic.schedule import K_MAX, MAX_NUM_SEQS, Domain, mix_entry
 from engine.analytic.theory import CURVE_MAX_K
+from engine.planner.drafters import DRAFTERS
 from engine.planner.vllm_config import DEFAULT_DRAFT_SAMPLE, DRAFT_SAMPLES
 
 
@@ -87,6 +89,7 @@ CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "dtype": ("bf16", DTYPES),
     "draft_placement": ("sharded", ("sharded", "one-gpu")),
     "draft_sample": (DEFAULT_DRAFT_SAMPLE, DRAFT_SAMPLES),
+    "drafter": ("model", tuple(DRAFTERS)),
 }
 DRAFT_PLACES = {"sharded": "sharded (as vLLM 0.32)", "one-gpu": "one GPU (not vLLM 0.32)"}
 OLD_NAMES = {"draft": "draft_placement"}
@@ -171,6 +174,9 @@ class PlanInputs:
     draft_sample: str = DEFAULT_DRAFT_SAMPLE
     k0_overhead: str = "cited"
     batch_mix: str = ""
+    drafter: str = "model"  # engine.planner.drafters.DRAFTERS
+    eagle_head: str | None = None  # an EAGLE head preset (None: the target's)
+    draft_kv_budget: int = STREAMING_BUDGET  # self-speculation's draft KV cache, tokens
 
     def setting(self, hw: Hardware | None = None, base: Overheads | None = None) -> Setting:
         """The roofline setting: the preset (``hw``: a resolved "this machine") with the

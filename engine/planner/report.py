@@ -12,9 +12,12 @@ from engine.analytic import schedule
 from engine.analytic.schedule import Domain, Plan, PlanError
 from engine.planner.costs import CITED_K0, Costs, K0Price, parse_batch_mix, parse_k0
 from engine.planner.inputs import PlanInputs
+from engine.planner.provenance import AlphaSource
 from engine.planner.vllm_config import (
     DO_NOT_SPECULATE,
     DRAFT_SAMPLE_WORDS,
+    EAGLE_METHODS,
+    SELF_SPEC,
     Deployment,
     engine_args,
     python_snippet,
@@ -29,19 +32,28 @@ CLOSE_TO_FIXED = 1.01  # a schedule this close to the best fixed k is worth a wo
 
 
 def k0_price(inputs: PlanInputs, costs: Costs) -> K0Price:
-    """The price of a k = 0 range: given by hand, else the costs file's own, else cited."""
+    """The price of a k = 0 range: given by hand, else the costs file's own, else cited
+    (vLLM's figures; self-speculation runs on another engine, so there a k = 0 step is a
+    plain one)."""
     if inputs.k0_overhead.strip() not in ("", "cited"):
         return parse_k0(inputs.k0_overhead)
+    if costs.method == SELF_SPEC:
+        return K0Price(((1, 0.0),), "none: the cited figures are vLLM's, and vLLM does not "
+                                    "serve self-speculation")
     return costs.k0 or CITED_K0
 
 
 def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
            target: str | None = None, draft: str | None = None,
-           notices: Sequence[str] = (), alpha_measured: bool = False) -> dict:
+           notices: Sequence[str] = (), alpha_measured: bool = False,
+           source: AlphaSource | None = None) -> dict:
     """Everything the plan says, as one JSON-ready object (the command's ``--json`` and
     ``GET /api/plan``). ``alpha_measured``: alpha comes from a probe or vLLM's counters (else
-    it is assumed)."""
+    it is assumed); ``source`` says where it came from (then it decides ``alpha_measured``),
+    and the plan warns when that is another pair than the one it deploys."""
     notices = list(notices)
+    if source is not None:
+        alpha_measured = source.measured
     k_max = inputs.k_max
     timed = costs.timed_batches
     if timed and inputs.max_num_seqs > timed[-1]:
@@ -61,10 +73,13 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
     deployment = Deployment(target, draft, inputs.gpus, inputs.data_parallel, inputs.usable,
                             costs.context if costs.context is not None else inputs.context,
                             inputs.draft_placement == "sharded", inputs.draft_sample,
-                            costs.setting.dtype if costs.setting else "bf16")
+                            costs.setting.dtype if costs.setting else "bf16", costs.method)
     alphas = ", ".join(f"{d.alpha:g}" for d in domains)
     alpha_note = (f"alpha {alphas} {'measured' if alpha_measured else 'assumed'} for "
                   f"{inputs.draft_sample} drafting")
+    warning = source.mismatch(target, draft, costs.method) if source is not None else None
+    if warning is not None:
+        notices.insert(0, warning)
     refused = refusal(deployment)
     config = speculative_config(p, deployment) if refused is None and p.configure else None
     args = engine_args(p, deployment, config) if p.ranges and refused is None else None
@@ -83,6 +98,10 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
                 notices.append(f"The schedule gains only {p.fixed_gain - 1:.1%} over a fixed "
                                f"k = {p.fixed_k}: num_speculative_tokens = {p.fixed_k} alone "
                                "says nearly the same and keeps vLLM's full CUDA graphs.")
+    if costs.method in EAGLE_METHODS:
+        notices.append("The plan prices chain drafts, one token a draft step, and the config "
+                       "sets no speculative_token_tree: EAGLE-3's published tables (SGLang) "
+                       "verify draft trees, so their speedups are not this plan's.")
     if config is not None and deployment.dtype == "int4":
         notices.append("int4 weights: vLLM runs them from a checkpoint quantized beforehand "
                        "(AWQ or GPTQ); name one with --target, and the draft's with --draft.")
@@ -97,6 +116,8 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "draft": draft,
         "draft_sample": inputs.draft_sample,
         "alpha_note": alpha_note,
+        "alpha_source": None if source is None else source.json() | {"warning": warning},
+        "method": costs.method,
         "k0": {"source": price.source, "points": [list(pt) for pt in price.points]},
         "plan": schedule.plan_json(p),
         "speculative_config": config,
@@ -106,7 +127,54 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "refused": refused,
         "advice": None if config is not None else advice(p, refused),
         "notices": notices + p.notices,
+        "latency": latency(p, domains, costs, price, p.configure),
     }
+
+
+def latency(p: Plan, domains: Sequence[Domain], costs: Costs, price: K0Price,
+            configured: bool) -> list[dict] | None:
+    """The time per output token of one sequence (TPOT, ms) at every planned batch, with no
+    speculative config (``off_ms``: a plain step) and as planned (``plan_ms``: the cycle's
+    time over the tokens a row gains a cycle, ``step / S(B, k)``; a k = 0 range is a step
+    with its overhead, and a plan that is not configured is off). None when the costs do not
+    know the step's time. Where vLLM refuses the deployment the figures stay, as a what-if,
+    like the plan's."""
+    if costs.step_s is None:
+        return None
+    overhead = price.overhead()
+    rows = []
+    for r in p.ranges:
+        for batch in range(r.lo, r.hi + 1):
+            step_ms = costs.step_s(batch) * 1000
+            if not configured:
+                speedup = 1.0
+            elif r.k == 0:
+                speedup = 1.0 / (1.0 + overhead(batch))
+            else:
+                speedup = schedule.throughput(domains, costs.cycle, batch, r.k)
+            rows.append({"batch": batch, "k": r.k if configured else 0, "off_ms": step_ms,
+                         "plan_ms": step_ms / speedup})
+    return rows
+
+
+def latency_batches(rows: Sequence[dict], ranges: Sequence[dict]) -> list[dict]:
+    """The rows the text shows: batches 1, 2, 4, ... and the largest planned."""
+    shown = {2 ** i for i in range(20)} | {r["hi"] for r in ranges[-1:]}
+    return [row for row in rows if row["batch"] in shown]
+
+
+def latency_table(result: dict) -> list[str]:
+    rows = result.get("latency")
+    if not rows:
+        return []
+    lines = ["", "Time per output token of one sequence (TPOT): a step with no speculative "
+             "config, and the plan's cycle over the tokens a row gains a cycle.", "",
+             "| batch | k | TPOT off (ms) | TPOT plan (ms) | plan / off |",
+             "| ---: | ---: | ---: | ---: | ---: |"]
+    for row in latency_batches(rows, result["plan"]["ranges"]):
+        lines.append(f"| {row['batch']} | {row['k']} | {row['off_ms']:.2f} | "
+                     f"{row['plan_ms']:.2f} | {row['plan_ms'] / row['off_ms']:.2f} |")
+    return lines
 
 
 def _batches(r: schedule.Range) -> str:
@@ -175,6 +243,11 @@ def markdown(result: dict) -> str:
              f"alpha: {alphas} ({result['alpha_note']}; "
              f"{DRAFT_SAMPLE_WORDS[result['draft_sample']]}); k from 0 (off) to {p['k_max']}; "
              f"batches 1 to {p['max_num_seqs']} (max_num_seqs)"]
+    source = result.get("alpha_source")
+    if source is not None:
+        lines.append(f"{source['text'][0].upper()}{source['text'][1:]}.")
+        if source["warning"]:
+            lines.append(f"WARNING: {source['warning']}")
     if p["ranges"]:  # the comparison with a fixed k only where there is something to compare
         fixed = p["speculates"]
         lines += ["", "| batches | k | speedup over off |" + (
@@ -198,8 +271,10 @@ def markdown(result: dict) -> str:
             lines.append(f"\nThe plan is limited by {p['limiting']}: the domain it serves "
                          "worst (the first it makes slower than plain decoding, else the "
                          "lowest speedup).")
+    lines += latency_table(result)
+    warning = source["warning"] if source else None
     if result["notices"]:
-        lines += [""] + [f"- {n}" for n in result["notices"]]
+        lines += [""] + [f"- {n}" for n in result["notices"] if n != warning]
     if result["speculative_config"] is None:
         lines += ["", result["advice"]]
     else:

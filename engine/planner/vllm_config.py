@@ -16,6 +16,16 @@ What vLLM refuses is never printed (docs/design.md, "vLLM facts"):
 - ``data_parallel_size > 1``: vLLM drops ``num_speculative_tokens_per_batch_size`` and runs
   the static ``num_speculative_tokens`` (``config/vllm.py``), so a schedule is not deployable;
   the best fixed k is printed instead.
+- self-speculation with a bounded draft KV cache (MagicDec): none of vLLM 0.32's speculative
+  methods (``config/speculative.py``, ``SpeculativeMethod``) drafts with the target's weights
+  over a cut-down cache; ``draft_model`` with the target as its own draft keeps a full KV
+  cache for the draft, which is the opposite of the point. No config is printed for it.
+
+An EAGLE head deploys as ``method: "eagle"`` or ``"eagle3"`` with the head's checkpoint as
+``model`` (vLLM shares the target's embedding, and for EAGLE-1 its LM head); vLLM has no
+placement rule for it, so a head on one GPU beside a sharded target is
+``draft_tensor_parallel_size: 1``. Drafts are chains: the config sets no
+``speculative_token_tree``.
 """
 
 from __future__ import annotations
@@ -37,6 +47,8 @@ DRAFT_SAMPLE_WORDS = {
 }
 DEFAULT_DRAFT_SAMPLE = "probabilistic"  # the rule this project's engine and probe measure
 METHOD = "draft_model"
+EAGLE_METHODS = ("eagle", "eagle3")
+SELF_SPEC = "self-spec"  # a drafter vLLM 0.32 does not serve: no method name of its own
 # The engine arguments that make vLLM hold the weights as the plan priced them (bf16: the
 # checkpoints' own dtype; int4 needs a checkpoint quantized beforehand, AWQ or GPTQ).
 WEIGHTS = {"fp8": {"quantization": "fp8"}, "fp32": {"dtype": "float32"}}
@@ -63,13 +75,23 @@ class Deployment:
     draft_sharded: bool = True
     draft_sample: str = DEFAULT_DRAFT_SAMPLE
     dtype: str = "bf16"  # the weights the plan priced: fp8 is vLLM's online quantization
+    method: str = METHOD  # "draft_model", "eagle", "eagle3", or SELF_SPEC (not servable)
 
 
 def refusal(d: Deployment) -> str | None:
     """Why vLLM 0.32 would refuse the deployment, or None when it accepts it."""
     if d.draft_sample not in DRAFT_SAMPLES:
         return f"draft_sample_method must be one of {', '.join(DRAFT_SAMPLES)}"
-    if METHOD == "draft_model" and d.gpus > 1 and not d.draft_sharded:
+    if d.method == SELF_SPEC:
+        return ("vLLM 0.32 does not serve self-speculation with a bounded draft KV cache: none "
+                "of its speculative methods (config/speculative.py) drafts with the target's "
+                "weights over a StreamingLLM-style cache, and method \"draft_model\" with the "
+                "target as its own draft keeps a full KV cache for the draft, so it reads as "
+                "much as the target at every draft step. The figures are those of an engine "
+                "that does (MagicDec's, built on gpt-fast); no vLLM config is printed.")
+    if d.method not in (METHOD, *EAGLE_METHODS):
+        return f"unknown speculative method {d.method!r}"
+    if d.method == METHOD and d.gpus > 1 and not d.draft_sharded:
         return (f"vLLM 0.32 does not run a draft model on one GPU beside a target on {d.gpus}: "
                 "its draft-model proposer (v1/spec_decode/draft_model.py) requires the draft's "
                 "tensor-parallel size to be the target's and refuses any other when the worker "
@@ -97,12 +119,14 @@ def speculative_config(p: Plan, d: Deployment) -> dict | None:
     if not p.speculates:
         return None
     if schedule_dropped(d):
-        config: dict = {"method": METHOD, "model": d.draft,
+        config: dict = {"method": d.method, "model": d.draft,
                         "num_speculative_tokens": p.fixed_k}
     else:
-        config = {"method": METHOD, "model": d.draft, "num_speculative_tokens": p.k_max_used}
+        config = {"method": d.method, "model": d.draft, "num_speculative_tokens": p.k_max_used}
         if len(p.ranges) > 1:
             config["num_speculative_tokens_per_batch_size"] = p.vllm_ranges()
+    if d.method in EAGLE_METHODS and d.gpus > 1 and not d.draft_sharded:
+        config["draft_tensor_parallel_size"] = 1
     config["draft_sample_method"] = d.draft_sample
     return config
 

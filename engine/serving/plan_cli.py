@@ -3,6 +3,8 @@
     specscope plan --alpha 0.7 --hardware h100-sxm --models llama-70b-1b --gpus 8
     specscope plan --from-probe probe.json --mix code=0.6,chat=0.4 --costs measurements/x.json
     specscope plan --from-metrics before.txt after.txt --k-max 4 --max-num-seqs 64
+    specscope plan --alpha 0.8 --drafter eagle --models llama-8b-1b
+    specscope plan --alpha 0.81 --drafter self-spec --gpus 8 --contexts 4000,32000
 
 The options are the plan's inputs under the names the page and the API use
 (:mod:`engine.planner.inputs`); alpha comes from ``--alpha``, a saved probe (its JSON), a
@@ -15,12 +17,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from engine.analytic import schedule
+from engine.analytic.drafters import EAGLE_HEADS, STREAMING_BUDGET
 from engine.analytic.schedule import Domain, PlanError
 from engine.cli_options import MODEL_HELP
+from engine.planner import contexts, provenance
 from engine.planner.costs import Costs, file_costs, setting_costs, setting_of
+from engine.planner.drafters import DRAFTERS, KV_BUDGET_MAX, drafter_costs
 from engine.planner.inputs import (
     BATCH_MIX_HELP,
     CHOICES,
@@ -31,7 +37,8 @@ from engine.planner.inputs import (
     PLAN_NUMBERS,
     PlanInputs,
 )
-from engine.planner.report import markdown, report
+from engine.planner.provenance import AlphaSource
+from engine.planner.report import k0_price, markdown, report
 
 
 def add_parser(sub, d: dict | None = None) -> None:
@@ -84,6 +91,24 @@ def add_parser(sub, d: dict | None = None) -> None:
                             "specscope costs --out or specscope sweep --engine vllm "
                             "--costs-out")
     costs.add_argument("--k0-overhead", default="cited", help=K0_HELP)
+    drafter = plan.add_argument_group("the drafter")
+    drafter.add_argument("--drafter", choices=tuple(DRAFTERS), default="model",
+                         help="model: the pair's draft model (default); eagle: an EAGLE-style "
+                              "head of the target (vLLM method eagle or eagle3); self-spec: "
+                              "the target drafts over a bounded KV cache (MagicDec; vLLM 0.32 "
+                              "does not serve it, so no config is printed)")
+    drafter.add_argument("--eagle-head", metavar="NAME",
+                         help="with --drafter eagle: a head preset (default: the one of the "
+                              "target): " + ", ".join(EAGLE_HEADS))
+    drafter.add_argument("--draft-kv-budget", type=int, default=STREAMING_BUDGET,
+                         metavar="TOKENS",
+                         help="with --drafter self-spec: the draft's KV cache, tokens (a "
+                              f"StreamingLLM sink and window; default {STREAMING_BUDGET}, "
+                              f"1 to {KV_BUDGET_MAX})")
+    costs.add_argument("--contexts", metavar="L1,L2,...",
+                       help="plan each context class (instead of --context), show k by batch "
+                            "and context, and say what to deploy for the mix: one schedule "
+                            "safe for all, or one engine per class")
     plan.add_argument("--batch-mix", metavar="FILE|b=w,...", help=BATCH_MIX_HELP + " (or a "
                       "file of them: JSON, or batch=weight entries)")
     for b in PLAN_NUMBERS.values():
@@ -180,7 +205,7 @@ def probe_draft_sample(data: object) -> str | None:
     return None
 
 
-def metrics_domains(paths: list[Path]) -> tuple[list[Domain], list[str]]:
+def metrics_domains(paths: list[Path]) -> tuple[list[Domain], list[str], list[dict]]:
     """Alpha from vLLM's counters; several label sets are a mix weighted by their drafts."""
     from engine.serving.calibrate import calibrate
 
@@ -190,7 +215,8 @@ def metrics_domains(paths: list[Path]) -> tuple[list[Domain], list[str]]:
     result = calibrate(texts[0], texts[1] if len(texts) > 1 else None)
     domains = [Domain(row.label, row.drafts, row.alpha_counted) for row in result.rows]
     scope = "between the two snapshots" if result.window else "since the server started"
-    return domains, [f"alpha from vLLM's counters {scope}.", *result.notices]
+    return (domains, [f"alpha from vLLM's counters {scope}.", *result.notices],
+            [row.labels for row in result.rows])
 
 
 def _read_text(path: Path) -> str:
@@ -218,13 +244,14 @@ def hand_mix(text: str) -> list[Domain]:
     return domains
 
 
-def alpha_source(args) -> tuple[list[Domain], list[str], str | None, bool]:
-    """The domains, notices, the probe's draft sampling (if it says) and whether alpha was
-    measured."""
+def alpha_source(args) -> tuple[list[Domain], list[str], str | None, AlphaSource]:
+    """The domains, notices, the probe's draft sampling (if it says) and where alpha came
+    from."""
     given = [name for name in ("alpha", "from_probe", "from_metrics")
              if getattr(args, name) is not None]
     if not given and args.mix is not None and args.temperature is None:
-        return hand_mix(args.mix), [], None, False
+        domains = hand_mix(args.mix)
+        return domains, [], None, provenance.by_hand("--mix", [d.name for d in domains])
     if len(given) != 1:
         raise PlanError("give one of --alpha, --from-probe FILE, --from-metrics BEFORE [AFTER] "
                         "or --mix domain=weight:alpha,...")
@@ -232,14 +259,40 @@ def alpha_source(args) -> tuple[list[Domain], list[str], str | None, bool]:
         raise PlanError("--mix domain=weight and --temperature go with --from-probe (a mix "
                         "alone is domain=weight:alpha,...)")
     if args.alpha is not None:
-        return schedule.single(args.alpha), [], None, False
+        return schedule.single(args.alpha), [], None, provenance.by_hand("--alpha")
     if args.from_probe is not None:
-        data = _read_json(args.from_probe)
+        data = probe_of_drafter(_read_json(args.from_probe), args.drafter)
         mix = parse_mix(args.mix) if args.mix is not None else None
         domains, notices = probe_domains(data, args.temperature, mix)
-        return domains, notices, probe_draft_sample(data), True
-    domains, notices = metrics_domains(args.from_metrics)
-    return domains, notices, None, True
+        sample = probe_draft_sample(data)
+        temperature = probe_temperature(data, args.temperature)
+        source = provenance.from_probe(data, str(args.from_probe), [d.name for d in domains],
+                                       temperature, sample)
+        return domains, notices, sample, source
+    domains, notices, labels = metrics_domains(args.from_metrics)
+    where = " and ".join(str(p) for p in args.from_metrics)
+    return domains, notices, None, provenance.from_metrics(where, labels)
+
+
+def probe_of_drafter(data: object, drafter: str) -> object:
+    """A probe of several drafters side by side (``specscope probe --drafter
+    model,ngram,eagle``: one result under "drafters" each) gives the result of the drafter
+    planned; any other probe is itself."""
+    drafters = data.get("drafters") if isinstance(data, dict) else None
+    if not isinstance(drafters, dict) or "rows" in data:
+        return data
+    if drafter not in drafters:
+        raise PlanError(f"the probe measured the drafters {', '.join(drafters)}, not "
+                        f"{drafter}: plan one of those with --drafter, or probe {drafter}")
+    return drafters[drafter]
+
+
+def probe_temperature(data: dict, asked: float | None) -> float:
+    """The temperature the plan takes the probe's rows at (the only one, unless asked)."""
+    if asked is not None:
+        return asked
+    result = data.get("result", data)
+    return float(result["rows"][0]["temperature"])
 
 
 # ---- the command -----------------------------------------------------------------------------
@@ -266,7 +319,8 @@ def inputs_from(args, draft_sample: str) -> PlanInputs:
     if batch_mix and "=" not in batch_mix and not batch_mix.lstrip().startswith(("{", "[")):
         batch_mix = _read_text(Path(batch_mix))
     return PlanInputs(**values, alpha=args.alpha, draft_sample=draft_sample,
-                      batch_mix=batch_mix)
+                      batch_mix=batch_mix, drafter=args.drafter, eagle_head=args.eagle_head,
+                      draft_kv_budget=args.draft_kv_budget)
 
 
 def this_machine_costs(inputs: PlanInputs) -> Costs:
@@ -284,20 +338,65 @@ def this_machine_costs(inputs: PlanInputs) -> Costs:
 
 def make_plan(args) -> dict:
     """Everything the command prints, as one JSON-ready object."""
-    domains, notices, probed_sample, measured = alpha_source(args)
+    domains, notices, probed_sample, source = alpha_source(args)
     if args.draft_sample and probed_sample and args.draft_sample != probed_sample:
         raise PlanError(f"the probe measured alpha with {probed_sample} drafting, not "
                         f"{args.draft_sample}: probe again with --draft-sample "
                         f"{args.draft_sample}")
     draft_sample = args.draft_sample or probed_sample or CHOICES["draft_sample"][0]
     inputs = inputs_from(args, draft_sample)
+    if args.contexts is not None:
+        return plan_contexts(args, domains, inputs, notices, source)
+    return report(domains, plan_costs(args, inputs), inputs, args.target, args.draft, notices,
+                  source=source)
+
+
+def plan_costs(args, inputs: PlanInputs) -> Costs:
+    """The costs the options name: a costs file, "this machine" as fitted, or the roofline of
+    the preset, with the drafter chosen."""
     if args.costs is not None:
-        costs = file_costs(_read_json(args.costs), str(args.costs))
-    elif inputs.hardware == "this-machine":
-        costs = this_machine_costs(inputs)
-    else:
-        costs = setting_costs(inputs.setting())
-    return report(domains, costs, inputs, args.target, args.draft, notices, measured)
+        if inputs.drafter != "model":
+            raise PlanError("a costs file times a draft model: --drafter eagle and self-spec "
+                            "are priced on a hardware preset's roofline, without --costs")
+        return file_costs(_read_json(args.costs), str(args.costs))
+    if inputs.hardware == "this-machine":
+        if inputs.drafter != "model":
+            raise PlanError("--drafter eagle and self-spec are priced on a GPU preset; "
+                            '"this machine" is fitted for the shipped draft model')
+        return this_machine_costs(inputs)
+    return drafter_costs(inputs.setting(), inputs.drafter, inputs.eagle_head,
+                         inputs.draft_kv_budget)
+
+
+def plan_contexts(args, domains: list[Domain], inputs: PlanInputs, notices: list[str],
+                  source: AlphaSource) -> dict:
+    """``--contexts``: a plan for each context class, one schedule safe for all, and which
+    to deploy (:mod:`engine.planner.contexts`)."""
+    if args.costs is not None:
+        raise PlanError("--contexts plans on the roofline at each context; a costs file was "
+                        "timed at one context")
+    if args.context != NUMBERS["context"].default:
+        raise PlanError("give --context or --contexts, not both")
+    bound = NUMBERS["context"]
+    classes = contexts.parse_contexts(args.contexts, max(1, int(bound.minimum)),
+                                      int(bound.maximum))
+    by_costs, reports = {}, {}
+    for context in classes:
+        at = replace(inputs, context=context)
+        by_costs[context] = plan_costs(args, at)
+        reports[context] = report(domains, by_costs[context], at, args.target, args.draft,
+                                  notices, source=source)
+    longest = replace(inputs, context=classes[-1])
+    one = report(domains, contexts.worst_costs(by_costs), longest, args.target, args.draft,
+                 notices, source=source)
+    compared = contexts.compare(domains, by_costs, reports, one,
+                                k0_price(inputs, by_costs[classes[0]]).overhead(),
+                                inputs.batch_mix)
+    alphas = ", ".join(f"{d.name} α {d.alpha:g}" for d in domains)
+    return {"contexts": classes, "alpha": f"{alphas} ({source.text()})",
+            "alpha_source": one["alpha_source"], **compared,
+            "table": contexts.table(reports, one), "one_schedule": one,
+            "by_context": {str(c): r for c, r in reports.items()}}
 
 
 def run(args) -> int:
@@ -306,8 +405,9 @@ def run(args) -> int:
     except (PlanError, ValueError, OSError) as error:
         print(f"specscope plan: error: {error}", file=sys.stderr)
         return 2
+    text = contexts.markdown if "contexts" in result else markdown
     try:
-        print(json.dumps(result, indent=1) if args.json else markdown(result))
+        print(json.dumps(result, indent=1) if args.json else text(result))
     except BrokenPipeError:  # the reader went away (`specscope plan | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

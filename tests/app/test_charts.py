@@ -56,3 +56,12 @@ def test_shares_without_data_get_no_bar_and_no_dot():
     assert [b.y_model is None for b in chart.bars] == [False, False, True]
     assert chart.model_path.count(",") == 2  # the line joins the two dots there are
     assert measured_vs_model(["1"], [None], [None]).model_path == ""
+
+
+def test_values_past_one_scale_the_axis_when_it_has_no_ceiling():
+    capped = measured_vs_model(["a", "b"], [104.9, 93.8], [105.7, 93.2])
+    free = measured_vs_model(["a", "b"], [104.9, 93.8], [105.7, 93.2], ceiling=None)
+    assert capped.y_ticks[-1].value == 1.0  # shares stop at 1
+    assert free.y_ticks[-1].value >= 105.7 * 1.1 > free.y_ticks[-2].value
+    tallest = min(b.y_measured for b in free.bars)
+    assert free.top <= tallest < free.bottom  # the bar is drawn to its height, not clipped

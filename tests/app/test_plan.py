@@ -213,7 +213,7 @@ def test_the_command_the_section_shows_prints_the_same_plan(client, capsys, quer
 
 PAGE_ONLY = {"batch", "batch_k"}  # the roofline's own batch, and which k the section follows
 CLI_ONLY = {"from_probe", "from_metrics", "temperature", "costs", "target", "draft", "json",
-            "command", "help"}
+            "command", "help", "contexts"}  # contexts: several plans, the command's own view
 
 
 def test_the_page_the_api_and_the_command_line_take_the_same_names(client):
@@ -293,7 +293,44 @@ def test_a_greedy_probes_mix_link_plans_for_greedy_drafting(client):
     (_, plain), = mix_hrefs(rows)
     (_, greedy), = mix_hrefs(rows, "greedy")
     assert "draft_sample" not in plain and greedy.endswith("&draft_sample=greedy#plan")
-    page = client.get(greedy.removesuffix("#plan")).text
+    page = client.get(f'{greedy.removesuffix("#plan")}&{NO_OVERHEADS}').text
     config = re.search(r'data-copy-text="([^"]*)"', page).group(1)
     assert json.loads(html.unescape(config))["speculative_config"][
         "draft_sample_method"] == "greedy"
+
+
+def test_the_api_plans_for_an_eagle_head_or_self_speculation(client):
+    eagle = client.get(f"/api/plan?drafter=eagle&alpha=0.8&{NO_OVERHEADS}").json()
+    assert eagle["method"] == eagle["speculative_config"]["method"] == "eagle3"
+    assert eagle["speculative_config"]["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert eagle["engine_args"]["model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    self_spec = client.get("/api/plan?drafter=self-spec&gpus=8&context=32000&alpha=0.81"
+                           "&draft_kv_budget=512").json()
+    assert self_spec["method"] == "self-spec" and self_spec["speculative_config"] is None
+    assert "does not serve self-speculation" in self_spec["refused"]
+    missing = client.get("/api/plan?drafter=eagle&models=llama-70b-1b&gpus=8")
+    assert missing.status_code == 422
+    assert "no EAGLE head preset drafts for Llama 3.1 70B" in missing.json()["message"]
+    for bad in ("drafter=medusa", "draft_kv_budget=0", "eagle_head=nope"):
+        assert client.get(f"/api/plan?{bad}").status_code == 422
+
+
+def test_the_api_says_alpha_was_given_and_the_tpot_at_every_batch(client):
+    data = client.get(f"/api/plan?alpha=0.7&{NO_OVERHEADS}").json()  # a config to deploy
+    assert data["alpha_source"]["origin"] == "hand" and data["alpha_source"]["warning"] is None
+    assert data["alpha_source"]["where"] == "alpha"
+    rows = data["latency"]
+    assert [r["batch"] for r in rows] == list(range(1, data["plan"]["largest_batch"] + 1))
+    for r in rows:
+        assert r["plan_ms"] > 0 and r["off_ms"] > 0
+    for r in data["plan"]["ranges"]:  # TPOT off over as planned is the range's speedup
+        gains = [row["off_ms"] / row["plan_ms"] for row in rows[r["lo"] - 1:r["hi"]]]
+        assert [min(gains), max(gains)] == pytest.approx(r["speedup"])
+
+
+def test_the_pages_plan_says_where_alpha_came_from(client):
+    page = client.get("/?alpha=0.7").text
+    source = re.search(r'data-figure="plan-alpha-source">([^<]*)<', page).group(1)
+    assert html.unescape(source).startswith("Alpha given by hand (the slider model's α)")
+    mixed = client.get("/?mix=code:1:0.9").text
+    assert "Alpha given by hand (the link&#39;s traffic mix)" in mixed

@@ -85,8 +85,11 @@ def test_hardware_figures_and_shapes_can_replace_the_presets(client):
 
 
 def test_one_replaced_field_keeps_the_rest_of_the_preset(client):
-    preset = client.get("/api/roofline?pair=llama-8b-1b&context=0").json()
-    edited = client.get("/api/roofline?pair=llama-8b-1b&context=0&draft_params_b=3").json()
+    ideal = ("&pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0"
+             "&spec_row_overhead_us=0")  # c is then the ratio of the weights alone
+    preset = client.get(f"/api/roofline?pair=llama-8b-1b&context=0{ideal}").json()
+    edited = client.get(f"/api/roofline?pair=llama-8b-1b&context=0&draft_params_b=3{ideal}"
+                        ).json()
     assert edited["target"] == preset["target"]
     assert edited["draft"]["params"] == 3e9
     assert edited["c"] == pytest.approx(3e9 / preset["target"]["params"], rel=1e-6)

@@ -53,6 +53,7 @@ CASES = [
     ("GET /healthz", POSITIVE),  # no input to break
     ("GET /watch/{name}.json", POSITIVE), ("GET /watch/{name}.csv", POSITIVE),  # any name
     ("GET /metrics", POSITIVE),  # no input to break
+    ("GET /api/validation", POSITIVE), ("GET /api/validation", NEGATIVE),
 ]
 # A schema can say a body is text, not that the text is a prompt file (no NUL bytes, at least
 # one prompt, JSONL lines that parse): any string fits, and one that is not is refused with

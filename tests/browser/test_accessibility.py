@@ -106,3 +106,38 @@ def test_the_pages_without_javascript(browser, live_server, saved_run):
     context.close()
     for url, html in shown:
         assert audit_as_without_javascript(browser, url, html) == [], url
+
+
+@pytest.mark.parametrize(("width", "scheme"), LOOKS)
+def test_the_validation_page(browser, slider_server, width, scheme):
+    with checked_page(browser, slider_server.url, color_scheme=scheme,
+                      viewport=WIDTHS[width]) as page:
+        page.goto("/validation")
+        expect(page.locator(".validation-series").first).to_be_visible()
+        assert audit(page) == []
+        assert page.evaluate(SCROLLERS_OUT_OF_REACH) == []
+        # the page itself never scrolls sideways: wide tables scroll in their own region
+        assert page.evaluate("document.documentElement.scrollWidth") <= WIDTHS[width]["width"]
+
+
+def test_the_validation_page_without_javascript(browser, slider_server):
+    context = browser.new_context(base_url=slider_server.url, java_script_enabled=False)
+    page: Page = context.new_page()
+    page.goto("/validation")
+    page.locator("#rates").select_option("achieved")
+    page.get_by_role("button", name="Show").click()
+    expect(page.locator('#rates option[value="achieved"]')).to_have_attribute("selected", "")
+    assert page.url.endswith("/validation?rates=achieved")
+    url, html = page.url, page.content()
+    context.close()
+    assert audit_as_without_javascript(browser, url, html) == []
+
+
+@pytest.mark.parametrize(("width", "scheme"), LOOKS)
+def test_the_batch_section_where_model_and_measurement_disagree(browser, slider_server, width,
+                                                                scheme):
+    with checked_page(browser, slider_server.url, color_scheme=scheme,
+                      viewport=WIDTHS[width]) as page:
+        page.goto("/?hardware=this-machine&models=shipped&batch=64")
+        expect(page.locator(".model-vs-measured")).to_be_visible()
+        assert audit(page) == []

@@ -134,7 +134,7 @@ def test_use_these_costs_fills_the_slider_model(page):
     r = expected(models="llama-70b-1b", batch=8, context=0, gpus=8)
     page.locator("#use-costs").click()
     expect(page.locator("#c")).to_have_value(f"{round(r.c, 2):g}")
-    expect(page.locator("#step_ms")).to_have_value(f"{r.t_target_ms:g}")
+    expect(page.locator("#step_ms")).to_have_value(f"{r.t_step_ms:g}")
     expect(page).to_have_url(re.compile(r"[?&]models=llama-70b-1b(&|$)"))
     expect(page).to_have_url(re.compile(r"[?&]batch=8(&|$)"))
 

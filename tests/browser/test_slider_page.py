@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from playwright.sync_api import Page, expect
-from support.browser import checked_page
+from support.browser import checked_page, page_errors
 
 from engine.analytic import theory
 
@@ -41,6 +41,36 @@ def test_moving_alpha_updates_numbers_chart_and_address_bar(page):
     expect(page.locator("svg.chart")).to_have_attribute("data-best-k", str(expected.best_k))
     expect(page).to_have_url(re.compile(r"alpha=0\.9(&|$)"))
     assert page.evaluate("history.length") == history_before  # replaced, not pushed
+
+
+def test_the_address_bar_follows_a_drag_once_it_rests_and_a_copied_link_is_current(page):
+    page.goto("/")
+    for value in ("0.31", "0.52", "0.73"):
+        page.locator("#alpha").fill(value)
+    expect(page.locator('[data-figure="headline"]')).to_contain_text("α = 0.73")
+    page.locator("#copy-link").click()  # perhaps before the rest: the copy takes what is shown
+    assert "alpha=0.73&" in page.evaluate("navigator.clipboard.readText()") + "&"
+    expect(page).to_have_url(re.compile(r"alpha=0\.73(&|$)"))
+    expect(page).to_have_title(page.locator("#results").get_attribute("data-title"))
+
+
+def test_a_results_request_that_fails_says_so_and_the_next_one_clears_it(browser, slider_server):
+    context = browser.new_context(base_url=slider_server.url)
+    page = context.new_page()
+    errors = page_errors(page)
+    page.goto("/")
+    before = figure(page, "speedup")
+    page.route(re.compile(r"/\?.*alpha=0\.9"), lambda route: route.abort())
+    page.locator("#alpha").fill("0.9")
+    expect(page.locator("#results-error")).to_contain_text("The server did not answer")
+    assert figure(page, "speedup") == before  # the figures shown are still the last answer's
+    page.unroute(re.compile(r"/\?.*alpha=0\.9"))
+    page.locator("#alpha").fill("0.8")
+    expected = theory.figures(0.8, 4, 0.18)
+    expect(page.locator('[data-figure="speedup"]')).to_have_text(f"{expected.speedup:.3f}×")
+    expect(page.locator("#results-error")).to_have_count(0)
+    context.close()
+    assert errors == ["Failed to load resource: net::ERR_FAILED"]  # the aborted request alone
 
 
 def test_back_from_another_page_reopens_the_state_last_shown(page):

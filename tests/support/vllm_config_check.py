@@ -5,8 +5,9 @@ anything, and reports what it made of them.
     python vllm_config_check.py CASES.json   (a list of {"name", "args"})
 
 For each case: ``EngineArgs(**args, skip_tokenizer_init=True).create_engine_config()``, the
-tensor-parallel sizes of target and draft, the draft-model proposer's own placement check
-(``DraftModelProposer._raise_if_draft_tp_mismatch``, on the config it would read), and the k
+tensor-parallel sizes of target and draft, the method and the draft's checkpoint, the
+draft-model proposer's own placement check (``DraftModelProposer._raise_if_draft_tp_mismatch``,
+on the config it would read; EAGLE's proposer has none), and the k
 vLLM's scheduler looks up at every batch from 1 to max_num_seqs
 (``build_dynamic_sd_schedule_lookup``). Prints one JSON list; an error is reported per case.
 """
@@ -32,15 +33,20 @@ def check(args: dict) -> dict:
            "gpu_memory_utilization": config.cache_config.gpu_memory_utilization}
     if spec is None:
         return out
-    out |= {"draft_tensor_parallel_size": spec.draft_parallel_config.tensor_parallel_size,
+    out |= {"method": spec.method, "draft_model": spec.model,
+            "draft_tensor_parallel_size": spec.draft_parallel_config.tensor_parallel_size,
             "num_speculative_tokens": spec.num_speculative_tokens,
             "draft_sample_method": spec.draft_sample_method,
             "schedule": spec.num_speculative_tokens_per_batch_size}
-    try:  # the proposer's own check, on the config its worker would get
-        DraftModelProposer._raise_if_draft_tp_mismatch(SimpleNamespace(speculative_config=spec))
-        out["proposer"] = "accepted"
-    except ValueError as error:
-        out["proposer"] = f"refused: {error}"
+    if spec.method != "draft_model":  # EAGLE's proposer has no placement check
+        out["proposer"] = f"no placement check for {spec.method}"
+    else:
+        try:  # the draft-model proposer's own check, on the config its worker would get
+            DraftModelProposer._raise_if_draft_tp_mismatch(
+                SimpleNamespace(speculative_config=spec))
+            out["proposer"] = "accepted"
+        except ValueError as error:
+            out["proposer"] = f"refused: {error}"
     seqs = out["max_num_seqs"]
     if spec.num_speculative_tokens_per_batch_size is not None:
         out["lookup"] = build_dynamic_sd_schedule_lookup(

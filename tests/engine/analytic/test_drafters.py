@@ -96,3 +96,35 @@ def test_self_speculation_runs_on_the_targets_gpus():
     s = setting(context=32000, gpus=8)
     assert self_spec_draft_pass(s, 32).bytes < self_spec_draft_pass(replace(s, gpus=1), 32).bytes
     assert drafters.STREAMING_BUDGET == 512
+
+
+def test_each_head_names_the_checkpoint_and_method_vllm_loads_it_by():
+    assert {k: (h.checkpoint, h.method) for k, h in EAGLE_HEADS.items()} == {
+        "shipped-eagle": ("models/eagle", "eagle"),
+        "eagle-llama2-chat-7b": ("yuhuili/EAGLE-llama2-chat-7B", "eagle"),
+        "eagle3-llama-3.1-8b": ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle3"),
+    }
+    # EAGLE-3 fuses three layers' features, and its preset is the one with fc_inputs 3
+    assert [h.method == "eagle3" for h in EAGLE_HEADS.values()] == [
+        h.fc_inputs == 3 for h in EAGLE_HEADS.values()]
+
+
+def test_a_self_speculation_cycle_is_k_bounded_drafts_and_one_verification():
+    s = setting(context=32000)
+    for batch, k in ((1, 1), (64, 3)):
+        step = target_pass(s, batch).seconds
+        expected = (k * self_spec_draft_pass(s, batch).seconds
+                    + target_pass(s, batch, k + 1).seconds) / step
+        assert drafters.self_spec_cycle(s, batch, k) == pytest.approx(expected)
+    assert drafters.self_spec_cycle(s, 64, 3, budget=32000) > drafters.self_spec_cycle(s, 64, 3)
+
+
+def test_self_speculation_holds_the_targets_weights_once_and_two_caches_a_sequence():
+    s = setting(context=32000)
+    weights, per_sequence = drafters.self_spec_bytes(s, 512)
+    kv = s.target.kv_bytes_per_token(s.dtype, s.gpus)
+    assert weights == s.target.params * 2 / s.gpus
+    assert per_sequence == (32000 + s.k + 1 + 512) * kv
+    # a budget longer than the context is the context
+    short = replace(s, context=100)
+    assert drafters.self_spec_bytes(short, 512)[1] == (100 + s.k + 1 + 100) * kv

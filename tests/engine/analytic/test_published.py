@@ -51,10 +51,20 @@ def test_a_source_missing_from_the_store_is_said_so():
 
 
 def test_fit_points_are_the_ones_fixed_in_advance():
+    # issue 28: gpt-fast's 1-GPU rows and MagicDec's S = 4,000 step times, nothing else
     series = published.all_series(load_all())
-    fitted = [s.id for s in series.values() if s.split == "fit"]
-    assert fitted == ["gpt-fast-1gpu-bf16"]
+    fitted = sorted(s.id for s in series.values() if s.split == "fit")
+    assert fitted == ["gpt-fast-1gpu-bf16", "magicdec-t-ar-llama-3.1-8b-a100"]
     assert all(p.get("gpus") == 1 for p in series["gpt-fast-1gpu-bf16"].points)
+    t_ar = series["magicdec-t-ar-llama-3.1-8b-a100"]
+    assert [(p.batch, p.context) for p in t_ar.points] == [(32, 4000)]
+
+
+def test_the_quoted_step_time_says_it_was_quoted_and_by_whom():
+    t_ar = published.all_series(load_all())["magicdec-t-ar-llama-3.1-8b-a100"]
+    (point,) = t_ar.points
+    assert point.reading == published.QUOTED
+    assert "issue 28" in point.get("quoted_by")
 
 
 def _broken(tmp_path: Path, change) -> Path:
@@ -73,6 +83,7 @@ def _broken(tmp_path: Path, change) -> Path:
     (lambda r: r["series"][0].update(unit="ms"), "is in 'tokens/s'"),
     (lambda r: r["series"][0].update(split="tuned"), "'split' must be"),
     (lambda r: r.update(schema="other"), "'schema' must be"),
+    (lambda r: r["series"][0]["points"][0].update(reading=published.QUOTED), "'quoted_by'"),
 ])
 def test_the_loader_names_what_is_wrong(tmp_path, change, message):
     with pytest.raises(PublishedError, match=message):

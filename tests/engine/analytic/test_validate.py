@@ -39,6 +39,12 @@ def test_the_fit_reproduces_the_rows_it_was_fitted_on():
     assert fitted and all(r.median_abs_error < 0.05 for r in fitted)
 
 
+def test_a_time_a_row_is_identified_by_the_batch_32_step():
+    # gpt-fast's rows are all at batch 1; MagicDec's T_AR at batch 32 tells the terms apart
+    assert REPORT.pass_fit.per_row_identified
+    assert REPORT.overheads.pass_per_row_s > 0
+
+
 def test_the_k0_terms_reproduce_vllms_report():
     o = REPORT.overheads
     # issue 49548: 15.317 - 14.374 ms at concurrency 2, 93.820 - 77.164 ms at 189

@@ -36,6 +36,13 @@ def test_optional_fields_are_read():
     assert parse_curve(curve.to_json()).policy == "schedule"
 
 
+def test_a_schedule_says_which_k_ran_at_each_batch():
+    curve = parse_curve(GOOD | {"policy": "schedule", "schedule": [[1, 2, 3], [3, 64, 1]]})
+    assert [curve.k_at(b) for b in (1, 2, 3, 64, 65)] == [3, 3, 1, 1, None]
+    assert parse_curve(curve.to_json()) == curve
+    assert parse_curve(GOOD).k_at(64) == 4  # one fixed k: the same at every batch
+
+
 @pytest.mark.parametrize(("change", "named"), [
     ({"alpha": 1.5}, '"alpha" must be from 0 to 1'),
     ({"alpha": "high"}, '"alpha" must be a number'),
@@ -49,6 +56,9 @@ def test_optional_fields_are_read():
     ({"fit": {"bandwidth_gb_s": 1}}, '"fit"."gflops"'),
     ({"policy": 2}, '"policy" must be a non-empty string'),
     ({"policy": " "}, '"policy" must be a non-empty string'),
+    ({"schedule": {"1": 2}}, '"schedule" must be a list'),
+    ({"schedule": [[4, 2, 1]]}, '"schedule"[0] must be [lo, hi, k]'),
+    ({"schedule": [[1, 2, -1]]}, '"schedule"[0] must be [lo, hi, k]'),
 ])
 def test_malformed_curves_name_what_is_wrong(change, named):
     with pytest.raises(CurveError, match=None) as caught:

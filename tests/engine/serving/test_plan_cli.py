@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.analytic import schedule
+from engine.analytic.break_even import step_s
 from engine.analytic.default_overheads import fitted
 from engine.analytic.overheads import Overheads
 from engine.analytic.roofline import (
@@ -123,7 +124,7 @@ def test_a_draft_on_one_gpu_beside_a_sharded_target_prints_no_config_and_says_wh
 
 
 def test_under_data_parallelism_the_schedule_is_dropped_so_the_config_is_the_fixed_k(capsys):
-    data = plan_json(capsys, "--alpha", "0.7", *LLAMA, "--data-parallel", "2")
+    data = plan_json(capsys, "--alpha", "0.7", *LLAMA, "--data-parallel", "2", *NO_OVERHEADS)
     p = data["plan"]
     assert len(p["ranges"]) > 1
     config = data["speculative_config"]
@@ -136,7 +137,8 @@ def test_under_data_parallelism_the_schedule_is_dropped_so_the_config_is_the_fix
 def test_k0_ranges_are_priced_and_can_turn_the_answer_to_do_not_configure(capsys):
     # 70B / 1B on 8 x H100 at context 512, a small speculative step: speculation stops paying
     # inside the plan
-    small = ["--spec-overhead-ms", "0.05", "--spec-row-overhead-us", "0"]
+    small = ["--spec-overhead-ms", "0.05", "--spec-row-overhead-us", "0", "--pass-overhead-ms",
+             "0", "--pass-row-overhead-us", "0"]
     cited = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024", *small)
     zero = [r for r in cited["plan"]["ranges"] if r["k"] == 0]
     assert zero and all(r["speedup"][1] < 1 for r in zero)  # a k = 0 range is not free
@@ -204,7 +206,8 @@ def test_a_probe_names_its_drafting_and_a_plan_for_the_other_is_refused(capsys, 
     data["result"]["draft_sample"] = "greedy"
     probe = tmp_path / "greedy.json"
     probe.write_text(json.dumps(data))
-    out = plan_json(capsys, "--from-probe", str(probe), "--temperature", "1", *LLAMA)
+    out = plan_json(capsys, "--from-probe", str(probe), "--temperature", "1", *LLAMA,
+                    *NO_OVERHEADS)
     assert out["draft_sample"] == "greedy"
     assert out["speculative_config"]["draft_sample_method"] == "greedy"
     assert "measured for greedy drafting" in out["alpha_note"]
@@ -214,7 +217,8 @@ def test_a_probe_names_its_drafting_and_a_plan_for_the_other_is_refused(capsys, 
 
 
 def test_json_holds_the_ranges_covering_one_to_max_num_seqs(capsys):
-    out = plan_json(capsys, "--alpha", "0.6", "--max-num-seqs", "100", "--k-max", "5", *LLAMA)
+    out = plan_json(capsys, "--alpha", "0.6", "--max-num-seqs", "100", "--k-max", "5", *LLAMA,
+                    *NO_OVERHEADS)
     ranges = out["plan"]["ranges"]
     assert ranges[0]["lo"] == 1 and ranges[-1]["hi"] == 100
     assert max(r["k"] for r in ranges) <= 5
@@ -395,12 +399,236 @@ def test_batches_that_do_not_fit_in_memory_are_left_out_of_the_plan(capsys):
 
 
 def test_where_every_batch_speculates_below_off_the_verdict_says_why_without_k0_ranges(capsys):
-    # 70B / 1B on 8 x H100 at alpha 0.55 with the fitted speculative step: a k = 0 step costs
+    # 70B / 1B on 8 x H100 at alpha 0.55 with vLLM's speculative step: a k = 0 step costs
     # that step's overhead too, so the plan never sets one, yet loses to no config
-    data = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024")
+    vllm_step = ["--spec-overhead-ms", "0.775", "--spec-row-overhead-us", "84",
+                 "--pass-overhead-ms", "0", "--pass-row-overhead-us", "0"]
+    data = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024", *vllm_step)
     assert not [r for r in data["plan"]["ranges"] if r["k"] == 0]
     assert not data["configure"] and data["plan"]["gain_over_off"] < 1
     assert data["verdict"].startswith("Do not configure speculation: speculating costs more "
                                       "than it gains here")
     assert "(batches )" not in data["verdict"]
     assert "a k = 0 range costs the speculative step's overhead too" in data["advice"]
+
+
+# ---- drafters, context classes, latency and alpha's provenance ----
+
+EIGHT_B = ["--hardware", "h100-sxm", "--models", "llama-8b-1b"]
+SHIPPED_PROBE = REPO / "measurements" / "schedule" / "shipped-cpu-probe.json"
+
+
+def test_an_eagle_head_deploys_as_eagle3_with_its_checkpoint_beside_its_target(capsys):
+    assert main(["plan", "--alpha", "0.8", *EIGHT_B, "--drafter", "eagle", *NO_OVERHEADS]) == 0
+    out = capsys.readouterr().out
+    data = plan_json(capsys, "--alpha", "0.8", *EIGHT_B, "--drafter", "eagle", *NO_OVERHEADS)
+    config, args = data["speculative_config"], data["engine_args"]
+    assert data["method"] == config["method"] == "eagle3"
+    assert config["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert args["model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert "speculative_token_tree" not in config  # chain drafts only, and it says so
+    assert any("chain drafts" in n and "trees" in n for n in data["notices"])
+    assert not any("chain drafts" in n for n in plan_json(capsys, "--alpha", "0.8",
+                                                          *EIGHT_B)["notices"])
+    assert "EAGLE-3 head of Llama 3.1 8B" in data["costs"]
+    snippet = out[out.index("from vllm import LLM"):out.index("\n\nvllm serve")]
+    seen = {}
+    exec(snippet.replace("from vllm import LLM\n", ""), {"LLM": lambda **kw: seen.update(kw)})
+    assert seen == args
+    # the head costs less a draft step than the 1B draft model: longer drafts pay
+    model = plan_json(capsys, "--alpha", "0.8", *EIGHT_B, *NO_OVERHEADS)
+    assert data["plan"]["gain_over_off"] > model["plan"]["gain_over_off"]
+
+
+def test_an_eagle_head_on_one_gpu_beside_a_sharded_target_is_printed_not_refused(capsys):
+    data = plan_json(capsys, "--alpha", "0.8", *EIGHT_B, "--gpus", "2", "--drafter", "eagle",
+                     "--draft-placement", "one-gpu", *NO_OVERHEADS)
+    assert data["refused"] is None
+    assert data["speculative_config"]["draft_tensor_parallel_size"] == 1
+    sharded = plan_json(capsys, "--alpha", "0.8", *EIGHT_B, "--gpus", "2", "--drafter",
+                        "eagle", *NO_OVERHEADS)
+    assert "draft_tensor_parallel_size" not in sharded["speculative_config"]
+
+
+def test_a_target_without_a_head_preset_or_a_head_of_another_is_an_error(capsys):
+    assert main(["plan", "--alpha", "0.8", *LLAMA, "--drafter", "eagle"]) == 2
+    assert "no EAGLE head preset drafts for Llama 3.1 70B" in capsys.readouterr().err
+    assert main(["plan", "--alpha", "0.8", *EIGHT_B, "--drafter", "eagle", "--eagle-head",
+                 "shipped-eagle"]) == 2
+    assert "not of the plan's target" in capsys.readouterr().err
+    assert main(["plan", "--alpha", "0.8", "--costs", str(SHIPPED_COSTS), "--drafter",
+                 "eagle"]) == 2
+    assert "a costs file times a draft model" in capsys.readouterr().err
+
+
+def test_self_speculation_is_planned_but_no_vllm_config_pretends_to_serve_it(capsys):
+    data = plan_json(capsys, "--alpha", "0.81", *EIGHT_B, "--gpus", "8", "--context", "32000",
+                     "--drafter", "self-spec")
+    assert data["method"] == "self-spec"
+    assert data["speculative_config"] is None and data["engine_args"] is None
+    assert data["python"] is None and data["serve"] is None
+    assert "does not serve self-speculation" in data["refused"]
+    assert data["verdict"].startswith("Do not deploy this")
+    assert data["plan"]["speculates"]  # the figures stay, as a what-if
+    assert "512-token KV cache" in data["costs"]
+    wider = plan_json(capsys, "--alpha", "0.81", *EIGHT_B, "--gpus", "8", "--context",
+                      "32000", "--drafter", "self-spec", "--draft-kv-budget", "8192")
+    assert wider["plan"]["gain_over_off"] < data["plan"]["gain_over_off"]
+    assert main(["plan", "--alpha", "0.81", *EIGHT_B, "--drafter", "self-spec"]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM 0.32 does not serve self-speculation" in out and "vllm serve" not in out
+
+
+def test_the_plan_prints_the_time_per_output_token_off_and_as_planned(capsys):
+    data = plan_json(capsys, "--alpha", "0.7", *LLAMA, "--context", "8192")
+    rows = {r["batch"]: r for r in data["latency"]}
+    p = data["plan"]
+    assert sorted(rows) == list(range(1, p["largest_batch"] + 1))
+    s = llama_setting(8192)
+    cycle = schedule.roofline_cycle(s)
+    for batch in (1, 16, p["largest_batch"]):
+        row = rows[batch]
+        step_ms = step_s(s, batch) * 1000  # a plain step: the pass and its overhead
+        assert row["off_ms"] == pytest.approx(step_ms)
+        speedup = schedule.throughput(schedule.single(0.7), cycle, batch, row["k"])
+        assert row["plan_ms"] == pytest.approx(step_ms / speedup)
+    assert main(["plan", "--alpha", "0.7", *LLAMA, "--context", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "| batch | k | TPOT off (ms) | TPOT plan (ms) | plan / off |" in out
+    assert f"| 16 | {rows[16]['k']} | {rows[16]['off_ms']:.2f} | {rows[16]['plan_ms']:.2f} |" \
+        in out
+
+
+def test_contexts_plan_each_class_and_say_what_to_deploy_for_the_mix(capsys):
+    args = ["--alpha", "0.81", *EIGHT_B, "--gpus", "8", "--drafter", "self-spec",
+            "--contexts", "4000,32000"]
+    data = plan_json(capsys, *args)
+    assert data["contexts"] == [4000, 32000]
+    single = {c: plan_json(capsys, "--alpha", "0.81", *EIGHT_B, "--gpus", "8", "--drafter",
+                           "self-spec", "--context", str(c)) for c in (4000, 32000)}
+    for c, alone in single.items():
+        assert data["by_context"][str(c)]["plan"] == alone["plan"]
+    assert data["one_schedule"]["engine_args"] is None  # self-speculation: no vLLM config
+    assert data["recommend"] == "per-class"
+    assert {c["context"] for c in data["classes"]} == {4000, 32000}
+    assert main(["plan", *args]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(data["recommendation"])
+    assert "| batches | context 4000 | context 32000 | one schedule for all |" in out
+    largest = data["by_context"]["32000"]["plan"]["largest_batch"]
+    beyond = next(r for r in data["table"] if r["lo"] == largest + 1)  # 32000 stops first
+    assert beyond["k"]["32000"] is None and beyond["k"]["4000"] is not None
+    assert f"| {largest + 1}–{beyond['hi']} | {beyond['k']['4000']} | — | {beyond['one']} |" \
+        in out
+
+
+def test_contexts_with_a_draft_model_print_the_config_of_each_deployment(capsys):
+    data = plan_json(capsys, "--alpha", "0.7", *LLAMA, "--contexts", "512,32768", *NO_OVERHEADS)
+    one = data["one_schedule"]
+    assert one["engine_args"]["max_model_len"] == 32768
+    assert one["engine_args"]["max_num_seqs"] == data["by_context"]["512"]["plan"][
+        "largest_batch"]
+    for c in ("512", "32768"):
+        assert data["by_context"][c]["engine_args"]["max_model_len"] == int(c)
+    assert all(set(row["k"]) == {"512", "32768"} for row in data["table"])
+    assert data["table"][-1]["hi"] == one["plan"]["largest_batch"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--contexts", "512"], "2 to 8 different"),
+    (["--contexts", "512,8192", "--context", "1024"], "--context or --contexts"),
+    (["--contexts", "512,8192", "--costs", str(SHIPPED_COSTS)], "timed at one context"),
+])
+def test_bad_contexts_are_a_message(capsys, args, words):
+    assert main(["plan", "--alpha", "0.7", *args]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_the_shipped_pairs_alpha_planning_llama_70b_is_warned_about(capsys):
+    data = plan_json(capsys, "--from-probe", str(SHIPPED_PROBE), *LLAMA)
+    source = data["alpha_source"]
+    assert (source["origin"], source["target"], source["draft"]) == (
+        "probe", "models/target", "models/draft")
+    assert source["domains"] == [d["name"] for d in data["plan"]["domains"]]
+    assert source["temperature"] == 0
+    assert source["warning"].startswith("alpha was measured on models/target / models/draft")
+    assert "plans meta-llama/Llama-3.1-70B / meta-llama/Llama-3.2-1B" in source["warning"]
+    assert data["notices"][0] == source["warning"]
+    assert main(["plan", "--from-probe", str(SHIPPED_PROBE), *LLAMA]) == 0
+    out = capsys.readouterr().out
+    assert f"WARNING: {source['warning']}" in out
+    assert "Alpha measured by a probe (" in out
+    # the shipped pair planned on its own costs: no warning
+    same = plan_json(capsys, "--from-probe", str(SHIPPED_PROBE), "--costs", str(SHIPPED_COSTS))
+    assert same["alpha_source"]["warning"] is None
+
+
+def test_vllm_counters_and_alpha_by_hand_say_where_alpha_came_from(capsys):
+    before, after = FIXTURES / "vllm_metrics_before.txt", FIXTURES / "vllm_metrics_after.txt"
+    data = plan_json(capsys, "--from-metrics", str(before), str(after), *LLAMA)
+    assert data["alpha_source"]["origin"] == "metrics"
+    assert data["alpha_source"]["target"] == "models/target"
+    assert "the target differs" in data["alpha_source"]["warning"]
+    hand = plan_json(capsys, "--alpha", "0.7", *LLAMA)
+    assert hand["alpha_source"]["origin"] == "hand" and hand["alpha_source"]["warning"] is None
+    assert "assumed" in hand["alpha_note"]
+
+
+@pytest.mark.slow
+def test_vllm_builds_the_printed_eagle_config_and_looks_up_the_planned_k(capsys, tmp_path):
+    """The EAGLE-3 head's config as printed, on one GPU and with the head on one GPU beside
+    a target on two: vLLM resolves the head (LlamaForCausalLMEagle3, config only), keeps the
+    method, the placement and the schedule."""
+    names = ["--target", str(VLLM_MODELS / "llama-3.1-8b"),
+             "--draft", str(VLLM_MODELS / "eagle3-llama-3.1-8b")]
+    plans = {
+        "1 GPU": plan_json(capsys, "--alpha", "0.8", *EIGHT_B, "--context", "8192",
+                           "--drafter", "eagle", *names),
+        "head on one GPU": plan_json(capsys, "--alpha", "0.8", *EIGHT_B, "--context", "8192",
+                                     "--gpus", "2", "--draft-placement", "one-gpu",
+                                     "--drafter", "eagle", *names),
+    }
+    seen = vllm_check([{"name": n, "args": p["engine_args"]} for n, p in plans.items()],
+                      tmp_path)
+    for name, printed in plans.items():
+        got, config = seen[name], printed["speculative_config"]
+        assert "error" not in got, got
+        assert got["method"] == config["method"] == "eagle3"
+        assert got["draft_model"] == config["model"]
+        assert got["draft_tensor_parallel_size"] == config.get(
+            "draft_tensor_parallel_size", printed["engine_args"]["tensor_parallel_size"])
+        assert got["max_num_seqs"] == printed["plan"]["largest_batch"]
+        planned = [0] + [r["k"] for r in printed["plan"]["ranges"]
+                         for _ in range(r["lo"], r["hi"] + 1)]
+        assert got["lookup"] == planned, name
+    assert seen["head on one GPU"]["tensor_parallel_size"] == 2
+    assert seen["head on one GPU"]["draft_tensor_parallel_size"] == 1
+
+
+def test_a_probe_of_several_drafters_gives_the_alpha_of_the_one_planned(capsys):
+    three = REPO / "measurements" / "eagle" / "probe_three_drafters.json"
+    result = json.loads(three.read_text())["drafters"]
+    for drafter in ("model", "eagle"):
+        data = plan_json(capsys, "--from-probe", str(three), "--temperature", "0", *EIGHT_B,
+                         "--drafter", drafter)
+        rows = [r for r in result[drafter]["rows"] if r["temperature"] == 0]
+        assert [(d["name"], d["alpha"]) for d in data["plan"]["domains"]] == [
+            (r["domain"], r["alpha_counted"]) for r in rows]
+        assert data["alpha_source"]["drafter"] == drafter
+    assert data["alpha_source"]["draft"] == "models/eagle"
+    assert main(["plan", "--from-probe", str(three), "--temperature", "0", *EIGHT_B,
+                 "--drafter", "self-spec"]) == 2
+    assert "measured the drafters model, ngram, eagle, not self-spec" in capsys.readouterr().err
+
+
+def test_self_speculation_prices_a_k0_range_without_vllms_overhead(capsys):
+    args = ["--alpha", "0.81", *EIGHT_B, "--gpus", "8", "--context", "4000",
+            "--drafter", "self-spec"]
+    data = plan_json(capsys, *args)
+    assert data["k0"]["points"] == [[1, 0.0]] and "vLLM's" in data["k0"]["source"]
+    first = data["plan"]["ranges"][0]
+    assert first["k"] == 0 and first["speedup"] == [1.0, 1.0]  # off at small batches, free
+    # given by hand it still counts: a k = 0 step 20% dearer makes a losing k = 1 the better
+    dear = plan_json(capsys, *args, "--k0-overhead", "0.2")
+    assert dear["plan"]["ranges"][0]["k"] == 1
+    assert 1 / 1.2 < dear["plan"]["ranges"][0]["speedup"][0] < 1

@@ -1,0 +1,134 @@
+"""/validation and GET /api/validation: every fitted and held-out series of
+``specscope validate`` beside the model, with its citation, split, errors and, for a miss, the
+reason; the fitted overhead terms first; bad input named, not a 500."""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import re
+
+import pytest
+
+from engine.analytic import validate
+from engine.analytic.validate import EXPLAINED_MISSES
+
+REPORT = validate.run()
+SOURCES = {s.id: s for s in REPORT.sources}
+
+
+@pytest.fixture(scope="module")
+def page(client) -> str:
+    response = client.get("/validation")
+    assert response.status_code == 200
+    return html_lib.unescape(response.text)
+
+
+def section(page: str, series_id: str) -> str:
+    match = re.search(rf'<section class="panel validation-series" id="{re.escape(series_id)}"'
+                      r'.*?</section>', page, re.S)
+    assert match, f"{series_id} has no section"
+    return match.group(0)
+
+
+def test_the_fitted_overhead_terms_come_first(page):
+    o = REPORT.overheads
+    terms = page.index("The fitted overhead terms")
+    assert terms < page.index("Fitted series") < page.index("Held-out series")
+    for name, seconds in (("pass_fixed", o.pass_fixed_s), ("pass_per_row", o.pass_per_row_s),
+                          ("spec_fixed", o.spec_fixed_s), ("spec_per_row", o.spec_per_row_s)):
+        assert f'data-figure="{name}">{seconds * 1000:.3f} ms<' in page, name
+
+
+@pytest.mark.parametrize("result", REPORT.series, ids=[r.id for r in REPORT.series])
+def test_every_series_is_drawn_with_its_citation_split_and_errors(page, result):
+    text = section(page, result.id)
+    source = SOURCES[result.source]
+    assert result.label in text and source.title in text and result.table in text
+    assert f'href="{source.url.split()[0]}"' in text
+    assert {"fit": "split: fitted", "held_out": "split: held out"}[result.split] in re.sub(
+        r"<[^>]+>", "", text)
+    assert f"Median absolute error <strong>{result.median_abs_error * 100:.1f}%" in text
+    assert text.count('<svg class="chart bar-chart"') == 1
+    assert text.count('<rect class="bar"') == len(result.points)
+    assert text.count('<circle class="model-point"') == len(result.points)
+    errors = re.findall(r'data-figure="error">([^<]*)<', text)
+    assert errors == [f"{p.error * 100:+.1f}%" for p in result.points]
+    for p in result.points:
+        assert p.setting in text
+        assert f">{p.measured:.4g}<" in text and f">{p.model:.4g}<" in text
+
+
+@pytest.mark.parametrize("result", REPORT.series, ids=[r.id for r in REPORT.series])
+def test_a_miss_shows_its_reason_and_nothing_else_does(page, result):
+    text = section(page, result.id)
+    if result.misses:
+        assert EXPLAINED_MISSES[result.id] in text
+    else:
+        assert 'data-figure="explained"' not in text
+
+
+def test_the_quoted_step_time_says_it_was_quoted(page):
+    text = section(page, "magicdec-t-ar-llama-3.1-8b-a100")
+    assert "quoted (from the table by another text; not read from the source here)" in text
+
+
+def test_what_the_store_lacked_is_listed(page):
+    for missing in REPORT.not_found:
+        assert missing["what"] in page
+
+
+def test_the_other_rates_are_a_link_away(client):
+    achieved = validate.run(rates="achieved")
+    html = client.get("/validation?rates=achieved").text
+    assert f'data-figure="pass_fixed">{achieved.overheads.pass_fixed_s * 1000:.3f} ms<' in html
+    assert '<option value="achieved" selected>' in html
+
+
+@pytest.mark.parametrize(("query", "notice"), [
+    ("rates=peak", "rates=&#39;peak&#39; is not one of achieved, datasheet; using datasheet."),
+    ("alpha=0.9", "&#39;alpha&#39; is not a setting of this page; it was ignored."),
+])
+def test_the_page_reads_a_bad_link_as_far_as_it_goes_and_says_what_it_skipped(client, query,
+                                                                               notice):
+    response = client.get(f"/validation?{query}")
+    assert response.status_code == 200
+    assert notice in response.text
+    assert 'data-figure="pass_fixed">' in response.text
+
+
+def test_the_batch_section_links_the_page(client):
+    html = client.get("/").text
+    section_html = html[html.index('id="roofline-title"'):html.index('id="roofline"')]
+    assert 'href="/validation"' in section_html
+
+
+def test_the_json_is_the_commands_report(client):
+    response = client.get("/api/validation")
+    assert response.status_code == 200
+    data = response.json()
+    assert data == json.loads(json.dumps(validate.report_json(REPORT)))
+    assert [s["id"] for s in data["series"]] == [r.id for r in REPORT.series]
+    for s in data["series"]:
+        assert set(s) >= {"id", "label", "split", "source", "table", "quantity", "unit",
+                          "median_abs_error", "misses", "explained", "points"}
+        assert s["split"] in ("fit", "held_out")
+        assert (s["explained"] is not None) == s["misses"]
+        for p in s["points"]:
+            assert set(p) == {"setting", "measured", "model", "reading", "error"}
+    assert {s["source"] for s in data["series"]} <= {src["id"] for src in data["sources"]}
+    assert set(data["overheads"]) >= {"pass_fixed_s", "pass_per_row_s", "spec_fixed_s",
+                                      "spec_per_row_s"}
+
+
+def test_the_json_takes_the_rates(client):
+    data = client.get("/api/validation?rates=achieved").json()
+    assert data["rates"] == "achieved"
+    assert data["overheads"] == validate.report_json(validate.run(rates="achieved"))["overheads"]
+
+
+@pytest.mark.parametrize(("query", "named"), [("rate=achieved", "rate"), ("rates=peak", "rates")])
+def test_the_json_refuses_what_it_does_not_take(client, query, named):
+    response = client.get(f"/api/validation?{query}")
+    assert response.status_code == 422
+    assert named in response.text
