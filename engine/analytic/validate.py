@@ -139,7 +139,8 @@ def target_step_s(series: Series, point: Point, rates: Rates = DEFAULT_RATES) ->
     return roofline.target_pass(s, series.setting(point, "batch")).seconds
 
 
-def _describe(series: Series, point: Point) -> str:
+def _describe(series: Series, point: Point, o: Overheads | None = None,
+              rates: Rates = DEFAULT_RATES, inputs: dict[str, Series] | None = None) -> str:
     parts = [series.setting(point, "model", "")]
     for name, unit in (("dtype", ""), ("gpus", " GPU"), ("batch", ""), ("context", ""),
                        ("k", "")):
@@ -147,6 +148,12 @@ def _describe(series: Series, point: Point) -> str:
         if value is None or name == "dtype" and value == "bf16":
             continue
         parts.append(f"{value}{unit}" if name in ("dtype", "gpus") else f"{name} {value}")
+    if series.setting(point, "eagle_head") and o is not None and inputs is not None:
+        # the calibrated acceptance is part of the setting: say it, and where it came from
+        tokens = eagle_tokens_per_cycle(series, point, o, calibration_ratio(series, inputs),
+                                        rates)
+        parts.append(f"{tokens:.2f} tokens a cycle (from batch "
+                     f"{series.fields['calibration']['batch']})")
     return ", ".join(p for p in parts if p)
 
 
@@ -203,10 +210,64 @@ def fit(sources: list[Source], rates: Rates = DEFAULT_RATES,
 # ---- predictions -----------------------------------------------------------------------------
 
 
+def calibration_ratio(series: Series, inputs: dict[str, Series]) -> float:
+    """The measured speedup a series' ``calibration`` names: the speculative series' point
+    for its ``drafter`` over the plain series' point, both at its ``batch`` (tokens/s over
+    tokens/s)."""
+    c = series.fields["calibration"]
+
+    def value(series_id: str, drafter: str | None) -> float:
+        (v,) = [p.value for p in inputs[series_id].points
+                if p.batch == c["batch"] and p.get("drafter") == drafter]
+        return v
+
+    return value(c["speculative"], c["drafter"]) / value(c["plain"], None)
+
+
+def _eagle_cycle(series: Series, point: Point, o: Overheads, rates: Rates, batch: int,
+                 ) -> tuple[float, float]:
+    """One chain cycle of the series' EAGLE head at ``batch`` and one plain step (s), with
+    the pass overheads only: the engine is not vLLM, so vLLM's speculative-step terms are
+    not its."""
+    s = setting_for(series, point, rates)
+    k = series.setting(point, "k")
+    o = replace(o, spec_fixed_s=0.0, spec_per_row_s=0.0)
+    head = drafters.EAGLE_HEADS[series.setting(point, "eagle_head")]
+    draft = drafters.eagle_draft_pass(s, head, batch).seconds
+    verify = roofline.target_pass(s, batch, k + 1).seconds
+    plain = overheads.plain_step_s(roofline.target_pass(s, batch).seconds, o, batch)
+    return overheads.cycle_s(draft, verify, k, o, batch), plain
+
+
+def eagle_tokens_per_cycle(series: Series, point: Point, o: Overheads, ratio: float,
+                           rates: Rates = DEFAULT_RATES) -> float:
+    """The tokens a chain cycle must emit for the model to give the measured speedup
+    ``ratio`` at the calibration batch: ``E = S t_cycle / t_step``. Not held to a chain's
+    ceiling of ``k + 1``: where it passes it, the model prices the cycle dearer than the
+    engine ran it at that batch."""
+    cycle, plain = _eagle_cycle(series, point, o, rates, series.fields["calibration"]["batch"])
+    return ratio * cycle / plain
+
+
+def eagle_speedup(series: Series, point: Point, o: Overheads, tokens_per_cycle: float,
+                  rates: Rates = DEFAULT_RATES) -> float:
+    """The model's speedup of the EAGLE head's chain at the point's batch, emitting
+    ``tokens_per_cycle`` a cycle: ``E t_step(B) / t_cycle(B)``."""
+    cycle, plain = _eagle_cycle(series, point, o, rates, series.setting(point, "batch"))
+    return tokens_per_cycle * plain / cycle
+
+
 def predict(series: Series, point: Point, o: Overheads, alphas: dict[int, float],
-            rates: str = DEFAULT_RATES) -> float:
-    """The model's value of ``series.quantity`` at ``point``."""
+            rates: str = DEFAULT_RATES, inputs: dict[str, Series] | None = None) -> float:
+    """The model's value of ``series.quantity`` at ``point`` (``inputs``: every series, for
+    one calibrated on another's measurements)."""
     batch = series.setting(point, "batch")
+    if series.quantity == "speedup" and series.setting(point, "eagle_head"):
+        if inputs is None:
+            raise ValueError(f"{series.id}: calibrated on other series; pass them as inputs")
+        tokens = eagle_tokens_per_cycle(series, point, o, calibration_ratio(series, inputs),
+                                        rates)
+        return eagle_speedup(series, point, o, tokens, rates)
     if series.quantity in ("tokens_per_s_per_sequence", "tpot_ms"):
         step_s = overheads.plain_step_s(target_step_s(series, point, rates), o, batch)
         return 1.0 / step_s if series.quantity == "tokens_per_s_per_sequence" else step_s * 1000
@@ -236,8 +297,9 @@ def run(sources: list[Source] | None = None, rates: str = DEFAULT_RATES) -> Repo
     for s in series.values():
         if s.split not in ("fit", "held_out"):
             continue
-        points = tuple(PointResult(_describe(s, p), p.value, predict(s, p, o, alphas, rates),
-                                   p.reading) for p in s.points)
+        points = tuple(PointResult(_describe(s, p, o, rates, series), p.value,
+                                   predict(s, p, o, alphas, rates, series), p.reading)
+                       for p in s.points)
         results.append(SeriesResult(s.id, s.label, s.split, s.quantity, s.unit, s.source_id,
                                     points, s.fields.get("table", "")))
     not_found = tuple(m | {"source": src.id} for src in sources for m in src.not_found)
