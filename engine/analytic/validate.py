@@ -217,9 +217,14 @@ def calibration_ratio(series: Series, inputs: dict[str, Series]) -> float:
     c = series.fields["calibration"]
 
     def value(series_id: str, drafter: str | None) -> float:
-        (v,) = [p.value for p in inputs[series_id].points
-                if p.batch == c["batch"] and p.get("drafter") == drafter]
-        return v
+        found = [p.value for p in inputs[series_id].points
+                 if p.batch == c["batch"] and p.get("drafter") == drafter] if (
+            series_id in inputs) else []
+        if len(found) != 1:
+            raise ValueError(f"{series.id}: calibrated on {series_id!r}, which has "
+                             f"{len(found)} points for {drafter or 'no drafter'} at batch "
+                             f"{c['batch']}, not one")
+        return found[0]
 
     return value(c["speculative"], c["drafter"]) / value(c["plain"], None)
 

@@ -95,3 +95,21 @@ def test_a_series_id_used_twice_is_refused(tmp_path):
     shutil.copy(published.FOLDER / "gpt-fast-readme.json", tmp_path / "b.json")
     with pytest.raises(PublishedError, match="is in both a.json and b.json"):
         load_all(tmp_path)
+
+
+def test_eagle3s_batch_64_figure_is_held_out_with_the_abstracts_words():
+    (source,) = [s for s in load_all() if s.id == "eagle3-paper"]
+    assert "arxiv.org/abs/2503.01840" in source.url and "v3" in source.version
+    assert "1.38x throughput improvement at a batch size of 64" in source.quote
+    (series,) = source.series
+    (point,) = series.points
+    assert (series.split, series.quantity, point.batch, point.value) == (
+        "held_out", "speedup", 64, 1.38)
+    assert point.reading == "exact (text)"
+    # what the abstract does not say is marked as assumed, and the draft is priced as a chain
+    assert "assumed" in source.hardware and "assumed" in series.label
+    assert "not of its absolute speed" in series.fields["notes"]
+    every = published.all_series(load_all())
+    calibration = series.fields["calibration"]
+    assert every[calibration["plain"]].split == "held_out"
+    assert every[calibration["speculative"]].split == "reference"

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from engine import cli
-from engine.analytic import published, validate
+from engine.analytic import drafters, published, roofline, validate
 from engine.analytic.validate import EXPLAINED_MISSES, HELD_OUT_LIMIT
 
 REPO = Path(__file__).resolve().parents[3]
@@ -100,3 +101,72 @@ def test_specscope_validate_prints_json_without_importing_torch():
     assert not [line for line in done.stderr.splitlines() if line.endswith("| torch")]
     out = json.loads(done.stdout)
     assert {s["id"] for s in out["series"]} == {r.id for r in REPORT.series}
+
+
+# ---- EAGLE-3 in SGLang at batch 64: a chain of the EAGLE-3 head, acceptance from batch 1 ----
+
+EAGLE3 = "sglang-h100-llama-3.1-8b-eagle3-speedup"
+SERIES = published.all_series(published.load_all())
+
+
+def _by_hand(batch: int, tokens_per_cycle: float | None = None) -> tuple[float, float]:
+    """The cycle priced from the roofline's pieces: ``k`` head passes and a verification
+    over ``k + 1`` positions, every pass with ``fixed + per_row B``; no vLLM step terms.
+    Returns the tokens a cycle that give SGLang's batch-1 ratio, and the speedup."""
+    series = SERIES[EAGLE3]
+    (point,) = series.points
+    s = validate.setting_for(series, point)
+    o, k = REPORT.overheads, series.fields["k"]
+    head = drafters.EAGLE_HEADS[series.fields["eagle_head"]]
+
+    def cycle_and_step(b: int) -> tuple[float, float]:
+        per_pass = o.pass_fixed_s + o.pass_per_row_s * b
+        cycle = (k * (drafters.eagle_draft_pass(s, head, b).seconds + per_pass)
+                 + roofline.target_pass(s, b, k + 1).seconds + per_pass)
+        return cycle, roofline.target_pass(s, b).seconds + per_pass
+
+    cycle, step = cycle_and_step(1)
+    tokens = (373.25 / 158.34) * cycle / step if tokens_per_cycle is None else tokens_per_cycle
+    cycle, step = cycle_and_step(batch)
+    return tokens, tokens * step / cycle
+
+
+def test_the_eagle3_calibration_is_sglangs_batch_1_ratio():
+    assert validate.calibration_ratio(SERIES[EAGLE3], SERIES) == pytest.approx(373.25 / 158.34)
+
+
+def test_the_eagle3_prediction_reproduces_the_batch_1_ratio_by_construction():
+    series = SERIES[EAGLE3]
+    (point,) = series.points
+    o = REPORT.overheads
+    tokens = validate.eagle_tokens_per_cycle(series, point, o, 373.25 / 158.34)
+    batch_1 = validate.Point(point.value, point.reading, 1, point.context, point.extra)
+    assert validate.eagle_speedup(series, batch_1, o, tokens) == pytest.approx(2.357, abs=5e-4)
+    assert tokens == pytest.approx(_by_hand(1)[0])
+
+
+def test_validate_reports_the_eagle3_batch_64_figure_of_the_priced_chain():
+    (result,) = [r for r in REPORT.series if r.id == EAGLE3]
+    (point,) = result.points
+    tokens, speedup = _by_hand(64)
+    assert point.model == pytest.approx(speedup)
+    assert point.measured == 1.38
+    assert f"k 5, {tokens:.2f} tokens a cycle (from batch 1)" in point.setting
+    # the head's cost grows with the batch: the batch-1 ratio does not carry to batch 64
+    assert point.model < 373.25 / 158.34 - 0.3
+
+
+def test_the_eagle3_prediction_leaves_out_vllms_speculative_step_terms():
+    series = SERIES[EAGLE3]
+    (point,) = series.points
+    no_step = replace(REPORT.overheads, spec_fixed_s=0.0, spec_per_row_s=0.0)
+    assert validate.predict(series, point, REPORT.overheads, {}, inputs=SERIES) == (
+        validate.predict(series, point, no_step, {}, inputs=SERIES))
+
+
+def test_a_calibration_on_a_missing_series_is_named():
+    series = SERIES[EAGLE3]
+    (point,) = series.points
+    others = {k: v for k, v in SERIES.items() if k != "sglang-h100-llama-3.1-8b-plain"}
+    with pytest.raises(ValueError, match="calibrated on 'sglang-h100-llama-3.1-8b-plain'"):
+        validate.predict(series, point, REPORT.overheads, {}, inputs=others)
