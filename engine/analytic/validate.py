@@ -8,7 +8,10 @@ library only).
    (``spec_step_fit``).
 2. Predict every ``fit`` and ``held_out`` point with the roofline plus those overheads, and
    report the error per point, ``(model - measured) / measured``, and the median absolute
-   error per series.
+   error per series. A series with a ``calibration`` (EAGLE-3 in SGLang at batch 64) takes
+   the acceptance it needs from measurements at another batch: the tokens a chain cycle that
+   reproduce a measured speedup there (:func:`eagle_tokens_per_cycle`), so it tests how the
+   model scales the drafter's cost with the batch, not its absolute speed.
 
 The roofline runs at the datasheet's rates (bandwidth and FLOP/s fractions 1) by default, not
 at the page's achieved fractions: the achieved bandwidth (0.685) was itself read off gpt-fast's
