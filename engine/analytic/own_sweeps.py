@@ -85,7 +85,8 @@ def source_of(path: str) -> Source:
     series = Series(
         f"{stem}-speedup", f"this project: {curve['label']}, speedup over plain decoding "
         f"by batch (alpha {curve['alpha']:.3f} as counted)", "speedup", "x", "held_out",
-        points, {"table": f"{path}, points", "model": "shipped pair", "dtype": DTYPE,
+        points, {"table": "its points (batch, speedup over policy off)", "model": "shipped pair",
+                 "dtype": DTYPE,
                  "alpha": curve["alpha"], "own_sweep": True,
                  "engine": "vllm" if is_vllm(curve) else "specscope",
                  "context_basis": f"{prompts} prompt tokens + {curve['new_tokens']} // 2"},
@@ -93,10 +94,10 @@ def source_of(path: str) -> Source:
     clock = curve.get("clock", "wall")
     return Source(
         stem, f"This project's own end-to-end sweep: {curve['label']}", path,
-        f"{path} as shipped; {curve.get('repeats', '?')} repeats a batch, "
+        f"as shipped; {curve.get('repeats', '?')} repeats a batch, "
         f"{curve['new_tokens']} new tokens a row, temperature {curve['temperature']:g}, "
         f"tokens per {'CPU-' if clock == 'cpu' else ''}second",
-        f"{path}: points (batch, speedup over policy off)", f"made by: {curve['command']}",
+        path, f"made by: {curve['command']}",
         curve["hardware"], engine,
         "Our own measurement, not a published one: the shipped pair on this project's "
         "2-core CPU machine.", (series,), (), ROOT / path)

@@ -56,7 +56,7 @@ def test_the_schedule_sweep_carries_its_k_per_batch():
 def test_the_citation_says_it_is_our_own_measurement_with_file_command_and_machine(source):
     curve = raw(source.url)
     assert source.title.startswith("This project's own end-to-end sweep")
-    assert source.url in source.version and curve["command"] in source.quote
+    assert source.where == source.url and curve["command"] in source.quote
     assert source.hardware == curve["hardware"] and "this machine" in source.hardware
     assert "not a published one" in source.notes
 
