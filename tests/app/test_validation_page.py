@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from engine.analytic import validate
+from engine.analytic import own_sweeps, validate
 from engine.analytic.validate import EXPLAINED_MISSES
 
 REPORT = validate.run()
@@ -45,7 +45,10 @@ def test_every_series_is_drawn_with_its_citation_split_and_errors(page, result):
     text = section(page, result.id)
     source = SOURCES[result.source]
     assert result.label in text and source.title in text and result.table in text
-    assert f'href="{source.url.split()[0]}"' in text
+    if source.url.startswith("http"):
+        assert f'href="{source.url.split()[0]}"' in text
+    else:  # this project's own sweep: the file it ships in, and the command that made it
+        assert f"<code>{source.url}</code>" in text and source.quote in text
     assert {"fit": "split: fitted", "held_out": "split: held out"}[result.split] in re.sub(
         r"<[^>]+>", "", text)
     assert f"Median absolute error <strong>{result.median_abs_error * 100:.1f}%" in text
@@ -66,6 +69,17 @@ def test_a_miss_shows_its_reason_and_nothing_else_does(page, result):
         assert EXPLAINED_MISSES[result.id] in text
     else:
         assert 'data-figure="explained"' not in text
+
+
+def test_our_own_sweeps_are_held_out_with_their_file_command_and_machine(page):
+    own = [r for r in REPORT.series if r.source in {src.id for src in own_sweeps.sources()}]
+    assert len(own) == len(own_sweeps.SWEEPS)
+    held_out = page[page.index("Held-out series"):]
+    for result in own:
+        text = section(held_out, result.id)
+        source = SOURCES[result.source]
+        assert "This project's own end-to-end sweep" in text and source.hardware in text
+        assert "measured by this project (a shipped sweep file)" in text
 
 
 def test_the_quoted_step_time_says_it_was_quoted(page):
