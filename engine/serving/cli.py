@@ -113,6 +113,21 @@ def add_parser(sub, d: dict) -> None:
                        help="--engine vllm with --policies: write vLLM's measured step costs "
                             "here, for specscope plan --costs (with the 0 policy, also what "
                             "a k = 0 range costs beside off)")
+    rates = sweep.add_argument_group(
+        "--engine vllm --rates (latency at a request rate, instead of --batch)")
+    rates.add_argument("--rates", type=_rates, default=None,
+                       help="open-loop request rates (requests/s), e.g. 0.5,1,2,4: Poisson "
+                            "arrivals, each request sent at its time whatever is in flight; "
+                            "TPOT p50/p99, TTFT p50 and tokens/s per rate and policy "
+                            "(--policies, default off,2)")
+    rates.add_argument("--requests", type=int, default=60,
+                       help="requests per rate and policy (default 60)")
+    rates.add_argument("--duration", type=float, default=None,
+                       help="seconds: only the arrivals before this (at most --requests)")
+    rates.add_argument("--seed", type=int, default=0,
+                       help="the arrival schedule's random.Random seed (default 0)")
+    rates.add_argument("--json", action="store_true",
+                       help="print the results as JSON instead of tables")
     ours = sweep.add_argument_group("--engine specscope")
     ours.add_argument("--prompts", default=None,
                       help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
@@ -140,8 +155,24 @@ def _batches(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _rates(text: str) -> list[float]:
+    from engine.measure.latency import parse_rates
+
+    try:
+        return parse_rates(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def run(args) -> int:
     try:
+        if args.command == "sweep" and args.rates is not None:
+            if args.engine != "vllm":
+                raise VllmError("--rates drives vLLM (--engine vllm); our engine has no "
+                                "open-loop server")
+            from engine.serving.open_loop_cli import open_loop
+
+            return open_loop(args)
         if args.command == "sweep" and args.engine == "specscope":
             from engine.measure.batch_sweep import run_sweep
 
