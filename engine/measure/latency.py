@@ -119,13 +119,15 @@ def percentile(values: Sequence[float], q: float) -> float:
 class RateSummary:
     """One (rate, policy): the figures of its requests (None where no request completed).
 
-    ``seconds``: from the first send to the last answer; ``tok_s``: output tokens of the
-    completed requests over it; ``achieved_rate``: completed requests over it (below the
-    offered rate when the server falls behind and a queue builds; a little below it anyway,
-    by the last answer's own latency); ``peak_in_flight``: the most requests sent and not
-    yet answered at once."""
+    ``drawn_rate``: the rate of the schedule as drawn (a Poisson schedule of n requests
+    strays from ``rate`` by about ``rate / sqrt(n)``); ``seconds``: from the first send to
+    the last answer; ``tok_s``: output tokens of the completed requests over it;
+    ``achieved_rate``: completed requests over it (below the drawn rate when the server
+    falls behind and a queue builds; a little below it anyway, by the last answer's own
+    latency); ``peak_in_flight``: the most requests sent and not yet answered at once."""
 
     rate: float
+    drawn_rate: float | None  # the schedule's own: (requests - 1) / its last arrival
     requests: int
     completed: int
     seconds: float
@@ -156,8 +158,10 @@ def summarize(rate: float, timings: Sequence[RequestTiming]) -> RateSummary:
     def ms(values: list[float], q: float) -> float | None:
         return 1000 * percentile(values, q) if values else None
 
+    span = max(t.scheduled for t in timings) - min(t.scheduled for t in timings)
     return RateSummary(
         rate=rate,
+        drawn_rate=(len(timings) - 1) / span if span > 0 else None,
         requests=len(timings),
         completed=len(done),
         seconds=seconds,
@@ -190,19 +194,20 @@ def peak_in_flight(timings: Sequence[RequestTiming]) -> int:
 
 def table(summaries: dict[str, Sequence[RateSummary]]) -> str:
     """Markdown: one row per rate and policy (policies in the order given)."""
-    lines = ["| rate (req/s) | policy | TPOT p50 (ms) | TPOT p99 (ms) | TTFT p50 (ms) | "
-             "output tok/s | completed | achieved (req/s) | peak in flight |",
-             "| ---: | --- |" + " ---: |" * 7]
+    lines = ["| rate (req/s) | drawn | policy | TPOT p50 (ms) | TPOT p99 (ms) | "
+             "TTFT p50 (ms) | output tok/s | completed | achieved (req/s) | peak in flight |",
+             "| ---: | ---: | --- |" + " ---: |" * 7]
     rates = sorted({s.rate for rows in summaries.values() for s in rows})
     for rate in rates:
         for name, rows in summaries.items():
             for s in rows:
                 if s.rate != rate:
                     continue
+                drawn = "-" if s.drawn_rate is None else f"{s.drawn_rate:.2f}"
                 lines.append(
-                    f"| {rate:g} | {name} | {_num(s.tpot_p50_ms)} | {_num(s.tpot_p99_ms)} | "
-                    f"{_num(s.ttft_p50_ms)} | {s.tok_s:.1f} | {s.completed}/{s.requests} | "
-                    f"{s.achieved_rate:.2f} | {s.peak_in_flight} |")
+                    f"| {rate:g} | {drawn} | {name} | {_num(s.tpot_p50_ms)} | "
+                    f"{_num(s.tpot_p99_ms)} | {_num(s.ttft_p50_ms)} | {s.tok_s:.1f} | "
+                    f"{s.completed}/{s.requests} | {s.achieved_rate:.2f} | {s.peak_in_flight} |")
     return "\n".join(lines)
 
 

@@ -127,12 +127,14 @@ def test_a_rates_summary_from_its_requests():
     assert s.tok_s == pytest.approx(15 / s.seconds)
     assert s.achieved_rate == pytest.approx(3 / s.seconds)
     assert s.peak_in_flight == 2  # requests 1 and 2 overlap; 0 ended before 1 was sent
+    assert s.drawn_rate == pytest.approx(3 / 0.8)  # 4 arrivals over 0.8 s
 
 
 def test_nothing_completed_leaves_the_latencies_empty():
     s = summarize(1.0, [RequestTiming(0, 0, 0.0, error="refused")])
     assert s.completed == 0 and s.tpot_p50_ms is None and s.tok_s == 0
-    assert "| 1 | off | - | - | - | 0.0 | 0/1 |" in table({"off": [s]})
+    assert s.drawn_rate is None  # one request: no gap to measure a rate by
+    assert "| 1 | - | off | - | - | - | 0.0 | 0/1 |" in table({"off": [s]})
 
 
 def test_peak_in_flight_counts_overlaps():
@@ -146,7 +148,7 @@ def test_the_table_has_a_row_per_rate_and_policy():
     rows = {"off": [summarize(1.0, REAL), summarize(4.0, REAL)],
             "k = 2": [summarize(1.0, REAL[:2]), summarize(4.0, REAL[:2])]}
     text = table(rows).splitlines()
-    assert text[0].startswith("| rate (req/s) | policy | TPOT p50 (ms) | TPOT p99 (ms)")
-    assert [line.split("|")[1:3] for line in text[2:]] == [
+    assert text[0].startswith("| rate (req/s) | drawn | policy | TPOT p50 (ms) | TPOT p99")
+    assert [line.split("|")[1:4:2] for line in text[2:]] == [
         [" 1 ", " off "], [" 1 ", " k = 2 "], [" 4 ", " off "], [" 4 ", " k = 2 "]]
     assert "| 3/3 |" in text[2] and "| 2/2 |" in text[3]
