@@ -13,6 +13,7 @@ request has answered, so the next rate starts on an empty server.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -72,9 +73,10 @@ class RateRun:
     summary: RateSummary
     timings: list[RequestTiming]
     counts: SpecCounters | None = None
+    load_average: float | None = None  # the machine's, over the last minute, at the end
 
     def as_dict(self) -> dict:
-        out = self.summary.as_dict()
+        out = self.summary.as_dict() | {"load_average_1min": self.load_average}
         c = self.counts
         if c is not None:
             out["spec"] = {"drafts": c.drafts, "draft_tokens": c.draft_tokens,
@@ -121,7 +123,7 @@ def run_policy(client: VllmClient, prompts: Sequence[list[int]],
         timings = run_schedule(client, prompts, times, new_tokens, temperature)
         counts = client.counters() - before if speculative else None
         summary = summarize(rate, timings)
-        runs.append(RateRun(summary, timings, counts))
+        runs.append(RateRun(summary, timings, counts, round(os.getloadavg()[0], 2)))
         tpot = "-" if summary.tpot_p50_ms is None else f"{summary.tpot_p50_ms:.1f}"
         log(f"{rate:g} req/s: {summary.completed}/{summary.requests} completed, TPOT p50 "
             f"{tpot} ms, {summary.tok_s:.1f} tok/s, peak in flight {summary.peak_in_flight}")
