@@ -124,7 +124,9 @@ class RateSummary:
     the last answer; ``tok_s``: output tokens of the completed requests over it;
     ``achieved_rate``: completed requests over it (below the drawn rate when the server
     falls behind and a queue builds; a little below it anyway, by the last answer's own
-    latency); ``peak_in_flight``: the most requests sent and not yet answered at once."""
+    latency); ``peak_in_flight``: the most requests sent and not yet answered at once;
+    ``send_lag_max_ms``: how late the client sent its latest request (an open loop only
+    while this stays far below the gaps)."""
 
     rate: float
     drawn_rate: float | None  # the schedule's own: (requests - 1) / its last arrival
@@ -139,6 +141,7 @@ class RateSummary:
     ttft_p99_ms: float | None
     latency_p50_s: float | None
     peak_in_flight: int
+    send_lag_max_ms: float = 0.0  # the client's: sent - scheduled, at worst
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -173,6 +176,7 @@ def summarize(rate: float, timings: Sequence[RequestTiming]) -> RateSummary:
         ttft_p99_ms=ms(ttfts, 99),
         latency_p50_s=percentile(latencies, 50) if latencies else None,
         peak_in_flight=peak_in_flight(timings),
+        send_lag_max_ms=1000 * max(t.sent - t.scheduled for t in timings),
     )
 
 

@@ -128,6 +128,7 @@ def test_a_rates_summary_from_its_requests():
     assert s.achieved_rate == pytest.approx(3 / s.seconds)
     assert s.peak_in_flight == 2  # requests 1 and 2 overlap; 0 ended before 1 was sent
     assert s.drawn_rate == pytest.approx(3 / 0.8)  # 4 arrivals over 0.8 s
+    assert s.send_lag_max_ms == pytest.approx(1000 * 0.000380)  # request 1's
 
 
 def test_nothing_completed_leaves_the_latencies_empty():
