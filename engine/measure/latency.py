@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -178,6 +179,29 @@ def summarize(rate: float, timings: Sequence[RequestTiming]) -> RateSummary:
         peak_in_flight=peak_in_flight(timings),
         send_lag_max_ms=1000 * max(t.sent - t.scheduled for t in timings),
     )
+
+
+def median_summary(summaries: Sequence[RateSummary]) -> RateSummary:
+    """Several passes of one (rate, policy) as one row: every figure's median over the
+    passes (over those that have it), requests and completions summed, the largest peak.
+    On a shared machine one pass can stall behind other work; the median keeps it out."""
+    if not summaries:
+        raise ValueError("no passes to combine")
+    rates = {s.rate for s in summaries}
+    if len(rates) != 1:
+        raise ValueError(f"passes of different rates cannot be combined: {sorted(rates)}")
+
+    def middle(name: str) -> float | None:
+        values = [getattr(s, name) for s in summaries if getattr(s, name) is not None]
+        return statistics.median(values) if values else None
+
+    medians = {name: middle(name) for name in (
+        "drawn_rate", "seconds", "tok_s", "achieved_rate", "tpot_p50_ms", "tpot_p99_ms",
+        "ttft_p50_ms", "ttft_p99_ms", "latency_p50_s", "send_lag_max_ms")}
+    return RateSummary(rate=summaries[0].rate,
+                       requests=sum(s.requests for s in summaries),
+                       completed=sum(s.completed for s in summaries),
+                       peak_in_flight=max(s.peak_in_flight for s in summaries), **medians)
 
 
 def peak_in_flight(timings: Sequence[RequestTiming]) -> int:

@@ -124,6 +124,9 @@ def add_parser(sub, d: dict) -> None:
                        help="requests per rate and policy (default 60)")
     rates.add_argument("--duration", type=float, default=None,
                        help="seconds: only the arrivals before this (at most --requests)")
+    rates.add_argument("--passes", type=int, default=1,
+                       help="run every policy this many times, the policies in turn; the "
+                            "table shows each figure's median over the passes (default 1)")
     rates.add_argument("--seed", type=int, default=0,
                        help="the arrival schedule's random.Random seed (default 0)")
     rates.add_argument("--json", action="store_true",

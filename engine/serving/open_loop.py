@@ -19,7 +19,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine.measure.latency import RateSummary, RequestTiming, poisson_arrivals, summarize
+from engine.measure.latency import (
+    RateSummary,
+    RequestTiming,
+    median_summary,
+    poisson_arrivals,
+    summarize,
+)
 from engine.measure.sweep_results import Policy
 from engine.serving.client import SpecCounters, VllmClient, VllmError
 from engine.serving.policy_sweep import server_spec
@@ -98,11 +104,25 @@ class PolicyRun:
     start_s: float  # starting the server until /health answered
     stop_s: float = 0.0  # stopping it (its whole process group gone)
     rates: list[RateRun] = field(default_factory=list)
+    pass_index: int = 0  # which pass over the policies (0: the first)
 
     def as_dict(self) -> dict:
-        return {"policy": self.policy.name, "k": self.policy.k,
+        return {"policy": self.policy.name, "k": self.policy.k, "pass": self.pass_index,
                 "server_start_s": round(self.start_s, 2), "server_stop_s": round(self.stop_s, 2),
                 "rates": [r.as_dict() for r in self.rates]}
+
+
+def medians(runs: Sequence[PolicyRun]) -> dict[str, list[RateSummary]]:
+    """Per policy (in the order first run) and rate: the median over its passes."""
+    by_policy: dict[str, list[PolicyRun]] = {}
+    for run in runs:
+        by_policy.setdefault(run.policy.name, []).append(run)
+    out = {}
+    for name, passes in by_policy.items():
+        rates = [r.summary.rate for r in passes[0].rates]
+        out[name] = [median_summary([r.summary for p in passes for r in p.rates
+                                     if r.summary.rate == rate]) for rate in rates]
+    return out
 
 
 def schedules(rates: Sequence[float], requests: int, seed: int,
@@ -133,17 +153,21 @@ def run_policy(client: VllmClient, prompts: Sequence[list[int]],
 def run_policies(policies: Sequence[Policy], arrivals: dict[float, list[float]],
                  prompts: Sequence[list[int]], new_tokens: int, temperature: float,
                  target: str, draft: str | None,
-                 log: Callable[[str], None] = lambda message: None,
+                 log: Callable[[str], None] = lambda message: None, passes: int = 1,
                  **server_kwargs) -> list[PolicyRun]:
     """One server per policy, started, measured at every rate and stopped (always, also on
-    an error), one at a time."""
+    an error), one at a time; with ``passes`` > 1 the policies again in turn, that many
+    times, so a spell of other work on the machine falls on one pass, not on one policy."""
+    if passes < 1:
+        raise ValueError("passes must be at least 1")
     results = []
-    for policy in policies:
-        log(f"starting vLLM for policy {policy.name} ...")
+    for pass_index, policy in ((i, p) for i in range(passes) for p in policies):
+        log(f"starting vLLM for policy {policy.name}"
+            + (f" (pass {pass_index + 1} of {passes})" if passes > 1 else "") + " ...")
         server = VllmServer(server_spec(policy, target, draft, **server_kwargs))
         started = time.perf_counter()
         server.start()
-        run = PolicyRun(policy, time.perf_counter() - started)
+        run = PolicyRun(policy, time.perf_counter() - started, pass_index=pass_index)
         log(f"policy {policy.name}: the server answered /health after {run.start_s:.1f} s")
         try:
             run.rates = run_policy(server.client, prompts, arrivals, new_tokens, temperature,

@@ -9,9 +9,9 @@ import os
 import platform
 import sys
 
-from engine.measure.latency import table
+from engine.measure.latency import RateSummary, table
 from engine.serving.client import VllmError
-from engine.serving.open_loop import PolicyRun, run_policies, schedules
+from engine.serving.open_loop import PolicyRun, medians, run_policies, schedules
 from engine.serving.policy_sweep import parse_vllm_policies
 
 DEFAULT_POLICIES = "off,2"
@@ -25,6 +25,8 @@ def open_loop(args) -> int:
                         "token is measured between the first token and the last)")
     if args.requests < 1:
         raise VllmError("--requests must be at least 1")
+    if args.passes < 1:
+        raise VllmError("--passes must be at least 1")
     if args.duration is not None and args.duration <= 0:
         raise VllmError("--duration must be more than 0 seconds")
     if args.temperature < 0:
@@ -45,7 +47,8 @@ def open_loop(args) -> int:
     for rate, times in arrivals.items():
         log(f"{rate:g} req/s: {len(times)} requests over {times[-1]:.1f} s")
     runs = run_policies(policies, arrivals, prompts, args.new_tokens, args.temperature,
-                        args.target, args.draft, log, python=args.python)
+                        args.target, args.draft, log, passes=args.passes,
+                        python=args.python)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     result = {
         "kind": "open-loop",
@@ -53,8 +56,11 @@ def open_loop(args) -> int:
                                      "(vLLM, CPU)",
         "target": args.target, "draft": args.draft, "temperature": args.temperature,
         "new_tokens": args.new_tokens, "requests": args.requests, "duration": args.duration,
-        "seed": args.seed, "rates": list(arrivals), "load_average": load,
+        "seed": args.seed, "rates": list(arrivals), "passes": args.passes,
+        "load_average": load,
         "command": "specscope " + " ".join(sys.argv[1:]),
+        "medians": {name: [r.as_dict() for r in rows]
+                    for name, rows in medians(runs).items()},
         "policies": [run.as_dict() for run in runs],
     }
     if args.json:
@@ -69,34 +75,43 @@ def open_loop(args) -> int:
 
 
 def report(runs: list[PolicyRun], load: str) -> str:
-    lines = ["latency at a request rate (open loop, Poisson arrivals)", "",
-             table({run.policy.name: [r.summary for r in run.rates] for run in runs}), ""]
-    lines += [f"policy {run.policy.name}: server start {run.start_s:.1f} s, stop "
-              f"{run.stop_s:.1f} s" for run in runs]
-    lines += ratios(runs)
+    passes = max(run.pass_index for run in runs) + 1
+    rows = medians(runs)
+    what = f", the median of {passes} passes" if passes > 1 else ""
+    lines = [f"latency at a request rate (open loop, Poisson arrivals{what})", "",
+             table(rows), ""]
+    lines += [f"policy {run.policy.name}" + (f", pass {run.pass_index + 1}" if passes > 1
+                                             else "")
+              + f": server start {run.start_s:.1f} s, stop {run.stop_s:.1f} s"
+              for run in runs]
+    lines += ratios(rows, "medians" if passes > 1 else "")
+    if passes > 1:
+        for i in range(passes):
+            lines += ratios({run.policy.name: [r.summary for r in run.rates] for run in runs
+                             if run.pass_index == i}, f"pass {i + 1}")
     lines.append(f"load average at the end (1, 5, 15 min): {load}")
     return "\n".join(lines)
 
 
-def ratios(runs: list[PolicyRun]) -> list[str]:
+def ratios(rows: dict[str, list[RateSummary]], which: str = "") -> list[str]:
     """Per speculative policy and rate: TPOT p50 of off over its own (above 1: faster per
-    token) and its output tokens/s over off's."""
-    off = next((run for run in runs if run.policy.off), None)
-    if off is None:
+    token)."""
+    if "off" not in rows:
         return []
-    base = {r.summary.rate: r.summary for r in off.rates}
+    base = {s.rate: s for s in rows["off"]}
     lines = []
-    for run in runs:
-        if run.policy.off:
+    for name, summaries in rows.items():
+        if name == "off":
             continue
         parts = []
-        for r in run.rates:
-            s, b = r.summary, base.get(r.summary.rate)
+        for s in summaries:
+            b = base.get(s.rate)
             if b is None or not s.tpot_p50_ms or not b.tpot_p50_ms:
                 continue
             parts.append(f"{s.rate:g} req/s {b.tpot_p50_ms / s.tpot_p50_ms:.2f}x")
         if parts:
-            lines.append(f"{run.policy.name} against off, TPOT p50 speedup: " + ", ".join(parts))
+            lines.append(f"{name} against off, TPOT p50 speedup"
+                         + (f" ({which})" if which else "") + ": " + ", ".join(parts))
     return lines
 
 

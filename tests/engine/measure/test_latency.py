@@ -10,6 +10,7 @@ import pytest
 
 from engine.measure.latency import (
     RequestTiming,
+    median_summary,
     parse_rates,
     peak_in_flight,
     percentile,
@@ -153,3 +154,19 @@ def test_the_table_has_a_row_per_rate_and_policy():
     assert [line.split("|")[1:4:2] for line in text[2:]] == [
         [" 1 ", " off "], [" 1 ", " k = 2 "], [" 4 ", " off "], [" 4 ", " k = 2 "]]
     assert "| 3/3 |" in text[2] and "| 2/2 |" in text[3]
+
+
+def test_passes_combine_by_the_median_of_each_figure():
+    quick = summarize(2.0, REAL)
+    stalled = summarize(2.0, [RequestTiming(i, t.scheduled, t.sent, t.first, t.last + 3.0,
+                                            t.tokens) for i, t in enumerate(REAL)])
+    lost = summarize(2.0, [RequestTiming(0, 0.0, 0.0, error="gone")])
+    combined = median_summary([quick, stalled, quick])
+    assert combined.tpot_p50_ms == quick.tpot_p50_ms  # the stalled pass is out
+    assert combined.tok_s == quick.tok_s
+    assert (combined.requests, combined.completed) == (9, 9)
+    assert combined.peak_in_flight == max(quick.peak_in_flight, stalled.peak_in_flight)
+    # a pass with no completed request has no TPOT: the median of the others
+    assert median_summary([quick, lost]).tpot_p50_ms == quick.tpot_p50_ms
+    with pytest.raises(ValueError, match="different rates"):
+        median_summary([quick, summarize(4.0, REAL)])

@@ -76,6 +76,22 @@ def test_every_policy_gets_its_own_server_and_the_same_schedule(tmp_path, monkey
     assert any("answered /health after" in line for line in lines)
 
 
+def test_passes_take_the_policies_in_turn(tmp_path, monkeypatch):
+    from engine.serving.open_loop import medians
+
+    monkeypatch.setenv("FAKE_VLLM_MODE", "serve")
+    runs = run_policies([Policy("off", 0), Policy("k = 2", 2)], schedules([40.0], 3, 0),
+                        [[1, 2]], 3, 0.0, "models/target", "models/draft", passes=2,
+                        python=fake_python(tmp_path))
+    assert [(r.policy.name, r.pass_index) for r in runs] == [
+        ("off", 0), ("k = 2", 0), ("off", 1), ("k = 2", 1)]
+    rows = medians(runs)
+    assert list(rows) == ["off", "k = 2"]
+    assert rows["off"][0].completed == 6  # both passes' requests
+    first, second = (r.rates[0].summary.tpot_p50_ms for r in runs if r.policy.name == "off")
+    assert rows["off"][0].tpot_p50_ms == pytest.approx((first + second) / 2)
+
+
 def sweep(*args: str) -> list[str]:
     return ["sweep", "--engine", "vllm", *args]
 
@@ -119,6 +135,7 @@ def test_bad_rates_are_refused_before_anything_starts(args, message, capsys):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--requests", "0"], "--requests must be at least 1"),
+    (["--passes", "0"], "--passes must be at least 1"),
     (["--duration", "-3"], "--duration must be more than 0"),
     (["--new-tokens", "1"], "--new-tokens must be at least 2"),
     (["--policies", "off,two"], "policies are 'off' or a whole k"),
