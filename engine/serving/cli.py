@@ -1,5 +1,6 @@
 """``specscope vllm serve``, ``specscope vllm status``, ``specscope sweep --engine vllm``,
-``specscope calibrate`` and ``specscope probe --engine vllm``.
+``specscope calibrate`` and ``specscope probe --engine vllm`` (``sweep --rates``, the
+open-loop sweep: :mod:`engine.serving.open_loop_cli`).
 
 ``serve`` starts a vLLM server for a target and its draft (speculative config with ``--k``),
 waits for ``/health``, prints its address and keeps it up until Ctrl-C (or SIGTERM), then
@@ -100,7 +101,8 @@ def add_parser(sub, d: dict) -> None:
     sweep.add_argument("--pair-preset", default=None,
                        help="the page's model-pair preset this curve belongs to (e.g. shipped)")
     sweep.add_argument("--hardware", default=None, help="default: this machine's CPU")
-    sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here")
+    sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here (with "
+                                                "--rates: the open-loop results)")
     sweep.add_argument("--policies", default=None,
                        help="speculation policies: off and fixed k, e.g. off,2,4 (the default "
                             "with --engine specscope); with --engine vllm one server per "
