@@ -113,7 +113,7 @@ class PolicyRun:
 
 
 def medians(runs: Sequence[PolicyRun]) -> dict[str, list[RateSummary]]:
-    """Per policy (in the order first run) and rate: the median over its passes."""
+    """Per policy (in the order they first ran) and rate: the median over its passes."""
     by_policy: dict[str, list[PolicyRun]] = {}
     for run in runs:
         by_policy.setdefault(run.policy.name, []).append(run)
