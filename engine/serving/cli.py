@@ -1,5 +1,6 @@
 """``specscope vllm serve``, ``specscope vllm status``, ``specscope sweep --engine vllm``,
-``specscope calibrate`` and ``specscope probe --engine vllm``.
+``specscope calibrate`` and ``specscope probe --engine vllm`` (``sweep --rates``, the
+open-loop sweep: :mod:`engine.serving.open_loop_cli`).
 
 ``serve`` starts a vLLM server for a target and its draft (speculative config with ``--k``),
 waits for ``/health``, prints its address and keeps it up until Ctrl-C (or SIGTERM), then
@@ -100,7 +101,8 @@ def add_parser(sub, d: dict) -> None:
     sweep.add_argument("--pair-preset", default=None,
                        help="the page's model-pair preset this curve belongs to (e.g. shipped)")
     sweep.add_argument("--hardware", default=None, help="default: this machine's CPU")
-    sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here")
+    sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here (with "
+                                                "--rates: the open-loop results)")
     sweep.add_argument("--policies", default=None,
                        help="speculation policies: off and fixed k, e.g. off,2,4 (the default "
                             "with --engine specscope); with --engine vllm one server per "
@@ -113,6 +115,24 @@ def add_parser(sub, d: dict) -> None:
                        help="--engine vllm with --policies: write vLLM's measured step costs "
                             "here, for specscope plan --costs (with the 0 policy, also what "
                             "a k = 0 range costs beside off)")
+    rates = sweep.add_argument_group(
+        "--engine vllm --rates (latency at a request rate, instead of --batch)")
+    rates.add_argument("--rates", type=_rates, default=None,
+                       help="open-loop request rates (requests/s), e.g. 0.5,1,2,4: Poisson "
+                            "arrivals, each request sent at its time whatever is in flight; "
+                            "TPOT p50/p99, TTFT p50 and tokens/s per rate and policy "
+                            "(--policies, default off,2)")
+    rates.add_argument("--requests", type=int, default=60,
+                       help="requests per rate and policy (default 60)")
+    rates.add_argument("--duration", type=float, default=None,
+                       help="seconds: only the arrivals before this (at most --requests)")
+    rates.add_argument("--passes", type=int, default=1,
+                       help="run every policy this many times, the policies in turn; the "
+                            "table shows each figure's median over the passes (default 1)")
+    rates.add_argument("--seed", type=int, default=0,
+                       help="the arrival schedule's random.Random seed (default 0)")
+    rates.add_argument("--json", action="store_true",
+                       help="print the results as JSON instead of tables")
     ours = sweep.add_argument_group("--engine specscope")
     ours.add_argument("--prompts", default=None,
                       help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
@@ -140,8 +160,24 @@ def _batches(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _rates(text: str) -> list[float]:
+    from engine.measure.latency import parse_rates
+
+    try:
+        return parse_rates(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def run(args) -> int:
     try:
+        if args.command == "sweep" and args.rates is not None:
+            if args.engine != "vllm":
+                raise VllmError("--rates drives vLLM (--engine vllm); our engine has no "
+                                "open-loop server")
+            from engine.serving.open_loop_cli import open_loop
+
+            return open_loop(args)
         if args.command == "sweep" and args.engine == "specscope":
             from engine.measure.batch_sweep import run_sweep
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.analytic import acceptance as estimators
@@ -33,6 +35,18 @@ class Completion:
     token_ids: list[int]
     text: str
     finish_reason: str | None
+
+
+@dataclass
+class StreamedCompletion:
+    """A streamed completion: ``sent``, when the request left; ``chunks``, each chunk's
+    arrival time and its number of tokens (a speculative step may bring several at once);
+    ``token_ids``, every token in order; ``done``, whether the stream ended with [DONE]."""
+
+    sent: float
+    chunks: list[tuple[float, int]] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    done: bool = False
 
 
 @dataclass
@@ -161,6 +175,63 @@ class VllmClient:
                 f"{_excerpt(body)}"
             ) from None
 
+    def stream(self, prompt_ids: list[int], max_tokens: int, temperature: float = 0.0,
+               *, ignore_eos: bool = True,
+               clock: Callable[[], float] = time.perf_counter) -> StreamedCompletion:
+        """Continue ``prompt_ids`` by ``max_tokens`` tokens as a stream (server-sent events),
+        noting when each chunk of tokens arrived (``clock()``, taken as its line is read)."""
+        request = {
+            "model": self.model(),
+            "prompt": list(prompt_ids),
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "ignore_eos": ignore_eos,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+            "stream": True,
+        }
+        http_request = urllib.request.Request(
+            f"{self.url}/v1/completions", data=json.dumps(request).encode(), method="POST",
+            headers={"Content-Type": "application/json"})
+        where = f"{self.url}/v1/completions"
+        result = StreamedCompletion(sent=clock())
+        try:
+            with urllib.request.urlopen(http_request, timeout=self.timeout_s) as response:
+                for raw in response:
+                    line = raw.strip()
+                    if not line.startswith(b"data:"):
+                        continue  # blank separators, comments
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]":
+                        result.done = True
+                        break
+                    arrived = clock()
+                    try:
+                        chunk = json.loads(payload)
+                    except ValueError:
+                        raise VllmError(f"{where} streamed something that is not JSON: "
+                                        f"{_excerpt(payload)}") from None
+                    if isinstance(chunk, dict) and "error" in chunk:
+                        raise VllmError(f"{where} streamed an error: {_excerpt(chunk)}")
+                    ids = _chunk_token_ids(chunk, where)
+                    if ids:
+                        result.token_ids += ids
+                        result.chunks.append((arrived, len(ids)))
+        except urllib.error.HTTPError as error:
+            detail = error.read(2000).decode("utf-8", "replace")
+            raise VllmError(f"{where} answered HTTP {error.code}: {_excerpt(detail)}") from None
+        except TimeoutError:
+            raise VllmError(f"the vLLM server at {self.url} stopped streaming for "
+                            f"{self.timeout_s:.0f} s") from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise VllmError(f"the vLLM server at {self.url} stopped answering a stream "
+                            f"({reason})") from None
+        if not result.done:
+            raise VllmError(f"the vLLM server at {self.url} ended a stream without [DONE] "
+                            f"after {len(result.token_ids)} tokens")
+        return result
+
     def metrics_text(self) -> str:
         return self._request("GET", "/metrics").decode("utf-8", "replace")
 
@@ -233,6 +304,20 @@ def parse_counters(text: str, where: str = "the metrics") -> SpecCounters:
         per_position.update({i: int(n) for i, n in counts.per_position.items()})
     total.per_position = [per_position[i] for i in range(max(per_position, default=-1) + 1)]
     return total
+
+
+def _chunk_token_ids(chunk, where: str) -> list[int]:
+    """The new token ids of one streamed completion chunk (none in a usage-only chunk)."""
+    try:
+        choices = chunk["choices"]
+        if not choices:
+            return []
+        ids = choices[0].get("token_ids") or []
+        if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+            raise TypeError
+        return list(ids)
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise VllmError(f"{where} streamed a chunk without token ids: {_excerpt(chunk)}") from None
 
 
 def _excerpt(value, limit: int = 200) -> str:

@@ -12,6 +12,9 @@ Started the way specscope starts vLLM (``python -m vllm.entrypoints.openai.api_s
 - ``ignore-term``: serves, and ignores SIGTERM (only SIGKILL stops it)
 - ``short``: serves, but stops every completion at half its ``max_tokens``
 - ``truncate``: answers /v1/models with 10 of the 1000 bytes it announces, then hangs up
+- ``stream-error``: serves, but a streamed completion sends an error event after its first
+  token (a streamed completion, ``"stream": true``, otherwise comes as server-sent events:
+  the first token alone, then two tokens a chunk, :data:`STREAM_GAP_S` apart)
 - ``no-drafts``: serves, but its counters stay at 0 (no request ever drafted: a server just
   started, or one whose drafter never proposed)
 
@@ -30,6 +33,7 @@ import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+STREAM_GAP_S = 0.05  # between streamed chunks
 # Each completion adds one cycle that accepted 2 of 4 drafts, on top of 10 earlier cycles.
 METRICS = """\
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
@@ -111,9 +115,31 @@ def main() -> None:
             if limit is not None and served["completions"] > limit:
                 os._exit(1)  # a crash: no answer, the connection just drops
             ids = [7] * (request["max_tokens"] // (2 if mode == "short" else 1))
+            if request.get("stream"):
+                return self._stream(ids)
             body = {"choices": [{"text": "x" * len(ids), "token_ids": ids,
                                  "finish_reason": "length"}]}
             self._send(200, json.dumps(body))
+
+        def _stream(self, ids: list[int]) -> None:
+            """Server-sent events: the first token alone, then two a chunk (as a speculative
+            step that accepted one draft), STREAM_GAP_S apart; ``stream-error`` sends an
+            error event after the first token instead."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            chunks = [ids[:1]] + [ids[i:i + 2] for i in range(1, len(ids), 2)]
+            for n, chunk in enumerate(chunks):
+                if n:
+                    time.sleep(STREAM_GAP_S)
+                if n and mode == "stream-error":
+                    event = {"error": {"message": "the engine died", "code": 500}}
+                else:
+                    event = {"choices": [{"index": 0, "text": "x" * len(chunk),
+                                          "token_ids": chunk, "finish_reason": None}]}
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
 
     ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 

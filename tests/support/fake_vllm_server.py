@@ -11,11 +11,18 @@ from engine.serving.server import ServerSpec, VllmServer
 FAKE = Path(__file__).resolve().parent / "fake_vllm.py"
 
 
-def start_fake_vllm(mode: str, folder: Path) -> VllmServer:
-    """A started stand-in in ``mode`` (see fake_vllm.py); the caller stops it."""
+def fake_python(folder: Path) -> Path:
+    """A "python" in ``folder`` that runs the stand-in whatever module it is asked for: give
+    it as a ServerSpec's ``python`` (``FAKE_VLLM_MODE`` in the environment picks the mode)."""
     python = folder / "python"
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
     python.chmod(0o755)
+    return python
+
+
+def start_fake_vllm(mode: str, folder: Path) -> VllmServer:
+    """A started stand-in in ``mode`` (see fake_vllm.py); the caller stops it."""
+    python = fake_python(folder)
     server = VllmServer(ServerSpec("models/target", "models/draft", python=python),
                         startup_timeout_s=30)
     previous = os.environ.get("FAKE_VLLM_MODE")
