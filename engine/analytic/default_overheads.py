@@ -5,8 +5,8 @@
   roofline then prices at. The fit's residual is ``measured - roofline``, so the terms belong
   to the fractions they were fitted at: datasheet-rate overheads on an achieved-rate
   roofline would count the same shortfall twice (docs/design.md, "Overheads").
-- "This machine": :func:`loop_overheads`, from a ``specscope costs`` file timed through the
-  decoding loop.
+- "This machine": :func:`engine.analytic.machine_overheads.loop_overheads`, from a
+  ``specscope costs`` file timed through the decoding loop.
 
 Computed from the data files on first use and cached; nothing is typed in by hand.
 """
@@ -17,7 +17,6 @@ import functools
 from dataclasses import replace
 
 from engine.analytic import published, validate
-from engine.analytic.machine_overheads import LoopFit, loop_overheads  # noqa: F401 (re-exported)
 from engine.analytic.overheads import NONE, Overheads
 from engine.analytic.passes import Setting
 
@@ -38,7 +37,7 @@ def fitted(bandwidth_fraction: float, flops_fraction: float) -> Overheads:
 def preset_overheads(s: Setting) -> Overheads:
     """The overheads a hardware preset starts from: the published fit at ``s``'s fractions.
     Hardware whose figures are measured (``achieved``) has none of its own here: "this
-    machine" takes :func:`loop_overheads` from a costs file."""
+    machine" takes :func:`~engine.analytic.machine_overheads.loop_overheads` from a costs file."""
     if s.hardware.achieved:
         return NONE
     return fitted(s.bandwidth_fraction, s.flops_fraction)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine.analytic import schedule
 from engine.analytic.break_even import step_s
-from engine.analytic.default_overheads import LoopFit, loop_overheads
+from engine.analytic.machine_overheads import LoopFit, loop_overheads
 from engine.analytic.memory import max_batch_that_fits
 from engine.analytic.overheads import spec_step_overhead_s
 from engine.analytic.passes import Setting
@@ -155,7 +155,7 @@ def file_costs(data: object, name: str) -> Costs:
 
 def machine_overheads(path: Path, s: Setting) -> LoopFit | None:
     """"This machine"'s overheads from the ``specscope costs`` file at ``path`` on the
-    hardware of ``s`` (:func:`engine.analytic.default_overheads.loop_overheads`); None when
+    hardware of ``s`` (:func:`engine.analytic.machine_overheads.loop_overheads`); None when
     there is no such file or it holds no timings. Read again only when the file changes."""
     try:
         stamp = path.stat().st_mtime_ns

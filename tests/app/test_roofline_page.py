@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.roofline import NUMBERS, SLIDER_BATCHES, parse_roofline_state
-from engine.analytic.default_overheads import fitted, loop_overheads
+from engine.analytic.default_overheads import fitted
+from engine.analytic.machine_overheads import loop_overheads
 from engine.analytic.overheads import NONE, Overheads
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, roofline
 from engine.analytic.schedule import timed_costs

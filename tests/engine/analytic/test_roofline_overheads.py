@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.analytic import default_overheads, overheads, published, validate
+from engine.analytic import default_overheads, machine_overheads, overheads, published, validate
 from engine.analytic.break_even import (
     best_k_at,
     break_even_batch,
@@ -153,7 +153,7 @@ def test_this_machine_takes_the_loops_own_time_a_speculative_step_as_its_spec_te
     # the loop's own time: 0.4 ms + 20 us a row at k = 1, exactly; 0.1 ms at k = 0
     loop = [{"batch": b, "k": k, "median_ms": 0.1 if k == 0 else 0.4 + 0.02 * b}
             for b in (1, 8, 32) for k in (0, 1)]
-    fit = default_overheads.loop_overheads(timed_costs(passes, loop), s)
+    fit = machine_overheads.loop_overheads(timed_costs(passes, loop), s)
     assert fit.overheads.spec_fixed_s == pytest.approx(0.4e-3)
     assert fit.overheads.spec_per_row_s == pytest.approx(20e-6)
     # the passes are exactly the fitted roofline: no pass term to identify, so 0, said so
@@ -167,7 +167,7 @@ def test_this_machine_identifies_a_pass_term_when_every_pass_runs_longer_than_it
     passes = [{"model": m, "batch": b, "tokens": t,
                "median_ms": (forward(s, m, b, t) + 1e-3 + 5e-6 * b) * 1e3}
               for b in (1, 8, 32) for m, t in (("target", 1), ("target", 2), ("draft", 1))]
-    fit = default_overheads.loop_overheads(timed_costs(passes), s)
+    fit = machine_overheads.loop_overheads(timed_costs(passes), s)
     assert fit.pass_identified
     assert fit.overheads.pass_fixed_s == pytest.approx(1e-3)
     assert fit.overheads.pass_per_row_s == pytest.approx(5e-6)
