@@ -129,6 +129,31 @@ def table(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
                                lambda name, i: spread(getattr(cells[name, batches[i]], which)))
 
 
+def sweep_prompts(args) -> list[str]:
+    """The prompts a sweep of this engine runs (``specscope sweep``, ``specscope costs``):
+    ``--prompts`` (a built-in set or a file), else 20 a domain of the target's own. ValueError
+    for an unknown set or a missing or malformed file."""
+    from engine.measure.prompt_sets import load_source, pair_prompts
+
+    return ([p.text for p in load_source(args.prompts)] if args.prompts
+            else pair_prompts(args.target, per_domain=20))
+
+
+def load_drafting(args) -> tuple[int, ModelPair, PromptLookup | None, object | None]:
+    """``(threads, pair, lookup, eagle)`` for ``--drafter``: torch's threads set, the pair loaded
+    (with its draft model for ``model`` only), prompt lookup for ``ngram``, the EAGLE head for
+    ``eagle`` (the others None)."""
+    from engine.decoder.eagle import load_head_for
+    from engine.decoder.loading import load_pair, set_threads
+
+    threads = set_threads(args.threads, args.device)
+    lookup = PromptLookup() if args.drafter == "ngram" else None
+    pair = load_pair(args.target, args.draft if args.drafter == "model" else None,
+                     device=args.device)
+    eagle = load_head_for(pair, args.eagle) if args.drafter == "eagle" else None
+    return threads, pair, lookup, eagle
+
+
 def run_sweep(args) -> int:
     """``specscope sweep --engine specscope``: print the tables, write one curve per
     speculative policy (``--out NAME.json`` becomes ``NAME-k2.json``, ``NAME-schedule.json``,
@@ -137,10 +162,6 @@ def run_sweep(args) -> int:
     import sys
 
     import torch
-
-    from engine.decoder.eagle import load_head_for
-    from engine.decoder.loading import load_pair, set_threads
-    from engine.measure.prompt_sets import load_source, pair_prompts
 
     def log(message: str) -> None:
         print(f"specscope sweep: {message}", file=sys.stderr, flush=True)
@@ -155,16 +176,11 @@ def run_sweep(args) -> int:
         print(f"specscope: error: {error}", file=sys.stderr)
         return 2
     try:
-        prompts = ([p.text for p in load_source(args.prompts)] if args.prompts
-                   else pair_prompts(args.target, per_domain=20))
+        prompts = sweep_prompts(args)
     except ValueError as error:  # an unknown set, a missing or malformed file
         print(f"specscope: error: {error}", file=sys.stderr)
         return 2
-    threads = set_threads(args.threads, args.device)
-    lookup = PromptLookup() if args.drafter == "ngram" else None
-    pair = load_pair(args.target, args.draft if args.drafter == "model" else None,
-                     device=args.device)
-    eagle = load_head_for(pair, args.eagle) if args.drafter == "eagle" else None
+    threads, pair, lookup, eagle = load_drafting(args)
     log(f"{len(policies)} policies x {len(args.batch)} batch sizes x {args.repeats} repeats, "
         f"{args.new_tokens} new tokens per row, {threads} thread(s)")
     cells = sweep(pair, prompts, args.batch, policies, args.new_tokens, args.repeats,

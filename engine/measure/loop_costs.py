@@ -141,22 +141,14 @@ def run(args) -> int:
         print("specscope costs: error: --new-tokens must be at least 2, --repeats at least 1, "
               "--k-max 0..16 and --temperature at least 0", file=sys.stderr)
         return 2
-    from engine.decoder.eagle import load_head_for
-    from engine.decoder.loading import load_pair, set_threads
-    from engine.decoder.ngram import PromptLookup
-    from engine.measure.prompt_sets import load_source, pair_prompts
+    from engine.measure.batch_sweep import load_drafting, sweep_prompts
 
     try:
-        prompts = ([p.text for p in load_source(args.prompts)] if args.prompts
-                   else pair_prompts(args.target, per_domain=20))
+        prompts = sweep_prompts(args)
     except ValueError as error:
         print(f"specscope costs: error: {error}", file=sys.stderr)
         return 2
-    threads = set_threads(args.threads, args.device)
-    lookup = PromptLookup() if args.drafter == "ngram" else None
-    pair = load_pair(args.target, args.draft if args.drafter == "model" else None,
-                     device=args.device)
-    eagle = load_head_for(pair, args.eagle) if args.drafter == "eagle" else None
+    threads, pair, lookup, eagle = load_drafting(args)
     drafter = ("prompt lookup" if lookup else f"EAGLE head {args.eagle}" if eagle is not None
                else None)
     log(f"{len(args.batch)} batch sizes x k = 0..{args.k_max} x {args.repeats} repeats, "
