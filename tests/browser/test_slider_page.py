@@ -49,6 +49,7 @@ def test_the_address_bar_follows_a_drag_once_it_rests_and_a_copied_link_is_curre
         page.locator("#alpha").fill(value)
     expect(page.locator('[data-figure="headline"]')).to_contain_text("α = 0.73")
     page.locator("#copy-link").click()  # perhaps before the rest: the copy takes what is shown
+    expect(page.locator("#copy-status")).to_have_text("Link copied")
     assert "alpha=0.73&" in page.evaluate("navigator.clipboard.readText()") + "&"
     expect(page).to_have_url(re.compile(r"alpha=0\.73(&|$)"))
     expect(page).to_have_title(page.locator("#results").get_attribute("data-title"))
