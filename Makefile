@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench-page bench-first-cycle install install-dev chromium corpora install-vllm
+.PHONY: run test lint bench-page bench-first-cycle install install-dev lock lock-upgrade chromium \
+	corpora install-vllm
 
 run: install
 	mkdir -p data
@@ -23,18 +24,51 @@ bench-page: install-dev chromium
 bench-first-cycle: install-dev chromium
 	$(PY) benchmarks/first_cycle.py
 
+# What .venv runs is locked: requirements-lock.txt (the runtime, for `make run` and the image)
+# and requirements-dev-lock.txt (the same versions plus the test tools), every package at one
+# version with its hashes, made by pip-compile from pyproject.toml's ranges. torch is the one
+# package outside the lock files: its build depends on the machine (here the local CPU wheel,
+# in the image PyTorch's CPU or CUDA index), so it is installed by its exact pin from
+# pyproject.toml after the locked set, and `pip check` proves it needs nothing the lock lacks.
+PIP_VERSION := 26.3
+TORCH := $(shell sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' pyproject.toml)
+LOCK := requirements-lock.txt
+DEV_LOCK := requirements-dev-lock.txt
+
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q pip==$(PIP_VERSION)
 
-# Stamps re-run the install only when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e .
+define install_locked
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(1)
+	$(PY) -m pip install -q '$(TORCH)'
+	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip check
+endef
+
+# Stamps re-run the install only when the lock or pyproject.toml changes.
+$(VENV)/.installed: $(LOCK) pyproject.toml | $(PY)
+	$(call install_locked,$(LOCK))
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev]'
+$(VENV)/.installed-dev: $(DEV_LOCK) pyproject.toml | $(PY)
+	$(call install_locked,$(DEV_LOCK))
 	touch $@ $(VENV)/.installed
+
+# `make lock` after changing a range in pyproject.toml: re-resolves, keeping every version that
+# still fits. `make lock-upgrade`: every package to the newest version the ranges allow, then the
+# whole suite on them; commit the two lock files only when it passes.
+COMPILE = $(VENV)/bin/pip-compile -q --generate-hashes --strip-extras \
+	--unsafe-package torch --no-emit-index-url --no-emit-find-links
+
+lock: | $(PY)
+	test -x $(VENV)/bin/pip-compile || $(PY) -m pip install -q 'pip-tools>=7.5,<8'
+	$(COMPILE) $(UPGRADE) -o $(LOCK) pyproject.toml
+	$(COMPILE) $(UPGRADE) --extra dev -c $(LOCK) -o $(DEV_LOCK) pyproject.toml
+
+lock-upgrade:
+	$(MAKE) lock UPGRADE=--upgrade
+	$(MAKE) test
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
@@ -62,7 +96,7 @@ VLLM_NO_DEPS ?= --no-deps
 
 $(VLLM_PY):
 	$(PYTHON) -m venv $(VLLM_VENV) || python3 -m venv $(VLLM_VENV)
-	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q pip==$(PIP_VERSION)
 
 $(VLLM_VENV)/.installed-vllm: $(VLLM_REQUIREMENTS) | $(VLLM_PY)
 	$(VLLM_PY) -m pip install -q $(VLLM_NO_DEPS) -r $(VLLM_REQUIREMENTS)

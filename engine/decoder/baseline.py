@@ -41,8 +41,7 @@ def _target_only(
 ) -> Iterator[StepEvent | DoneEvent]:
     clock = Clock(pair.device)
     generator = new_generator(pair, config.seed)
-    cache = new_cache(pair.target, capacity=len(prompt_ids) + config.max_new_tokens,
-                      rollback=False)
+    cache = new_cache(pair.target, capacity=len(prompt_ids) + config.max_new_tokens)
     prefill_ms = prefill(pair.target, cache, prompt_ids, clock)
     last = torch.tensor([prompt_ids[-1]], device=pair.device)
     decoder = TextDecoder(detokenizer(pair.tokenizer), prompt_ids)

@@ -256,12 +256,13 @@ def new_stepper(pair: ModelPair, config: BatchConfig, prompt_ids: list[list[int]
                         draft_sampling, greedy=draft_greedy)
     elif k_max > 0:
         drafter = DraftModel(
-            pair.draft, pair.shared_vocab_size, capacity, size, pair.device, draft_sampling,
-            greedy=draft_greedy)
+            pair.draft, pair.shared_vocab_size, capacity, size, k_max, pair.device,
+            draft_sampling, greedy=draft_greedy)
     else:
         drafter = None
     generators = [new_generator(pair, seed) for seed in config.per_row(config.seeds)]
-    stepper = Stepper(pair, drafter, sampling, generators, capacity, clock, distributions)
+    stepper = Stepper(pair, drafter, sampling, generators, capacity, k_max, clock,
+                      distributions)
     stepper.prefill(prompt_ids)
     return stepper
 

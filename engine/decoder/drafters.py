@@ -88,11 +88,12 @@ def distributions(rows: list[torch.Tensor], winners: list[torch.Tensor], greedy:
 class DraftModel:
     """A draft model's lockstep drafting for ``B`` rows."""
 
-    def __init__(self, model, vocab: int, capacity: int, batch: int, device: torch.device,
-                 sampling: dict, greedy: bool):
-        """``sampling``: ``warp``'s temperature, top_k and top_p; ``greedy``: propose argmaxes
-        (temperature 0, or ``draft_sample="greedy"``)."""
-        self.rows = rows_for(model, capacity, batch)
+    def __init__(self, model, vocab: int, capacity: int, batch: int, k_max: int,
+                 device: torch.device, sampling: dict, greedy: bool):
+        """``k_max``: the most tokens a step drafts; ``sampling``: ``warp``'s temperature,
+        top_k and top_p; ``greedy``: propose argmaxes (temperature 0, or
+        ``draft_sample="greedy"``)."""
+        self.rows = rows_for(model, capacity, batch, k_max + 1)
         self.vocab, self.device = vocab, device
         self.sampling, self.greedy = sampling, greedy
         self.pending: list[list[int]] = []

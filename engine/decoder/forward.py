@@ -21,7 +21,7 @@ log = logging.getLogger("specscope")
 
 def new_cache(
     model: PreTrainedModel, capacity: int = 256, fast: bool = True, batch: int = 1,
-    rollback: bool = True,
+    rollback: int = 0,
 ):
     """An empty KV cache for ``model``: the engine's own :class:`KVCache` when
     :class:`FastDecoder` can run the model (Llama-family decoders), else a transformers
@@ -29,16 +29,19 @@ def new_cache(
     sequences held side by side.
 
     A model with forward hooks (instrumentation, fault injection) gets transformers' path,
-    where the hooks run. ``rollback``: the cache will be rolled back; a sliding-window layer
-    of a ``DynamicCache`` then keeps what passes out of its window until :func:`rollback`
-    says how much of it is still needed (otherwise it could not be rolled back past the
-    window). Linear-attention (recurrent) layers cannot be rolled back at all:
-    :func:`engine.decoder.loading.load_pair` refuses such models for speculation."""
+    where the hooks run. ``rollback``: the most positions one :func:`rollback` may remove
+    (``k + 1`` for a verification of k drafts; 0: never rolled back). A ``DynamicCache``
+    then records the past: a sliding-window layer keeps what passes out of its window until
+    :func:`rollback` says how much of it is still needed, and a linear-attention
+    (recurrent) layer keeps the state after each of a pass's last ``rollback`` tokens, so
+    a rollback restores the state it had there (transformers >= 5.25; families whose
+    modeling code keeps no such states are refused by
+    :func:`engine.decoder.loading.check_rollback`)."""
     decoder = FastDecoder.of(model) if fast else None
     if decoder is None or decoder.hooked():
         cache = DynamicCache(config=model.config)
         if rollback:
-            cache.activate_past_recording()
+            cache.activate_past_recording(recurrent_states_to_keep=rollback)
         return cache
     return KVCache(decoder, capacity, batch)
 

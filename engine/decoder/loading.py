@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from engine.decoder.forward import FastDecoder, forward, new_cache
+from engine.decoder.forward import FastDecoder, forward, new_cache, rollback
 
 # Encoded by both tokenizers of a pair; any difference means they do not share a tokenizer.
 _PROBE = "Hello, world! The 3 quick foxes: héllo wörld ✓ 日本語\n\tdef f(x): return x**2"
@@ -141,20 +141,50 @@ def check_same_tokenizer(target_tok, draft_tok) -> None:
         )
 
 
+# The rollback check: a prefill, a verification of DEPTH drafts, all but the first rejected.
+PREFIX, DEPTH = 6, 4
+
+
 @torch.inference_mode()
 def check_rollback(name: str, model: PreTrainedModel, device: torch.device) -> None:
-    """Raise :class:`PairError` unless ``model``'s cache can be rolled back after a rejected
-    draft. Attention caches can (sliding windows included: they keep what a rollback may
-    need); the recurrent state of linear-attention layers (Qwen3-Next's, Mamba's) cannot be
-    undone, so such a model cannot speculate here."""
-    cache = new_cache(model)
-    forward(model, cache, torch.zeros((1, 2), dtype=torch.long, device=device), keep=1)
-    if not getattr(cache, "is_croppable", True):
-        raise PairError(
-            f"{name} has linear-attention (recurrent) layers: their state cannot be rolled "
-            "back after a rejected draft, so it cannot be used for speculative decoding here "
-            "(target-only decoding works)"
-        )
+    """Raise :class:`PairError` unless ``model``'s cache rolls back correctly after a rejected
+    draft, checked by doing it: a prefill, a verification of ``DEPTH`` drafts, a rollback of
+    all but the first, and the next token, whose logits must be those of one fresh pass over
+    the kept sequence. A cache layer's word is not enough: in transformers 5.25 every
+    linear-attention layer says it can be cropped, yet a family whose modeling code keeps no
+    intermediate recurrent states restores the wrong state, or raises."""
+    gen = torch.Generator().manual_seed(0)
+    vocab = int(model.config.get_text_config().vocab_size)
+    ids = torch.randint(0, vocab, (1, PREFIX + DEPTH + 1), generator=gen).to(device)
+    kept = torch.cat([ids[:, : PREFIX + 1], ids[:, -1:]], dim=1)  # the first draft, the next
+    try:
+        cache = new_cache(model, rollback=DEPTH)
+        forward(model, cache, ids[:, :PREFIX], keep=1)
+        forward(model, cache, ids[:, PREFIX : PREFIX + DEPTH], keep=DEPTH)
+        rollback(cache, DEPTH - 1)
+        got = forward(model, cache, ids[:, -1:], keep=1).float()
+    except Exception as error:  # whatever the modeling code raises, the user hears why
+        why = f"rolling its cache back raised {error!r}"
+        raise PairError(_cannot_roll_back(name, why)) from error
+    want = forward(model, new_cache(model), kept, keep=1).float()
+    # Only finite logits are compared: a broken checkpoint's NaN is the decoding loop's to
+    # report, with its own message.
+    finite = torch.isfinite(want) & torch.isfinite(got)
+    if not finite.any():
+        return
+    diff = float((got - want)[finite].abs().max())
+    scale = max(1.0, float(want[finite].abs().max()))
+    tolerance = 1e-3 if model.dtype == torch.float32 else 5e-2
+    if diff > tolerance * scale:
+        raise PairError(_cannot_roll_back(
+            name, f"after a rollback its next logits differ from a fresh pass by {diff:.3g}"))
+
+
+def _cannot_roll_back(name: str, why: str) -> str:
+    return (f"{name} cannot be used for speculative decoding here: {why}. Its cache cannot "
+            "be rolled back after a rejected draft (linear-attention (recurrent) layers whose "
+            "modeling code keeps no intermediate states, in the installed transformers); "
+            "target-only decoding works")
 
 
 def logit_rows(model: PreTrainedModel) -> int:

@@ -24,8 +24,9 @@ from engine.decoder.forward import (
 class OneRow:
     """A batch of one through the single stream's cache: any model."""
 
-    def __init__(self, model, capacity: int):
-        self.model, self.cache = model, new_cache(model, capacity)
+    def __init__(self, model, capacity: int, depth: int):
+        """``depth``: the most positions one rollback removes."""
+        self.model, self.cache = model, new_cache(model, capacity, rollback=depth)
 
     def run(self, ids: torch.Tensor, valid: list[int], keep: int, hidden: list | None = None
             ) -> torch.Tensor:
@@ -66,8 +67,9 @@ class Rows:
         self.cache.keep_rows(order)
 
 
-def rows_for(model, capacity: int, batch: int) -> OneRow | Rows:
-    return OneRow(model, capacity) if batch == 1 else Rows(model, capacity, batch)
+def rows_for(model, capacity: int, batch: int, depth: int) -> OneRow | Rows:
+    """``depth``: the most positions one rollback removes (k_max + 1)."""
+    return OneRow(model, capacity, depth) if batch == 1 else Rows(model, capacity, batch)
 
 
 def padded(lists: list[list[int]], device, width: int | None = None) -> torch.Tensor:

@@ -99,14 +99,15 @@ class Stepper:
     neither cache yet), each row's generator, and the drafter."""
 
     def __init__(self, pair, drafter, sampling: Sampling, generators: list[torch.Generator],
-                 capacity: int, clock: Clock, distributions: bool = False):
-        """``distributions``: keep ``q``, ``p`` and the overlaps in every result (the single
-        stream's events and the hooks of tests and probes)."""
+                 capacity: int, k_max: int, clock: Clock, distributions: bool = False):
+        """``k_max``: the most drafts a step verifies; ``distributions``: keep ``q``, ``p``
+        and the overlaps in every result (the single stream's events and the hooks of tests
+        and probes)."""
         self.pair, self.drafter, self.sampling = pair, drafter, sampling
         self.generators = list(generators)
         self.clock, self.distributions = clock, distributions
         self.device, self.vocab = pair.device, pair.shared_vocab_size
-        self.target = rows_for(pair.target, capacity, len(self.generators))
+        self.target = rows_for(pair.target, capacity, len(self.generators), k_max + 1)
         self.last: list[int] = []
         # A drafter that reads the target's final hidden states (an EAGLE head) gets them
         # from every target pass: [B, n, H] in the pass's input order.

@@ -219,7 +219,7 @@ def draft_step_costs(target, head: EagleHead, draft, context: int = 64, steps: i
     ids = torch.randint(0, target.config.vocab_size, (1, context + 1), generator=gen)
     caches = {}
     for name, model in (("target", target), ("draft", draft)):
-        cache = new_cache(model, capacity=context + 8)
+        cache = new_cache(model, capacity=context + 8, rollback=1)
         forward(model, cache, ids[:, :context], keep=1)
         caches[name] = (model, cache)
 

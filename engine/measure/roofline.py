@@ -63,7 +63,7 @@ def time_pass(model, batch: int, tokens: int, config: SweepConfig, vocab: int,
     """Seconds of ``repeats`` passes of ``batch`` x ``tokens`` new tokens, each after the same
     ``context`` cached tokens (the pass is rolled back after each timing)."""
     device = model.device
-    cache = new_cache(model, capacity=config.context + tokens, batch=batch)
+    cache = new_cache(model, capacity=config.context + tokens, batch=batch, rollback=tokens)
     prefix = torch.randint(0, vocab, (batch, config.context), generator=gen).to(device)
     if config.context:
         forward_batch(model, cache, prefix, 1)

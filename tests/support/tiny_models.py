@@ -100,7 +100,8 @@ def build_mistral(seed: int, sliding_window: int, vocab_size: int = VOCAB):
 
 
 def build_linear_attention(seed: int, vocab_size: int = VOCAB):
-    """A tiny Qwen3-Next: one linear-attention (recurrent) layer, one attention layer."""
+    """A tiny Qwen3-Next: one linear-attention (recurrent) layer, one attention layer; its
+    weights are drawn wide enough that its next-token distributions are far from uniform."""
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
     config = Qwen3NextConfig(
@@ -109,7 +110,23 @@ def build_linear_attention(seed: int, vocab_size: int = VOCAB):
         linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
         num_experts=2, num_experts_per_tok=1, moe_intermediate_size=32,
         shared_expert_intermediate_size=32, layer_types=["linear_attention", "full_attention"],
-        max_position_embeddings=512, bos_token_id=0, eos_token_id=1,
+        max_position_embeddings=512, bos_token_id=0, eos_token_id=1, initializer_range=0.2,
     )
     torch.manual_seed(seed)
     return Qwen3NextForCausalLM(config).eval()
+
+
+def build_zamba(seed: int, vocab_size: int = VOCAB):
+    """A tiny Zamba: Mamba layers whose modeling code keeps no intermediate recurrent
+    states, and a shared attention block at layers 2 and 5."""
+    from transformers import ZambaConfig, ZambaForCausalLM
+
+    config = ZambaConfig(
+        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+        num_attention_heads=4, num_key_value_heads=2, attention_hidden_size=128,
+        attention_head_dim=32, mamba_d_state=8, mamba_d_conv=4, mamba_expand=2,
+        mamba_dt_rank=8, n_mamba_heads=2, attn_layer_period=3, attn_layer_offset=2,
+        pad_token_id=0, bos_token_id=0, eos_token_id=1,
+    )
+    torch.manual_seed(seed)
+    return ZambaForCausalLM(config).eval()
