@@ -17,7 +17,7 @@ from app.model_vs_measured import disagreements
 from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls, parse_number
 from engine.analytic.break_even import step_s
 from engine.analytic.drafters import eagle_draft_pass, eagle_heads_of
-from engine.analytic.overheads import pass_overhead_s
+from engine.analytic.overheads import launch_s
 from engine.analytic.presets import devices
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
@@ -68,7 +68,8 @@ OVERHEAD_NUMBERS: dict[str, Slider] = {
 }
 # The page calls the pair "models": "pair" is the live panel's model pair.
 CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
-    **{name: INPUT_CHOICES[name] for name in ("hardware", "models", "dtype", "draft_placement")},
+    **{name: INPUT_CHOICES[name]
+       for name in ("hardware", "models", "dtype", "kv_dtype", "draft_placement")},
     # Which k the section's headline, curve and break-even follow: the plan's (the best k at
     # each batch) unless the user fixes the slider model's k.
     "batch_k": ("plan", ("plan", "slider")),
@@ -92,10 +93,12 @@ class RooflineState:
     flops_share: float = round(ACHIEVED_FLOPS, 3)
     draft_placement: str = "sharded"
     batch_k: str = "plan"
-    pass_overhead_ms: float | None = None  # None: the hardware's fitted default
-    pass_row_overhead_us: float | None = None
+    launch_us_per_layer: float | None = None  # None: the hardware's fitted default
+    allreduce_us_per_log2: float | None = None
+    sample_row_overhead_us: float | None = None
     spec_overhead_ms: float | None = None
     spec_row_overhead_us: float | None = None
+    kv_dtype: str | None = None  # None: "auto" (bf16; fp32 beside fp32 weights), not linked
 
     def items(self) -> list[tuple[str, str]]:
         return [(name, v if isinstance(v, str) else fmt(v)) for name, v in vars(self).items()
@@ -135,6 +138,8 @@ def parse_roofline_state(query: Sequence[tuple[str, str]]) -> tuple[RooflineStat
             continue
         given, said = parse_controls([(name, raws[0])], {name: control})
         values[name], notices = given[name], notices + said
+    if values["kv_dtype"] == "auto":
+        values["kv_dtype"] = None
     return RooflineState(**values), notices
 
 
@@ -152,7 +157,8 @@ def inputs_of(state: RooflineState) -> PlanInputs:
     return PlanInputs(state.hardware, state.models, state.dtype, state.gpus, state.context,
                       state.usable, state.latency_us, state.bw_share, state.flops_share,
                       state.draft_placement,
-                      **{name: getattr(state, name) for name in OVERHEAD_NUMBERS})
+                      **{name: getattr(state, name) for name in OVERHEAD_NUMBERS},
+                      kv_dtype=state.kv_dtype or "auto")
 
 
 def setting_of(state: RooflineState, curves: list[MeasuredCurve],
@@ -585,10 +591,10 @@ def _others(query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
 def eagle_c(s: Setting, batch: int) -> list[tuple[str, str, float]]:
     """(short name, full name, c(B)) of each EAGLE head preset of the target, from the cost
     model (one decoder layer, ``fc`` and the LM head; a one-layer KV cache), in plain steps
-    with the pass overhead, as the draft model's c(B) beside it."""
-    step, per_pass = step_s(s, batch), pass_overhead_s(s.overheads, batch)
+    with its own launch (one layer), as the draft model's c(B) beside it."""
+    step, launch = step_s(s, batch), launch_s(s.overheads, 1)
     return [("EAGLE-3 head" if head.fc_inputs == 3 else "EAGLE head", head.label,
-             (eagle_draft_pass(s, head, batch).seconds + per_pass) / step)
+             (eagle_draft_pass(s, head, batch).seconds + launch) / step)
             for head in eagle_heads_of(s.target)]
 
 
@@ -643,14 +649,17 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_overhead_numbers": OVERHEAD_NUMBERS,
         # the fitted default of each overhead input (its placeholder), in the input's unit
         "rl_overhead_defaults": {
-            "pass_overhead_ms": base.pass_fixed_s * 1e3,
-            "pass_row_overhead_us": base.pass_per_row_s * 1e6,
+            "launch_us_per_layer": base.launch_s_per_layer * 1e6,
+            "allreduce_us_per_log2": base.allreduce_s_per_log2 * 1e6,
+            "sample_row_overhead_us": base.sample_s_per_row * 1e6,
             "spec_overhead_ms": base.spec_fixed_s * 1e3,
             "spec_row_overhead_us": base.spec_per_row_s * 1e6},
         "rl_overheads": s.overheads,
         "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
                        "models": {k: p.label for k, p in PAIRS.items()},
                        "dtype": {d: d for d in DTYPES},
+                       "kv_dtype": {d: "auto (bf16; fp32 beside fp32)" if d == "auto" else d
+                                    for d in CHOICES["kv_dtype"][1]},
                        "draft_placement": DRAFT_PLACES,
                        "batch_k": {"plan": BATCH_K["plan"],
                                    "slider": f"{BATCH_K['slider']} (k = {slider.k})"}},

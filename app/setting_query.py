@@ -24,10 +24,12 @@ from engine.planner.inputs import DRAFT_PLACES, EDITS, PlanInputs
 HardwareName = Enum("HardwareName", {n: n for n in HARDWARE}, type=str)
 PairName = Enum("PairName", {n: n for n in PAIRS}, type=str)
 Dtype = Enum("Dtype", {n: n for n in DTYPES}, type=str)
+KvDtype = Enum("KvDtype", {n: n for n in CHOICES["kv_dtype"][1]}, type=str)
 Placement = Enum("Placement", {n.replace("-", "_"): n for n in DRAFT_PLACES}, type=str)
 DEFAULT_HARDWARE = HardwareName(CHOICES["hardware"][0])
 DEFAULT_PAIR = PairName(CHOICES["models"][0])
 DEFAULT_DTYPE = Dtype(CHOICES["dtype"][0])
+DEFAULT_KV_DTYPE = KvDtype(CHOICES["kv_dtype"][0])
 
 
 def number_query(name: str, source: dict, deprecated: bool = False, alias: str | None = None,
@@ -85,7 +87,11 @@ def inputs_query(
     pair: Annotated[PairName | None, Query(deprecated=True,
                                            description="the old name of models")] = None,
     dtype: Annotated[Dtype, Query(
-        description="bytes per parameter: bf16 2, fp8 1, int4 0.5, fp32 4")] = DEFAULT_DTYPE,
+        description="the weights' bytes per parameter: bf16 2, fp8 1, int4 0.5, fp32 4")
+    ] = DEFAULT_DTYPE,
+    kv_dtype: Annotated[KvDtype, Query(
+        description="the KV cache's dtype; auto: bf16 (fp32 beside fp32 weights), as int4 "
+                    "and fp8 weights leave it")] = DEFAULT_KV_DTYPE,
     gpus: Annotated[int, number_query("gpus", NUMBERS)] = 1,
     context: Annotated[int, number_query("context", NUMBERS)] = int(NUMBERS["context"].default),
     usable: Annotated[float | None, number_query("usable", NUMBERS)] = None,
@@ -114,8 +120,9 @@ def inputs_query(
     draft_heads: Annotated[int | None, _edit("draft_heads")] = None,
     draft_kv_heads: Annotated[int | None, _edit("draft_kv_heads")] = None,
     draft_head_dim: Annotated[int | None, _edit("draft_head_dim")] = None,
-    pass_overhead_ms: Annotated[float | None, _overhead("pass_overhead_ms")] = None,
-    pass_row_overhead_us: Annotated[float | None, _overhead("pass_row_overhead_us")] = None,
+    launch_us_per_layer: Annotated[float | None, _overhead("launch_us_per_layer")] = None,
+    allreduce_us_per_log2: Annotated[float | None, _overhead("allreduce_us_per_log2")] = None,
+    sample_row_overhead_us: Annotated[float | None, _overhead("sample_row_overhead_us")] = None,
     spec_overhead_ms: Annotated[float | None, _overhead("spec_overhead_ms")] = None,
     spec_row_overhead_us: Annotated[float | None, _overhead("spec_row_overhead_us")] = None,
 ) -> PlanInputs:
@@ -134,8 +141,9 @@ def inputs_query(
         _pick(flops_share, flops_fraction, NUMBERS["flops_share"].default),
         placement, link_gb_s, bandwidth_tb_s, tflops, target_params_b, target_layers,
         target_heads, target_kv_heads, target_head_dim, draft_params_b, draft_layers,
-        draft_heads, draft_kv_heads, draft_head_dim, pass_overhead_ms, pass_row_overhead_us,
-        spec_overhead_ms, spec_row_overhead_us)
+        draft_heads, draft_kv_heads, draft_head_dim, launch_us_per_layer, allreduce_us_per_log2,
+        sample_row_overhead_us,
+        spec_overhead_ms, spec_row_overhead_us, kv_dtype=kv_dtype.value)
 
 
 InputsQuery = Annotated[PlanInputs, Depends(inputs_query)]

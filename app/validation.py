@@ -83,6 +83,4 @@ def page_context(rates: str = validate.DEFAULT_RATES) -> dict:
         "measured_here": published.MEASURED_HERE,  # "measured here" in the table, likewise
         "rates": rates,
         "rate_choices": sorted(validate.RATES),
-        "per_row_words": ("" if r.pass_fit.per_row_identified
-                          else "not identified (every fit row at one batch; taken as 0)"),
     }

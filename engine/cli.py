@@ -203,9 +203,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
                     "(measurements/published), then print every fitted and held-out series: "
                     "per point the model against the measurement and its error, and the "
                     "median absolute error per series (engine/analytic/validate.py).")
-    validate.add_argument("--rates", choices=("achieved", "datasheet"), default="datasheet",
-                          help="the roofline's bandwidth and FLOP/s: the datasheet's (default) "
-                               "or the page's achieved fractions")
+    validate.add_argument("--rates", choices=("achieved", "datasheet"), default="achieved",
+                          help="the roofline's bandwidth and FLOP/s: the page's achieved "
+                               "fractions (default) or the datasheet's")
     validate.add_argument("--json", action="store_true", help="print the JSON instead")
     validate.set_defaults(run=_validate)
     watch_cli.add_parser(sub, d)

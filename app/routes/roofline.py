@@ -56,8 +56,9 @@ def roofline_api(
     if math.isinf(result["memory_gb_available"]):  # a machine whose memory the model does not know
         result["memory_gb_available"] = result["hardware"]["memory_gb"] = None
     o = s.overheads
-    result["overheads"] = {"pass_overhead_ms": o.pass_fixed_s * 1e3,
-                           "pass_row_overhead_us": o.pass_per_row_s * 1e6,
+    result["overheads"] = {"launch_us_per_layer": o.launch_s_per_layer * 1e6,
+                           "allreduce_us_per_log2": o.allreduce_s_per_log2 * 1e6,
+                           "sample_row_overhead_us": o.sample_s_per_row * 1e6,
                            "spec_overhead_ms": o.spec_fixed_s * 1e3,
                            "spec_row_overhead_us": o.spec_per_row_s * 1e6, "source": o.source}
     result["target"] = {"label": target.label, "params": target.params}

@@ -45,11 +45,11 @@ def validation_page(request: Request) -> HTMLResponse:
 def validation_api(
     rates: Annotated[Rates, Query(description=RATES_HELP)] = validate.DEFAULT_RATES,
 ) -> dict[str, Any]:
-    """What ``specscope validate --json`` prints: the fitted overhead terms (a forward pass:
-    ``pass_fixed_s`` + ``pass_per_row_s`` B; a speculative step: ``spec_fixed_s`` +
-    ``spec_per_row_s`` B) and their fits, then every fitted and held-out series with its
-    source, table, split, each point's setting, measured and model values, how the number was
-    read and its error ``(model - measured) / measured``, the median absolute error,
-    whether a held-out series misses (median above 25 %) and, if so, the reason
-    docs/design.md gives; the sources' citations; what the stored material lacked."""
+    """What ``specscope validate --json`` prints: the fitted overhead terms (every pass:
+    ``launch_s_per_layer`` times its model's layers; once a step: ``sample_s_per_row`` B; a
+    speculative step: ``spec_fixed_s`` + ``spec_per_row_s`` B) and their fits, then every
+    fitted and held-out series with its source, table, split, each point's setting, measured
+    and model values, how the number was read and its error ``(model - measured) /
+    measured``, the median absolute error, whether a held-out series misses (median above
+    25 %) and, if so, the reason docs/design.md gives; the sources' citations; what the stored material lacked."""
     return validate.report_json(report(rates))

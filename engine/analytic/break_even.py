@@ -3,18 +3,19 @@ best k, and the break-even batch, found segment by segment between the knees of 
 piecewise-linear deficit rather than batch by batch. All ``B`` sequences draft and verify in
 lockstep, so ``S(B) = E[tokens per cycle] / (k c(B) + v(B))``.
 
-Every time includes the setting's overheads (:mod:`engine.analytic.overheads`): a plain step
-is ``t_step(B) = t_p(B,1) + o_pass(B)``, and in those steps ``c(B) = (t_q(B,1) + o_pass(B)) /
-t_step(B)`` and ``v(B) = (t_p(B,k+1) + o_pass(B) + o_spec(B)) / t_step(B)``, so ``k c + v`` is
-:func:`engine.analytic.overheads.cycle_s` over the plain step. With no overheads these are
-``t_q / t_p`` and ``t_p(B,k+1) / t_p(B,1)``. Standard library only."""
+Every time includes the setting's overheads (:mod:`engine.analytic.overheads`), each charged
+to whoever pays it: a plain step is ``t_step(B) = t_p(B,1) + l(p) + s B`` (the target's
+launch, the sampler), and in those steps ``c(B) = (t_q(B,1) + l(q)) / t_step(B)`` (the draft
+pays its own launch only) and ``v(B) = (t_p(B,k+1) + l(p) + s B + o_spec(B)) / t_step(B)``, so
+``k c + v`` is :func:`engine.analytic.overheads.cycle_s` over the plain step. With no overheads
+these are ``t_q / t_p`` and ``t_p(B,k+1) / t_p(B,1)``. Standard library only."""
 
 from __future__ import annotations
 
 import math
 
 from engine.analytic import lookup
-from engine.analytic.overheads import pass_overhead_s, plain_step_s, spec_step_overhead_s
+from engine.analytic.overheads import launch_s, plain_step_s, sample_s, spec_step_overhead_s
 from engine.analytic.passes import Setting, draft_pass, forward_pass, target_pass
 from engine.analytic.theory import CURVE_MAX_K, expected_tokens
 
@@ -22,21 +23,29 @@ BATCH_MAX = 1024
 
 
 def step_s(s: Setting, batch: float) -> float:
-    """A plain decode step at batch ``B`` (s): the target's pass and its overhead."""
-    return plain_step_s(target_pass(s, batch).seconds, s.overheads, batch)
+    """A plain decode step at batch ``B`` (s): the target's pass, its launch, the sampler."""
+    return plain_step_s(target_pass(s, batch).seconds, s.overheads, batch, s.target.layers)
+
+
+def draft_step_s(s: Setting, batch: float) -> float:
+    """One draft pass at batch ``B`` with the draft's own launch (s)."""
+    return draft_pass(s, batch).seconds + launch_s(s.overheads, s.draft.layers)
+
+
+def verify_step_s(s: Setting, batch: float, k: int, spec: bool = True) -> float:
+    """The verification pass over ``k + 1`` positions with the target's launch, the sampler
+    and (``spec``) the speculative step's overhead (s)."""
+    o = s.overheads
+    return (target_pass(s, batch, k + 1).seconds + launch_s(o, s.target.layers)
+            + sample_s(o, batch) + (spec_step_overhead_s(o, batch) if spec else 0.0))
 
 
 def costs(s: Setting, batch: float, k: int | None = None) -> tuple[float, float]:
-    """``c(B)`` and ``v(B)``: the draft step (with its pass overhead) and the verification
-    pass over ``k + 1`` positions (with its pass overhead and the speculative step's), in
-    plain decode steps at batch ``B``."""
+    """``c(B)`` and ``v(B)``: the draft step and the verification step (with what each pays
+    beyond bytes and FLOPs), in plain decode steps at batch ``B``."""
     k = s.k if k is None else k
     step = step_s(s, batch)
-    per_pass = pass_overhead_s(s.overheads, batch)
-    draft = draft_pass(s, batch).seconds + per_pass
-    verify = (target_pass(s, batch, k + 1).seconds + per_pass
-              + spec_step_overhead_s(s.overheads, batch))
-    return draft / step, verify / step
+    return draft_step_s(s, batch) / step, verify_step_s(s, batch, k) / step
 
 
 def speedup_at(s: Setting, batch: float, k: int | None = None) -> float:
@@ -64,27 +73,24 @@ def lookup_speedup_at(s: Setting, batch: float, pi: float, k: int | None = None)
     ``c``; without overheads ``c = 0``."""
     k = s.k if k is None else k
     step = step_s(s, batch)
-    v = (target_pass(s, batch, k + 1).seconds + pass_overhead_s(s.overheads, batch)) / step
+    v = verify_step_s(s, batch, k, spec=False) / step
     c = spec_step_overhead_s(s.overheads, batch) / step
     return lookup.speedup(s.alpha, k, pi, c, v)
 
 
 def _deficit_pieces(s: Setting, draft: bool = True) -> tuple[list[float], object]:
-    """``f(B) = k (t_q(B,1) + o_pass) + t_p(B,k+1) + o_pass + o_spec - E (t_p(B,1) + o_pass)``
-    (the cycle less ``E`` plain steps), with ``S(B) <= 1`` exactly when ``f(B) >= 0``, and
+    """``f(B) = k (t_q(B,1) + l(q)) + t_p(B,k+1) + l(p) + s B + o_spec - E t_step(B)`` (the
+    cycle less ``E`` plain steps), with ``S(B) <= 1`` exactly when ``f(B) >= 0``, and
     the batches where f changes slope. Every time is the larger of two lines in B plus a
     third line (communication), and the overheads are lines in B, so f is linear between
     those batches. ``draft=False``: prompt lookup with a proposal every cycle, without the
     draft term (``S(B) <= 1`` exactly when ``v(B) + c(B) >= E``)."""
     tokens = expected_tokens(s.alpha, s.k)
     drafts = s.k if draft else 0
-    o = s.overheads
 
     def f(batch: float) -> float:
-        per_pass = pass_overhead_s(o, batch)
-        return (drafts * (draft_pass(s, batch).seconds + per_pass)
-                + target_pass(s, batch, s.k + 1).seconds + per_pass
-                + spec_step_overhead_s(o, batch) - tokens * step_s(s, batch))
+        return (drafts * draft_step_s(s, batch) + verify_step_s(s, batch, s.k)
+                - tokens * step_s(s, batch))
 
     knees = []
     passes = [(s.target, s.k + 1, s.gpus), (s.target, 1, s.gpus)]

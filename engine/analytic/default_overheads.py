@@ -27,10 +27,9 @@ def fitted(bandwidth_fraction: float, flops_fraction: float) -> Overheads:
     on every source in ``measurements/published``)."""
     o, pass_fit, spec_fit = validate.fit(published.load_all(),
                                          (bandwidth_fraction, flops_fraction))
-    per_row = "" if pass_fit.per_row_identified else "; no time a row identified"
     return replace(o, source=(
         f"fitted on the published fit series at {bandwidth_fraction:g} of the bandwidth and "
-        f"{flops_fraction:g} of the FLOP/s ({pass_fit.rows} measured steps{per_row}; the "
+        f"{flops_fraction:g} of the FLOP/s ({pass_fit.rows} measured steps; the "
         f"speculative step from {spec_fit.rows} batches of vLLM issue 49548)"))
 
 

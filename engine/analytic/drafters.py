@@ -127,12 +127,13 @@ def self_spec_draft_pass(s: Setting, batch: float, budget: int = STREAMING_BUDGE
 def self_spec_cycle(s: Setting, batch: float, k: int, budget: int = STREAMING_BUDGET) -> float:
     """One cycle of self-speculation, in plain target steps at ``batch``: ``k`` draft steps
     over the bounded cache and one verification pass over ``k + 1`` positions, with the
-    setting's overheads (:func:`engine.analytic.overheads.cycle_s` over the plain step
-    ``t_p(B, 1) + o_pass(B)``); without any, ``(k t_draft(B) + t_p(B, k + 1)) / t_p(B, 1)``."""
-    o = s.overheads
-    step = plain_step_s(target_pass(s, batch).seconds, o, batch)
+    setting's overheads (:func:`engine.analytic.overheads.cycle_s` over the plain step; the
+    draft is the target's own layers, so it launches as many); without any,
+    ``(k t_draft(B) + t_p(B, k + 1)) / t_p(B, 1)``."""
+    o, layers = s.overheads, s.target.layers
+    step = plain_step_s(target_pass(s, batch).seconds, o, batch, layers)
     return cycle_s(self_spec_draft_pass(s, batch, budget).seconds,
-                   target_pass(s, batch, k + 1).seconds, k, o, batch) / step
+                   target_pass(s, batch, k + 1).seconds, k, o, batch, layers, layers) / step
 
 
 def self_spec_bytes(s: Setting, budget: int = STREAMING_BUDGET) -> tuple[float, float]:
@@ -141,5 +142,5 @@ def self_spec_bytes(s: Setting, budget: int = STREAMING_BUDGET) -> tuple[float, 
     draft's own bounded cache of ``budget`` tokens (MagicDec keeps the StreamingLLM cache
     beside the full one)."""
     weights = s.target.params * DTYPE_BYTES[s.dtype] / s.gpus
-    per_token = s.target.kv_bytes_per_token(s.dtype, s.gpus)
+    per_token = s.target.kv_bytes_per_token(s.kv_cache_dtype, s.gpus)
     return weights, (s.context + s.k + 1 + min(budget, s.context)) * per_token

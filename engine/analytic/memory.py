@@ -39,7 +39,7 @@ def _weights_and_kv_per_sequence(s: Setting, with_draft: bool = True) -> tuple[f
     b = DTYPE_BYTES[s.dtype]
     models = ((s.target, s.gpus), (s.draft, s.draft_gpus)) if with_draft else ((s.target, s.gpus),)
     weights = sum(m.params * b / g for m, g in models)
-    per_token = sum(m.kv_bytes_per_token(s.dtype, g) for m, g in models)
+    per_token = sum(m.kv_bytes_per_token(s.kv_cache_dtype, g) for m, g in models)
     return weights, (s.context + s.k + 1) * per_token
 
 

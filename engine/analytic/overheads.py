@@ -1,21 +1,27 @@
 """What a step costs beyond its bytes and FLOPs, as pure functions (standard library only).
 
-The roofline (:mod:`engine.analytic.roofline`) prices a forward pass by the bytes it reads and
-the FLOPs it does. A real engine pays more: kernel launches, scheduling and sampling on every
-pass, some of it per sequence in the batch, and, when speculation is configured, a rejection
-sampler and bookkeeping on every step even where it drafts nothing (vLLM's k = 0; vllm-project/
-vllm issue 49548). Three terms, each a fixed part and a part per row (sequence) of the batch:
+The roofline (:mod:`engine.analytic.roofline`) prices a forward pass by the bytes it reads, the
+FLOPs it does and its all-reduces (two a layer at tensor parallel > 1, each with its latency:
+a draft pays them for its own layers). A real engine pays more, and each term here has a
+cause and is charged to whoever pays it:
 
-- a forward pass: ``pass_fixed_s + pass_per_row_s B``, added to every pass, draft or target
-- a speculative step: ``spec_fixed_s + spec_per_row_s B``, added once a cycle (and to a
-  ``k = 0`` step of an engine that has speculation configured)
+- ``launch_s_per_layer``: launching and scheduling a layer's kernels, paid by every forward
+  pass once for each layer of the model that runs it (an 80-layer target 80 times, a 16-layer
+  draft 16 times, a one-layer EAGLE head once). It depends on the engine (CUDA graphs or
+  ``torch.compile`` as gpt-fast and vLLM's full graphs, piecewise graphs, eager), not on the
+  batch.
+- ``allreduce_s_per_log2``: an all-reduce's latency beyond the link's own, for each doubling
+  of the tensor-parallel GPUs (the depth of NCCL's tree): paid twice a layer by every pass at
+  tensor parallel > 1, so a draft pays it for its own layers at its own degree.
+- ``sample_s_per_row``: the sampler (and, when speculating, the rejection sampler) once a
+  step for each row of the batch; a draft's argmax is part of its pass.
+- ``spec_fixed_s + spec_per_row_s B``: a speculative step's own bookkeeping, paid once a
+  cycle (and by a ``k = 0`` step of an engine that has speculation configured: vLLM issue
+  49548, which measured it together with a per-batch schedule).
 
-So with ``t(B, T)`` the roofline time of a pass (s), ``o_pass(B)`` and ``o_spec(B)`` the two
-overheads, one plain decode step costs ``t_p(B, 1) + o_pass(B)`` and one speculative cycle
-``k (t_q(B, 1) + o_pass(B)) + t_p(B, k + 1) + o_pass(B) + o_spec(B)``.
-
-The terms are fitted by least squares (:func:`fit_linear_overhead`) on measurements whose
-roofline time is known: the residual ``measured - model`` against ``[1, B]``.
+So with ``t(B, T)`` the roofline time of a pass (s) and ``l(m)`` the launch time of model
+``m``'s pass, one plain decode step costs ``t_p(B, 1) + l(p) + s B`` and one speculative
+cycle ``k (t_q(B, 1) + l(q)) + t_p(B, k + 1) + l(p) + s B + o_spec(B)``.
 """
 
 from __future__ import annotations
@@ -26,17 +32,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Overheads:
-    """Seconds beyond bytes and FLOPs: per forward pass and per speculative step, each a fixed
-    part plus a part per row of the batch. All zero: the ideal roofline."""
+    """Seconds beyond bytes and FLOPs, each with its cause (see the module). All zero: the
+    ideal roofline."""
 
-    pass_fixed_s: float = 0.0
-    pass_per_row_s: float = 0.0
+    launch_s_per_layer: float = 0.0
+    sample_s_per_row: float = 0.0
     spec_fixed_s: float = 0.0
     spec_per_row_s: float = 0.0
     source: str = "none (the ideal roofline)"
+    allreduce_s_per_log2: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("pass_fixed_s", "pass_per_row_s", "spec_fixed_s", "spec_per_row_s"):
+        for name in ("launch_s_per_layer", "sample_s_per_row", "spec_fixed_s",
+                     "spec_per_row_s", "allreduce_s_per_log2"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be at least 0 s, got {getattr(self, name)}")
 
@@ -44,43 +52,51 @@ class Overheads:
 NONE = Overheads()
 
 
-def pass_overhead_s(o: Overheads, batch: float) -> float:
-    """What one forward pass over ``batch`` rows costs beyond its bytes and FLOPs."""
-    return o.pass_fixed_s + o.pass_per_row_s * batch
+def launch_s(o: Overheads, layers: int) -> float:
+    """What one forward pass of a model with ``layers`` layers pays to launch its kernels."""
+    return o.launch_s_per_layer * layers
+
+
+def sample_s(o: Overheads, batch: float) -> float:
+    """The sampler's time in one step of ``batch`` rows (once a step, plain or speculative)."""
+    return o.sample_s_per_row * batch
 
 
 def spec_step_overhead_s(o: Overheads, batch: float) -> float:
-    """What one speculative step costs beyond its passes (rejection sampler, bookkeeping; what
-    vLLM pays at k = 0)."""
+    """What one speculative step costs beyond its passes and sampler (bookkeeping; what vLLM
+    pays at k = 0 with a schedule)."""
     return o.spec_fixed_s + o.spec_per_row_s * batch
 
 
-def plain_step_s(target_s: float, o: Overheads, batch: float) -> float:
-    """One decode step without speculation: the target's pass ``t_p(B, 1)`` plus its overhead."""
-    return target_s + pass_overhead_s(o, batch)
+def plain_step_s(target_s: float, o: Overheads, batch: float, layers: int) -> float:
+    """One decode step without speculation: the target's pass ``t_p(B, 1)``, its launch
+    (``layers``: the target's) and the sampler."""
+    return target_s + launch_s(o, layers) + sample_s(o, batch)
 
 
-def k0_step_s(target_s: float, o: Overheads, batch: float) -> float:
+def k0_step_s(target_s: float, o: Overheads, batch: float, layers: int) -> float:
     """One step of an engine with speculation configured but ``k = 0``: a plain step plus the
     speculative step's overhead (not free, as vLLM issue 49548 measured)."""
-    return plain_step_s(target_s, o, batch) + spec_step_overhead_s(o, batch)
+    return plain_step_s(target_s, o, batch, layers) + spec_step_overhead_s(o, batch)
 
 
-def cycle_s(draft_s: float, verify_s: float, k: int, o: Overheads, batch: float) -> float:
+def cycle_s(draft_s: float, verify_s: float, k: int, o: Overheads, batch: float,
+            draft_layers: int, target_layers: int) -> float:
     """One speculative cycle of a chain draft: ``k`` draft passes ``t_q(B, 1)`` and one
-    verification pass ``t_p(B, k + 1)``, each with its pass overhead, plus the step's."""
+    verification pass ``t_p(B, k + 1)``, each with its own model's launch, the sampler once
+    and the speculative step's overhead."""
     if k < 1:
         raise ValueError("a speculative cycle drafts at least one token (k >= 1)")
-    per_pass = pass_overhead_s(o, batch)
-    return k * (draft_s + per_pass) + verify_s + per_pass + spec_step_overhead_s(o, batch)
+    return (k * (draft_s + launch_s(o, draft_layers)) + verify_s + launch_s(o, target_layers)
+            + sample_s(o, batch) + spec_step_overhead_s(o, batch))
 
 
 def speedup(expected_tokens: float, draft_s: float, verify_s: float, target_s: float, k: int,
-            o: Overheads, batch: float) -> float:
+            o: Overheads, batch: float, draft_layers: int, target_layers: int) -> float:
     """Throughput speedup of speculation over plain decoding at batch ``B``: tokens a cycle
     over the cycle's time, in plain steps, ``E t_step / t_cycle``."""
-    return expected_tokens * plain_step_s(target_s, o, batch) / cycle_s(
-        draft_s, verify_s, k, o, batch)
+    return expected_tokens * plain_step_s(target_s, o, batch, target_layers) / cycle_s(
+        draft_s, verify_s, k, o, batch, draft_layers, target_layers)
 
 
 @dataclass(frozen=True)
@@ -124,3 +140,43 @@ def fit_linear_overhead(rows: Sequence[tuple[float, float]]) -> LinearFit:
     rms = (sum((fixed + per_row * b - r) ** 2 for b, r in zip(batches, residuals, strict=True))
            / n) ** 0.5
     return LinearFit(fixed, per_row, identified, n, rms)
+
+
+@dataclass(frozen=True)
+class LaunchFit:
+    """The launch time a layer and the all-reduce latency a doubling of the GPUs, fitted
+    together through the origin to plain steps' residuals (s)."""
+
+    launch_s_per_layer: float
+    allreduce_s_per_log2: float
+    rows: int
+    rms_s: float
+
+
+def fit_launch(rows: Sequence[tuple[float, float, float]]) -> LaunchFit:
+    """Least squares of ``residual = launch x layers + latency x all-reduces x log2 G`` over
+    ``rows`` of ``(layers, all-reduces x log2 G, residual_s)``, each term held at 0 or above
+    (a negative one is dropped and the other refitted alone: a pass faster than its bytes
+    and FLOPs shows no such time, and the rate it ran at is then the term to question)."""
+    if not rows:
+        raise ValueError("fitting needs at least one measured row")
+
+    def alone(column: int) -> float:
+        den = sum(r[column] ** 2 for r in rows)
+        return max(0.0, sum(r[column] * r[2] for r in rows) / den) if den else 0.0
+
+    sxx = sum(x * x for x, _, _ in rows)
+    syy = sum(y * y for _, y, _ in rows)
+    sxy = sum(x * y for x, y, _ in rows)
+    det = sxx * syy - sxy * sxy
+    launch = latency = -1.0
+    if det > 1e-12 * max(sxx * syy, 1e-300):
+        sxr = sum(x * r for x, _, r in rows)
+        syr = sum(y * r for _, y, r in rows)
+        launch, latency = (syy * sxr - sxy * syr) / det, (sxx * syr - sxy * sxr) / det
+    if launch < 0 or latency < 0:  # one term alone: whichever explains more
+        candidates = [(alone(0), 0.0), (0.0, alone(1))]
+        launch, latency = min(candidates, key=lambda c: sum(
+            (c[0] * x + c[1] * y - r) ** 2 for x, y, r in rows))
+    rms = (sum((launch * x + latency * y - r) ** 2 for x, y, r in rows) / len(rows)) ** 0.5
+    return LaunchFit(launch, latency, len(rows), rms)

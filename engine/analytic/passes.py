@@ -4,6 +4,7 @@ each alone takes and the all-reduces' time (docs/design.md, "At a batch size"); 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from engine.analytic.overheads import NONE, Overheads
@@ -18,6 +19,8 @@ ACTIVATION_BYTES = 2.0  # bf16 activations, whatever the weights' dtype
 class Setting:
     """Everything but the batch: hardware, models, dtype, GPUs, context and the draft.
 
+    ``dtype``: the weights'; ``kv_dtype``: the KV cache's, which int4 and fp8 weights leave in
+    bf16 (None: bf16, or fp32 beside fp32 weights, as a CPU runs them).
     ``draft_sharded``: the draft runs at the target's tensor-parallel degree, as vLLM 0.32
     requires (its ``draft_model.py`` refuses any other); False puts it whole on one GPU.
     ``bandwidth_fraction`` and ``flops_fraction``: the share of the datasheet a real decoder
@@ -39,6 +42,13 @@ class Setting:
     bandwidth_fraction: float = 1.0
     flops_fraction: float = 1.0
     overheads: Overheads = NONE
+    kv_dtype: str | None = None
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        if self.kv_dtype is not None:
+            return self.kv_dtype
+        return "fp32" if self.dtype == "fp32" else "bf16"
 
     @property
     def draft_gpus(self) -> int:
@@ -90,22 +100,29 @@ class Pass:
 
 def all_reduce_seconds(s: Setting, gpus: int, batch: float, tokens: int, hidden: int) -> float:
     """One ring all-reduce of ``batch x tokens x hidden`` bf16 activations over ``gpus`` GPUs:
-    ``2 (G - 1) / G`` of the bytes through each link, plus the fixed latency."""
+    ``2 (G - 1) / G`` of the bytes through each link, plus the link's latency and the
+    overheads' latency for each doubling of the GPUs."""
     if gpus == 1:
         return 0.0
     size = batch * tokens * hidden * ACTIVATION_BYTES
-    return 2 * (gpus - 1) / gpus * size / s.hardware.link_bandwidth + s.link_latency_s
+    depth = s.overheads.allreduce_s_per_log2 * math.log2(gpus)
+    return (2 * (gpus - 1) / gpus * size / s.hardware.link_bandwidth + s.link_latency_s
+            + depth)
 
 
 def forward_pass(model: ModelShape, s: Setting, batch: float, tokens: int,
                  gpus: int | None = None) -> Pass:
     """``batch`` sequences of ``tokens`` new tokens each, after ``s.context`` cached tokens,
-    split over ``gpus`` tensor-parallel GPUs (``s.gpus`` unless given)."""
+    split over ``gpus`` tensor-parallel GPUs (``s.gpus`` unless given). Bytes: the weights
+    but an untied input table, the table's rows of the pass's tokens (in the activations'
+    bf16) and the KV cache in its own dtype; FLOPs: the weights' and attention's."""
     g = s.gpus if gpus is None else gpus
     b = DTYPE_BYTES[s.dtype]
-    read = model.params * b / g + batch * s.context * model.kv_bytes_per_token(s.dtype, g)
+    rows = batch * tokens * model.width * ACTIVATION_BYTES if model.input_table else 0.0
+    kv = batch * s.context * model.kv_bytes_per_token(s.kv_cache_dtype, g)
+    read = (model.streamed_params * b + rows) / g + kv
     attention = 4 * s.context * model.heads * model.head_dim * model.layers
-    flops = batch * tokens * (2 * model.params + attention) / g
+    flops = batch * tokens * (2 * model.streamed_params + attention) / g
     communication = 2 * model.layers * all_reduce_seconds(s, g, batch, tokens, model.width)
     return Pass(read, flops, read / s.gpu_bandwidth, flops / s.gpu_flops, communication)
 

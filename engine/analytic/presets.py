@@ -43,9 +43,11 @@ def decoder_parameters(
 
 @dataclass(frozen=True)
 class ModelShape:
-    """What the roofline needs of a model: its parameter count, its attention shape and its
+    """What the roofline needs of a model: its parameter count, its attention shape, its
     hidden size (the width of the activations tensor parallelism all-reduces; 0 means
-    ``heads x head_dim``)."""
+    ``heads x head_dim``) and ``input_table``: the parameters of an input embedding table not
+    shared with the LM head (``vocab x hidden`` when untied, else 0). A pass reads only the
+    rows of its tokens from that table; a tied LM head reads all of it."""
 
     label: str
     params: int
@@ -55,10 +57,16 @@ class ModelShape:
     head_dim: int
     source: str = ""
     hidden: int = 0
+    input_table: int = 0
 
     @property
     def width(self) -> int:
         return self.hidden or self.heads * self.head_dim
+
+    @property
+    def streamed_params(self) -> int:
+        """Parameters every pass reads whole and multiplies by: all but the input table."""
+        return self.params - self.input_table
 
     def kv_heads_per_gpu(self, gpus: int) -> int:
         """KV heads each of ``gpus`` GPUs holds: split while ``gpus <= kv_heads``, then one
@@ -76,7 +84,8 @@ def _shape(label: str, source: str, *, hidden: int, intermediate: int, layers: i
            ) -> ModelShape:
     params = decoder_parameters(hidden, intermediate, layers, heads, kv_heads, head_dim, vocab,
                                 tied, qkv_bias)
-    return ModelShape(label, params, layers, heads, kv_heads, head_dim, source, hidden)
+    return ModelShape(label, params, layers, heads, kv_heads, head_dim, source, hidden,
+                      0 if tied else vocab * hidden)
 
 
 # Values copied from each model's config.json on the Hugging Face hub (hidden_size,

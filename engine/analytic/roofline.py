@@ -55,7 +55,8 @@ from engine.analytic.memory import (  # noqa: F401
 from engine.analytic.overheads import (  # noqa: F401
     NONE,
     Overheads,
-    pass_overhead_s,
+    launch_s,
+    sample_s,
     spec_step_overhead_s,
 )
 from engine.analytic.passes import (  # noqa: F401
@@ -134,8 +135,10 @@ class Roofline:
     t_target_ms: float  # the passes' roofline times, without overheads
     t_verify_ms: float
     t_draft_ms: float
-    t_step_ms: float  # a plain decode step: the target's pass and its overhead
-    pass_overhead_ms: float  # o_pass(B), added to every pass
+    t_step_ms: float  # a plain decode step: the target's pass, its launch and the sampler
+    launch_ms: float  # the target's pass: launching its layers' kernels
+    draft_launch_ms: float  # the draft's pass: its own layers
+    sample_ms: float  # the sampler, once a step
     spec_overhead_ms: float  # o_spec(B), added once a cycle
     c: float  # in plain steps t_step, overheads included
     v: float
@@ -171,8 +174,9 @@ def roofline(s: Setting, batch: int) -> Roofline:
     target = target_pass(s, batch)
     verify = target_pass(s, batch, s.k + 1)
     draft = draft_pass(s, batch)
-    per_pass = pass_overhead_s(s.overheads, batch)
-    per_cycle = spec_step_overhead_s(s.overheads, batch)
+    o = s.overheads
+    launch, draft_launch = launch_s(o, s.target.layers), launch_s(o, s.draft.layers)
+    sampler, per_cycle = sample_s(o, batch), spec_step_overhead_s(o, batch)
     step = step_s(s, batch)
     c, v = costs(s, batch)
     speedup = expected_tokens(s.alpha, s.k) / (s.k * c + v)
@@ -189,7 +193,9 @@ def roofline(s: Setting, batch: int) -> Roofline:
         t_verify_ms=verify.seconds * 1000,
         t_draft_ms=draft.seconds * 1000,
         t_step_ms=step * 1000,
-        pass_overhead_ms=per_pass * 1000,
+        launch_ms=launch * 1000,
+        draft_launch_ms=draft_launch * 1000,
+        sample_ms=sampler * 1000,
         spec_overhead_ms=per_cycle * 1000,
         c=c,
         v=v,
@@ -215,7 +221,7 @@ def roofline(s: Setting, batch: int) -> Roofline:
         kv_cache_gb_per_gpu=memory.kv_cache / GB,
         max_batch_that_fits=most,
         max_batch_without_draft=max_batch_that_fits(s, with_draft=False),
-        target_pass=PassTimes.of(target, s.gpus, per_pass),
-        verify_pass=PassTimes.of(verify, s.gpus, per_pass + per_cycle),
-        draft_pass=PassTimes.of(draft, s.draft_gpus, per_pass),
+        target_pass=PassTimes.of(target, s.gpus, launch + sampler),
+        verify_pass=PassTimes.of(verify, s.gpus, launch + sampler + per_cycle),
+        draft_pass=PassTimes.of(draft, s.draft_gpus, draft_launch),
     )

@@ -19,7 +19,8 @@ def llama_shape(label: str, source: str, *, hidden: int, intermediate: int, laye
     head_dim = hidden // heads
     params = decoder_parameters(hidden, intermediate, layers, heads, kv_heads, head_dim, vocab,
                                 tied)
-    return ModelShape(label, params, layers, heads, kv_heads, head_dim, source, hidden)
+    return ModelShape(label, params, layers, heads, kv_heads, head_dim, source, hidden,
+                      0 if tied else vocab * hidden)
 
 
 EXTRA_MODELS: dict[str, ModelShape] = {

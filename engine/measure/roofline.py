@@ -54,7 +54,8 @@ def shape_of(model) -> ModelShape:
         c.name_or_path or c.model_type, sum(p.numel() for p in model.parameters()),
         c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
         getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-        hidden=c.hidden_size)
+        hidden=c.hidden_size,
+        input_table=0 if c.tie_word_embeddings else model.get_input_embeddings().weight.numel())
 
 
 @torch.inference_mode()

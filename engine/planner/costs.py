@@ -50,7 +50,7 @@ K0_SAMPLES = (1, 8, 64, 256, 1024)  # batches a k = 0 price from the overheads i
 def spec_step_k0(s: Setting) -> K0Price:
     """A k = 0 step of a speculative config on the roofline: a plain step plus the speculative
     step's overhead ``o_spec(B)`` (:func:`engine.analytic.overheads.k0_step_s`), as a share
-    of the plain step ``t_p(B, 1) + o_pass(B)``: the same term every cycle pays."""
+    of the plain step ``t_step(B)``: the same term every cycle pays."""
 
     def overhead(batch: int) -> float:
         return spec_step_overhead_s(s.overheads, batch) / step_s(s, batch)

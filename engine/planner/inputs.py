@@ -62,17 +62,21 @@ NUMBERS: dict[str, Bound] = {b.name: b for b in (
 """The hardware and model numbers (``batch``: the roofline's, not the plan's)."""
 
 OVERHEADS: dict[str, Bound] = {b.name: b for b in (
-    Bound("pass_overhead_ms", "pass overhead, fixed (ms)", 0, 100, 0.001, 0),
-    Bound("pass_row_overhead_us", "pass overhead a row (µs)", 0, 10000, 0.01, 0),
+    Bound("launch_us_per_layer", "kernel launch a layer, every pass (µs)", 0, 10000, 0.01, 0),
+    Bound("allreduce_us_per_log2", "all-reduce latency a doubling of the GPUs (µs)", 0, 10000,
+          0.01, 0),
+    Bound("sample_row_overhead_us", "sampler a row, once a step (µs)", 0, 10000, 0.01, 0),
     Bound("spec_overhead_ms", "spec. step overhead, fixed (ms)", 0, 100, 0.001, 0),
     Bound("spec_row_overhead_us", "spec. step overhead a row (µs)", 0, 10000, 0.01, 0),
 )}
-"""What a step costs beyond bytes and FLOPs (:mod:`engine.analytic.overheads`): a time every
-forward pass pays and a time a speculative cycle (or a k = 0 step of a speculative config)
-pays, each a fixed part and a part a row of the batch. Not given: the hardware's fitted
-default (:mod:`engine.analytic.default_overheads`); ``default`` here is only the bound's."""
-OVERHEAD_FIELDS = {"pass_overhead_ms": ("pass_fixed_s", 1e-3),
-                   "pass_row_overhead_us": ("pass_per_row_s", 1e-6),
+"""What a step costs beyond bytes and FLOPs (:mod:`engine.analytic.overheads`): a launch time
+every forward pass pays for each layer of its model, the sampler's time a row once a step, and
+a time a speculative cycle (or a k = 0 step of a speculative config) pays, a fixed part and a
+part a row. Not given: the hardware's fitted default
+(:mod:`engine.analytic.default_overheads`); ``default`` here is only the bound's."""
+OVERHEAD_FIELDS = {"launch_us_per_layer": ("launch_s_per_layer", 1e-6),
+                   "allreduce_us_per_log2": ("allreduce_s_per_log2", 1e-6),
+                   "sample_row_overhead_us": ("sample_s_per_row", 1e-6),
                    "spec_overhead_ms": ("spec_fixed_s", 1e-3),
                    "spec_row_overhead_us": ("spec_per_row_s", 1e-6)}
 """Each input's :class:`~engine.analytic.overheads.Overheads` field and its unit in s."""
@@ -87,6 +91,9 @@ CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "hardware": ("h100-sxm", tuple(HARDWARE)),
     "models": ("llama-8b-1b", tuple(PAIRS)),
     "dtype": ("bf16", DTYPES),
+    # the KV cache's: "auto" is bf16 (fp32 beside fp32 weights), as int4 and fp8 weights
+    # leave it; fp8 is vLLM's kv_cache_dtype="fp8"
+    "kv_dtype": ("auto", ("auto", "bf16", "fp8", "fp32")),
     "draft_placement": ("sharded", ("sharded", "one-gpu")),
     "draft_sample": (DEFAULT_DRAFT_SAMPLE, DRAFT_SAMPLES),
     "drafter": ("model", tuple(DRAFTERS)),
@@ -162,8 +169,9 @@ class PlanInputs:
     draft_heads: int | None = None
     draft_kv_heads: int | None = None
     draft_head_dim: int | None = None
-    pass_overhead_ms: float | None = None
-    pass_row_overhead_us: float | None = None
+    launch_us_per_layer: float | None = None
+    allreduce_us_per_log2: float | None = None
+    sample_row_overhead_us: float | None = None
     spec_overhead_ms: float | None = None
     spec_row_overhead_us: float | None = None
     alpha: float | None = 0.7
@@ -177,6 +185,7 @@ class PlanInputs:
     drafter: str = "model"  # engine.planner.drafters.DRAFTERS
     eagle_head: str | None = None  # an EAGLE head preset (None: the target's)
     draft_kv_budget: int = STREAMING_BUDGET  # self-speculation's draft KV cache, tokens
+    kv_dtype: str = CHOICES["kv_dtype"][0]
 
     def setting(self, hw: Hardware | None = None, base: Overheads | None = None) -> Setting:
         """The roofline setting: the preset (``hw``: a resolved "this machine") with the
@@ -197,7 +206,8 @@ class PlanInputs:
                     self.dtype, self.gpus, self.context, usable_fraction=self.usable,
                     link_latency_s=self.latency_us / 1e6,
                     draft_sharded=self.draft_placement == "sharded",
-                    bandwidth_fraction=self.bw_share, flops_fraction=self.flops_share)
+                    bandwidth_fraction=self.bw_share, flops_fraction=self.flops_share,
+                    kv_dtype=None if self.kv_dtype == "auto" else self.kv_dtype)
         return replace(s, overheads=self.overheads(preset_overheads(s) if base is None
                                                    else base))
 
@@ -218,8 +228,9 @@ class PlanInputs:
                    if getattr(self, f"{which}_{f}") is not None}
         if not changes:
             return shape
-        if "params_b" in changes:
+        if "params_b" in changes:  # a count given by hand is read whole by every pass
             changes["params"] = round(changes.pop("params_b") * 1e9)
+            changes["input_table"] = 0
         return replace(shape, label=f"{shape.label} (edited)", **changes)
 
     def given(self) -> list[tuple[str, object]]:

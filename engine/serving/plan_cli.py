@@ -66,10 +66,14 @@ def add_parser(sub, d: dict | None = None) -> None:
                            "on it (default: the probe's, else "
                            f"{CHOICES['draft_sample'][0]})")
     costs = plan.add_argument_group("costs (a preset, or --costs)")
-    for name in ("hardware", "models", "dtype", "draft_placement"):
+    for name in ("hardware", "models", "dtype", "kv_dtype", "draft_placement"):
         default, allowed = CHOICES[name]
         costs.add_argument("--" + name.replace("_", "-"), choices=allowed, default=default,
                            help={"models": "the model-pair preset (target / draft)",
+                                 "dtype": "the weights' dtype",
+                                 "kv_dtype": "the KV cache's dtype (auto: bf16, fp32 beside "
+                                             "fp32 weights; int4 and fp8 weights keep a "
+                                             "bf16 cache)",
                                  "draft_placement": "sharded like the target (vLLM 0.32) or "
                                                     "whole on one GPU"}.get(name))
     for b in NUMBERS.values():
@@ -301,7 +305,8 @@ def probe_temperature(data: dict, asked: float | None) -> float:
 def inputs_from(args, draft_sample: str) -> PlanInputs:
     """The plan's inputs from the options (the same names, - for _)."""
     values = {name: getattr(args, name) for name in
-              ("hardware", "models", "dtype", "draft_placement", "k0_overhead", "k_max",
+              ("hardware", "models", "dtype", "kv_dtype", "draft_placement", "k0_overhead",
+               "k_max",
                "max_num_seqs", "data_parallel", *[n for n in NUMBERS if n != "batch"],
                *EDITS, *OVERHEADS)}
     for name, (_words, lo, hi, _integer) in EDITS.items():

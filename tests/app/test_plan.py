@@ -42,8 +42,8 @@ def achieved(s: Setting, bw_share: float = ACHIEVED_BANDWIDTH) -> Setting:
                    overheads=fitted(bw_share, ACHIEVED_FLOPS))
 
 
-NO_OVERHEADS = ("pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0"
-                "&spec_row_overhead_us=0")
+NO_OVERHEADS = ("launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0"
+                "&spec_overhead_ms=0&spec_row_overhead_us=0")
 
 
 def test_defaults_answer_the_engine_plan(client):
@@ -245,7 +245,7 @@ def test_the_page_the_api_and_the_command_line_take_the_same_names(client):
     # ideal roofline (no overheads)
     f"alpha=0.7&bw_share=0.5&{NO_OVERHEADS}",
     # overheads given: the command and the API carry them
-    "alpha=0.8&pass_overhead_ms=0.2&pass_row_overhead_us=3&spec_overhead_ms=0.1"
+    "alpha=0.8&launch_us_per_layer=0.2&sample_row_overhead_us=3&spec_overhead_ms=0.1"
     "&spec_row_overhead_us=5",
     "hardware=h200&models=llama-70b-1b&gpus=2&context=4096&alpha=0.66&bw_share=0.55"
     "&flops_share=0.6&latency_us=25&usable=0.8&draft_placement=one-gpu&k_max=6"
@@ -273,7 +273,7 @@ def test_the_command_on_the_page_reproduces_the_pages_plan_exactly(client, capsy
         [int(x) for x in r] for r in rows]
     if "bw_share=0.5&" in query + "&":
         assert [[r["lo"], r["hi"], r["k"]] for r in printed["plan"]["ranges"]] == [
-            [1, 234, 3], [235, 256, 2]]
+            [1, 248, 3], [249, 256, 2]]
 
 
 def test_old_api_names_still_work_and_the_new_name_wins(client):

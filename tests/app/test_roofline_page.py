@@ -18,8 +18,8 @@ from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, roofline
 from engine.analytic.schedule import timed_costs
 from engine.settings import SHIPPED_MEASUREMENTS, Settings
 
-NO_OVERHEADS = ("pass_overhead_ms=0&pass_row_overhead_us=0&spec_overhead_ms=0"
-                "&spec_row_overhead_us=0")
+NO_OVERHEADS = ("launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0"
+                "&spec_overhead_ms=0&spec_row_overhead_us=0")
 ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
             "flops_fraction": NUMBERS["flops_share"].default,
             # and the overheads fitted to the published measurements at those shares
@@ -430,16 +430,16 @@ def test_the_eagle_heads_c_sits_beside_the_draft_models_for_a_target_that_has_on
     the draft model's; a target with no head preset shows none."""
     from markupsafe import escape
 
+    from engine.analytic.break_even import step_s
     from engine.analytic.drafters import EAGLE_HEADS, eagle_draft_pass
-    from engine.analytic.overheads import pass_overhead_s
-    from engine.analytic.passes import target_pass
+    from engine.analytic.overheads import launch_s
 
     html = client.get("/?hardware=h100-sxm&models=llama-8b-1b&context=512&batch=32").text
     s = Setting(HARDWARE["h100-sxm"], PAIRS["llama-8b-1b"].target, PAIRS["llama-8b-1b"].draft,
                 context=512, **ACHIEVED)
     head = EAGLE_HEADS["eagle3-llama-3.1-8b"]
-    o_pass = pass_overhead_s(s.overheads, 32)  # in plain steps, each pass with its overhead
-    c = (eagle_draft_pass(s, head, 32).seconds + o_pass) / (target_pass(s, 32).seconds + o_pass)
+    # in plain steps; the head's pass launches its one layer
+    c = (eagle_draft_pass(s, head, 32).seconds + launch_s(s.overheads, 1)) / step_s(s, 32)
     assert figure(html, "c_b_eagle") == f"{c:.3f}"
     assert f'title="{escape(head.label)}">c(B), EAGLE-3 head</dt>' in html
     assert 'data-figure="c_b_eagle"' not in client.get(
@@ -449,7 +449,7 @@ def test_the_eagle_heads_c_sits_beside_the_draft_models_for_a_target_that_has_on
 def test_the_overhead_inputs_show_the_fitted_defaults_and_the_pass_table_its_overheads(client):
     html = client.get("/?hardware=a100-80gb&gpus=8&context=4000&batch=32&batch_k=slider").text
     o = ACHIEVED["overheads"]
-    for name, value in (("pass_overhead_ms", o.pass_fixed_s * 1e3),
+    for name, value in (("launch_us_per_layer", o.launch_s_per_layer * 1e6),
                         ("spec_overhead_ms", o.spec_fixed_s * 1e3),
                         ("spec_row_overhead_us", o.spec_per_row_s * 1e6)):
         box = re.search(rf'<input type="number" id="rl-{name}"[^>]*>', html, re.S).group(0)
@@ -465,28 +465,28 @@ def test_the_overhead_inputs_show_the_fitted_defaults_and_the_pass_table_its_ove
 
 
 def test_typed_overheads_stay_in_the_link_and_price_the_section(client):
-    q = "batch_k=slider&batch=16&pass_overhead_ms=2&spec_row_overhead_us=12.5"
+    q = "batch_k=slider&batch=16&launch_us_per_layer=2&spec_row_overhead_us=12.5"
     state, notices = parse_roofline_state(parse_qsl(q))
-    assert notices == [] and (state.pass_overhead_ms, state.spec_row_overhead_us) == (2, 12.5)
-    assert state.pass_row_overhead_us is None and state.spec_overhead_ms is None
-    assert "pass_overhead_ms=2&" in state.query() + "&"
+    assert notices == [] and (state.launch_us_per_layer, state.spec_row_overhead_us) == (2, 12.5)
+    assert state.sample_row_overhead_us is None and state.spec_overhead_ms is None
+    assert "launch_us_per_layer=2&" in state.query() + "&"
     assert "spec_overhead_ms" not in state.query()  # blank: the fitted default
     html = client.get(f"/?{q}").text
     o = ACHIEVED["overheads"]
     pair = PAIRS["llama-8b-1b"]
     r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512, **(
-        ACHIEVED | {"overheads": Overheads(2e-3, o.pass_per_row_s, o.spec_fixed_s, 12.5e-6)})),
+        ACHIEVED | {"overheads": Overheads(2e-6, o.sample_s_per_row, o.spec_fixed_s, 12.5e-6)})),
         16)
     assert figure(html, "s_b") == f"{r.speedup:.2f}×"
-    assert re.search(r'id="rl-pass_overhead_ms"[^>]*value="2"', html, re.S)
+    assert re.search(r'id="rl-launch_us_per_layer"[^>]*value="2"', html, re.S)
 
 
 def test_a_bad_overhead_in_the_link_is_clamped_or_defaulted_with_a_notice():
     state, notices = parse_roofline_state(parse_qsl(
-        "pass_overhead_ms=-3&spec_overhead_ms=abc&spec_row_overhead_us=99999"))
-    assert state.pass_overhead_ms == 0 and state.spec_overhead_ms is None
+        "launch_us_per_layer=-3&spec_overhead_ms=abc&spec_row_overhead_us=99999"))
+    assert state.launch_us_per_layer == 0 and state.spec_overhead_ms is None
     assert state.spec_row_overhead_us == 10000
-    assert notices == ["pass_overhead_ms=-3 is outside 0–100; using the minimum 0.",
+    assert notices == ["launch_us_per_layer=-3 is outside 0–10000; using the minimum 0.",
                        "spec_overhead_ms='abc' is not a number; using the fitted default.",
                        "spec_row_overhead_us=99999 is outside 0–10000; using the maximum "
                        "10000."]
@@ -508,5 +508,5 @@ def test_without_a_costs_file_this_machine_has_no_overheads(tmp_path):
     settings = Settings(load_models=False, machine_costs=tmp_path / "none.json")
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
         data = c.get("/api/roofline?hardware=this-machine&models=shipped&dtype=fp32").json()
-    assert data["overheads"]["spec_overhead_ms"] == data["overheads"]["pass_overhead_ms"] == 0
+    assert data["overheads"]["spec_overhead_ms"] == data["overheads"]["launch_us_per_layer"] == 0
     assert data["t_step_ms"] == data["t_target_ms"]

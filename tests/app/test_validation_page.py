@@ -35,9 +35,11 @@ def test_the_fitted_overhead_terms_come_first(page):
     o = REPORT.overheads
     terms = page.index("The fitted overhead terms")
     assert terms < page.index("Fitted series") < page.index("Held-out series")
-    for name, seconds in (("pass_fixed", o.pass_fixed_s), ("pass_per_row", o.pass_per_row_s),
-                          ("spec_fixed", o.spec_fixed_s), ("spec_per_row", o.spec_per_row_s)):
+    for name, seconds in (("spec_fixed", o.spec_fixed_s), ("spec_per_row", o.spec_per_row_s)):
         assert f'data-figure="{name}">{seconds * 1000:.3f} ms<' in page, name
+    for name, seconds in (("launch", o.launch_s_per_layer), ("allreduce", o.allreduce_s_per_log2)):
+        assert f'data-figure="{name}">{seconds * 1e6:.2f} µs' in page, name
+    assert 'data-figure="sample">not identified by the fit series' in page
 
 
 @pytest.mark.parametrize("result", REPORT.series, ids=[r.id for r in REPORT.series])
@@ -93,14 +95,15 @@ def test_what_the_store_lacked_is_listed(page):
 
 
 def test_the_other_rates_are_a_link_away(client):
-    achieved = validate.run(rates="achieved")
-    html = client.get("/validation?rates=achieved").text
-    assert f'data-figure="pass_fixed">{achieved.overheads.pass_fixed_s * 1000:.3f} ms<' in html
-    assert '<option value="achieved" selected>' in html
+    datasheet = validate.run(rates="datasheet")
+    html = client.get("/validation?rates=datasheet").text
+    launch = datasheet.overheads.launch_s_per_layer * 1e6
+    assert f'data-figure="launch">{launch:.2f} µs' in html
+    assert '<option value="datasheet" selected>' in html
 
 
 @pytest.mark.parametrize(("query", "notice"), [
-    ("rates=peak", "rates=&#39;peak&#39; is not one of achieved, datasheet; using datasheet."),
+    ("rates=peak", "rates=&#39;peak&#39; is not one of achieved, datasheet; using achieved."),
     ("alpha=0.9", "&#39;alpha&#39; is not a setting of this page; it was ignored."),
 ])
 def test_the_page_reads_a_bad_link_as_far_as_it_goes_and_says_what_it_skipped(client, query,
@@ -108,7 +111,7 @@ def test_the_page_reads_a_bad_link_as_far_as_it_goes_and_says_what_it_skipped(cl
     response = client.get(f"/validation?{query}")
     assert response.status_code == 200
     assert notice in response.text
-    assert 'data-figure="pass_fixed">' in response.text
+    assert 'data-figure="launch">' in response.text
 
 
 def test_the_batch_section_links_the_page(client):
@@ -131,7 +134,7 @@ def test_the_json_is_the_commands_report(client):
         for p in s["points"]:
             assert set(p) == {"setting", "measured", "model", "reading", "error"}
     assert {s["source"] for s in data["series"]} <= {src["id"] for src in data["sources"]}
-    assert set(data["overheads"]) >= {"pass_fixed_s", "pass_per_row_s", "spec_fixed_s",
+    assert set(data["overheads"]) >= {"launch_s_per_layer", "sample_s_per_row", "spec_fixed_s",
                                       "spec_per_row_s"}
 
 

@@ -63,16 +63,18 @@ def test_choosing_hardware_updates_the_section_and_the_address_bar(page):
 def test_typed_overheads_reprice_the_section_and_its_link_opens_exactly_as_it_was(page):
     start = "/?batch_k=slider&hardware=a100-80gb&gpus=8&context=4000&batch=32"
     page.goto(start)
-    fixed, per_row = page.locator("#rl-pass_overhead_ms"), page.locator("#rl-spec_row_overhead_us")
+    fixed = page.locator("#rl-launch_us_per_layer")
+    per_row = page.locator("#rl-spec_row_overhead_us")
     spec = page.locator("#rl-spec_overhead_ms")
     fitted_spec = fitted(NUMBERS["bw_share"].default, NUMBERS["flops_share"].default)
     # blank inputs show the fitted default they stand for
     expect(spec).to_have_value("")
     expect(spec).to_have_attribute("placeholder", f"{fitted_spec.spec_fixed_s * 1e3:.4g}")
     fixed.fill("5")
-    expect(page).to_have_url(re.compile(r"[?&]pass_overhead_ms=5(&|$)"))  # one answer at a time
+    expect(page).to_have_url(re.compile(r"[?&]launch_us_per_layer=5(&|$)"))  # one answer at a time
     per_row.fill("20")
-    r = expected("a100-80gb", gpus=8, context=4000, pass_fixed_s=5e-3, spec_per_row_s=20e-6)
+    r = expected("a100-80gb", gpus=8, context=4000, launch_s_per_layer=5e-6,
+                 spec_per_row_s=20e-6)
     s_b = page.locator('[data-figure="s_b"]')
     expect(s_b).to_have_text(f"{r.speedup:.2f}×")
     expect(page.locator('[data-figure="target_overhead"]')).to_have_text(

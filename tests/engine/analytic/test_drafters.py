@@ -84,7 +84,8 @@ def test_magicdecs_finding_a_bounded_draft_pays_more_as_the_batch_grows():
                  else forward_pass(s.target, s, batch, 1)).seconds
         return overheads.speedup(expected_tokens(alpha, k), draft,
                                  target_pass(s, batch, k + 1).seconds,
-                                 target_pass(s, batch).seconds, k, overheads.NONE, batch)
+                                 target_pass(s, batch).seconds, k, overheads.NONE, batch,
+                                 s.target.layers, s.target.layers)
 
     bounded = [gain(b, True) for b in (8, 32, 128)]
     assert bounded == sorted(bounded) and bounded[-1] > 1

@@ -1,4 +1,5 @@
-"""The overhead terms: what they add to a step and a cycle, and the least-squares fit."""
+"""The overhead terms: what each adds to a pass, a step and a cycle, charged to whoever pays
+it, and the least-squares fits."""
 
 from __future__ import annotations
 
@@ -11,36 +12,46 @@ from engine.analytic.overheads import (
     NONE,
     Overheads,
     cycle_s,
+    fit_launch,
     fit_linear_overhead,
     k0_step_s,
-    pass_overhead_s,
+    launch_s,
     plain_step_s,
+    sample_s,
     spec_step_overhead_s,
 )
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, draft_pass, speedup_at, target_pass
 from engine.analytic.theory import expected_tokens
 
-SOME = Overheads(pass_fixed_s=1e-3, pass_per_row_s=2e-5, spec_fixed_s=5e-4, spec_per_row_s=1e-5)
+SOME = Overheads(launch_s_per_layer=20e-6, sample_s_per_row=2e-6, spec_fixed_s=5e-4,
+                 spec_per_row_s=1e-5)
 
 
-def test_each_term_is_a_fixed_part_plus_a_part_a_row():
-    assert pass_overhead_s(SOME, 10) == pytest.approx(1e-3 + 10 * 2e-5)
+def test_each_term_is_charged_by_its_cause():
+    assert launch_s(SOME, 32) == pytest.approx(32 * 20e-6)  # a pass: its own model's layers
+    assert sample_s(SOME, 10) == pytest.approx(10 * 2e-6)  # a step: its rows
     assert spec_step_overhead_s(SOME, 10) == pytest.approx(5e-4 + 10 * 1e-5)
-    assert pass_overhead_s(NONE, 64) == spec_step_overhead_s(NONE, 64) == 0
+    assert launch_s(NONE, 80) == sample_s(NONE, 64) == spec_step_overhead_s(NONE, 64) == 0
 
 
-def test_a_cycle_pays_the_pass_overhead_on_every_pass_and_the_step_overhead_once():
+def test_a_cycle_pays_each_pass_its_own_launch_and_the_step_terms_once():
     k, batch, draft, verify = 3, 8, 2e-3, 9e-3
-    expected = k * (draft + pass_overhead_s(SOME, batch)) + verify + pass_overhead_s(SOME, batch) \
-        + spec_step_overhead_s(SOME, batch)
-    assert cycle_s(draft, verify, k, SOME, batch) == pytest.approx(expected)
+    expected = (k * (draft + launch_s(SOME, 16)) + verify + launch_s(SOME, 32)
+                + sample_s(SOME, batch) + spec_step_overhead_s(SOME, batch))
+    assert cycle_s(draft, verify, k, SOME, batch, 16, 32) == pytest.approx(expected)
     with pytest.raises(ValueError, match="k >= 1"):
-        cycle_s(draft, verify, 0, SOME, batch)
+        cycle_s(draft, verify, 0, SOME, batch, 16, 32)
+
+
+def test_a_draft_never_pays_for_the_batch_its_rows_are_sampled_once_a_step():
+    """The row term is the sampler's: a step of 1,024 rows pays it once, not k + 1 times."""
+    one, many = (cycle_s(1e-3, 5e-3, 4, SOME, batch, 16, 32) for batch in (1, 1024))
+    assert many - one == pytest.approx(1023 * (2e-6 + 1e-5))
 
 
 def test_k0_is_a_plain_step_plus_the_speculative_step_not_free():
-    assert k0_step_s(8e-3, SOME, 32) > plain_step_s(8e-3, SOME, 32) > 8e-3
-    assert k0_step_s(8e-3, NONE, 32) == plain_step_s(8e-3, NONE, 32) == 8e-3
+    assert k0_step_s(8e-3, SOME, 32, 32) > plain_step_s(8e-3, SOME, 32, 32) > 8e-3
+    assert k0_step_s(8e-3, NONE, 32, 32) == plain_step_s(8e-3, NONE, 32, 32) == 8e-3
 
 
 def test_without_overheads_the_speedup_is_the_rooflines():
@@ -48,19 +59,42 @@ def test_without_overheads_the_speedup_is_the_rooflines():
     for batch in (1, 16, 256):
         ours = overheads.speedup(expected_tokens(s.alpha, s.k), draft_pass(s, batch).seconds,
                                  target_pass(s, batch, s.k + 1).seconds,
-                                 target_pass(s, batch).seconds, s.k, NONE, batch)
+                                 target_pass(s, batch).seconds, s.k, NONE, batch,
+                                 s.draft.layers, s.target.layers)
         assert ours == pytest.approx(speedup_at(s, batch))
 
 
-def test_a_fixed_time_a_pass_lowers_the_speedup_of_a_cheap_draft():
-    # k draft passes each pay the fixed time: the cheaper the draft, the more it weighs
+def test_a_launch_time_lowers_the_speedup_of_a_cheap_draft():
+    # k draft passes each launch their layers: the cheaper the draft, the more it weighs
     args = (expected_tokens(0.8, 4), 0.2e-3, 5e-3, 5e-3, 4)
-    assert overheads.speedup(*args, SOME, 1) < overheads.speedup(*args, NONE, 1)
+    assert overheads.speedup(*args, SOME, 1, 16, 32) < overheads.speedup(*args, NONE, 1, 16, 32)
+
+
+def test_the_launch_fit_recovers_a_launch_and_an_all_reduce_depth_from_noisy_rows():
+    rng = random.Random(36)
+    rows = [(layers, 2 * layers * depth, 5e-6 * layers + 6e-6 * 2 * layers * depth
+             + rng.gauss(0, 2e-6))
+            for layers in (16, 32, 80) for depth in (0, 1, 2, 3)]
+    fit = fit_launch(rows)
+    assert fit.launch_s_per_layer == pytest.approx(5e-6, rel=0.05)
+    assert fit.allreduce_s_per_log2 == pytest.approx(6e-6, rel=0.05)
+    assert fit.rows == 12 and fit.rms_s < 4e-6
+
+
+def test_the_launch_fit_holds_both_terms_at_zero_or_above():
+    # one GPU only: no all-reduce to fit; a residual below the roofline: no launch
+    assert fit_launch([(32, 0.0, 1e-3), (80, 0.0, 2.5e-3)]).allreduce_s_per_log2 == 0
+    assert fit_launch([(32, 0.0, -1e-3)]).launch_s_per_layer == 0
+    falling = fit_launch([(32, 0.0, 1e-3), (32, 64.0, 1e-3)])  # more GPUs, no more time
+    assert falling.allreduce_s_per_log2 == 0 and falling.launch_s_per_layer > 0
+    with pytest.raises(ValueError, match="at least one"):
+        fit_launch([])
 
 
 def test_negative_terms_are_refused():
-    with pytest.raises(ValueError, match="pass_fixed_s must be at least 0"):
-        Overheads(pass_fixed_s=-1e-3)
+    for name in ("launch_s_per_layer", "sample_s_per_row", "allreduce_s_per_log2"):
+        with pytest.raises(ValueError, match=f"{name} must be at least 0"):
+            Overheads(**{name: -1e-3})
 
 
 def test_the_fit_recovers_a_fixed_time_and_a_time_a_row_from_noisy_rows():

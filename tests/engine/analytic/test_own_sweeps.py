@@ -91,7 +91,7 @@ def _by_hand(batch: int, k: int, alpha: float, context: int) -> float:
         read = model.params * b + batch * context * kv
         work = batch * tokens * (2 * model.params
                                  + 4 * context * model.heads * model.head_dim * model.layers)
-        return max(read / bw, work / flops) + o.pass_fixed_s + o.pass_per_row_s * batch
+        return max(read / bw, work / flops) + o.launch_s_per_layer + o.sample_s_per_row * batch
 
     step = seconds(pair.target, 1)
     cycle = (k * seconds(pair.draft, 1) + seconds(pair.target, k + 1)

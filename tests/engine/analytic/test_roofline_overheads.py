@@ -1,6 +1,7 @@
-"""The roofline with overheads: every price goes through a plain step ``t_p(B,1) + o_pass``
-and a cycle ``k (t_q + o_pass) + t_p(B,k+1) + o_pass + o_spec``; all-zero overheads are the
-ideal roofline exactly; the defaults are the published fit at the setting's fractions."""
+"""The roofline with overheads: every price goes through a plain step ``t_p(B,1) + l(p) + s B``
+and a cycle ``k (t_q + l(q)) + t_p(B,k+1) + l(p) + s B + o_spec``, each pass launching its own
+model's layers; all-zero overheads are the ideal roofline exactly; the defaults are the
+published fit at the setting's fractions."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ PAIR = PAIRS["llama-8b-1b"]
 A100_8 = Setting(HARDWARE["a100-80gb"], PAIR.target, PAIR.draft, gpus=8, context=4000,
                  alpha=0.7, k=4, bandwidth_fraction=ACHIEVED_BANDWIDTH,
                  flops_fraction=ACHIEVED_FLOPS)
-KNOWN = Overheads(pass_fixed_s=2e-3, pass_per_row_s=30e-6, spec_fixed_s=0.5e-3,
+KNOWN = Overheads(launch_s_per_layer=20e-6, sample_s_per_row=3e-6, spec_fixed_s=0.5e-3,
                   spec_per_row_s=10e-6)
+L_P, L_Q = 32 * 20e-6, 16 * 20e-6  # the 8B's 32 layers, the 1B's 16
 
 
 def ideal(s: Setting, batch: int, k: int) -> tuple[float, float, float]:
@@ -50,7 +52,8 @@ def test_all_zero_overheads_give_exactly_the_ideal_rooflines_numbers(zero):
             assert speedup_at(s, batch, k) == ideal(s, batch, k)[2]
     r = roofline(s, 32)
     assert (r.c, r.v, r.speedup) == ideal(s, 32, 4)
-    assert r.t_step_ms == r.t_target_ms and r.pass_overhead_ms == r.spec_overhead_ms == 0
+    assert r.t_step_ms == r.t_target_ms
+    assert r.launch_ms == r.draft_launch_ms == r.sample_ms == r.spec_overhead_ms == 0
     assert r.tok_s_base == 1 / target_pass(s, 32).seconds
     assert r.verify_pass.overhead_ms == 0 and r.verify_pass.total_ms == r.verify_pass.ms
     assert roofline_cycle(s)(32, 4) == 4 * ideal(s, 32, 4)[0] + ideal(s, 32, 4)[1]
@@ -61,28 +64,30 @@ def test_a_known_overhead_shifts_the_speedup_as_the_formula_says():
     batch, k = 32, 4
     t_p, t_q = target_pass(s, batch).seconds, draft_pass(s, batch).seconds
     t_v = target_pass(s, batch, k + 1).seconds
-    o_pass, o_spec = 2e-3 + 30e-6 * batch, 0.5e-3 + 10e-6 * batch
-    step = t_p + o_pass
-    by_hand = expected_tokens(0.7, k) * step / (k * (t_q + o_pass) + t_v + o_pass + o_spec)
+    sampler, o_spec = 3e-6 * batch, 0.5e-3 + 10e-6 * batch
+    step = t_p + L_P + sampler
+    by_hand = expected_tokens(0.7, k) * step / (k * (t_q + L_Q) + t_v + L_P + sampler + o_spec)
     assert speedup_at(s, batch, k) == pytest.approx(by_hand, rel=1e-12)
     assert speedup_at(s, batch, k) == pytest.approx(
-        overheads.speedup(expected_tokens(0.7, k), t_q, t_v, t_p, k, KNOWN, batch), rel=1e-12)
-    # c and v stay in plain steps, each with its overhead
+        overheads.speedup(expected_tokens(0.7, k), t_q, t_v, t_p, k, KNOWN, batch, 16, 32),
+        rel=1e-12)
+    # c and v stay in plain steps: the draft with its own launch, the rest in v
     c, v = costs(s, batch, k)
-    assert c == pytest.approx((t_q + o_pass) / step) and v == pytest.approx(
-        (t_v + o_pass + o_spec) / step)
+    assert c == pytest.approx((t_q + L_Q) / step) and v == pytest.approx(
+        (t_v + L_P + sampler + o_spec) / step)
     r = roofline(s, batch)
     assert r.speedup == pytest.approx(by_hand, rel=1e-12)
     assert r.t_step_ms == pytest.approx(step * 1e3)
     assert r.tok_s_base == pytest.approx(1 / step)
-    assert r.target_pass.overhead_ms == pytest.approx(o_pass * 1e3)
-    assert r.verify_pass.overhead_ms == pytest.approx((o_pass + o_spec) * 1e3)
+    assert r.target_pass.overhead_ms == pytest.approx((L_P + sampler) * 1e3)
+    assert r.draft_pass.overhead_ms == pytest.approx(L_Q * 1e3)
+    assert r.verify_pass.overhead_ms == pytest.approx((L_P + sampler + o_spec) * 1e3)
     # the ideal roofline prices this setting well above what the overheads leave
     assert by_hand < ideal(s, batch, k)[2]
 
 
 def test_the_break_even_search_with_overheads_finds_what_a_scan_of_every_batch_finds():
-    for o in (KNOWN, Overheads(spec_fixed_s=1e-3), Overheads(pass_per_row_s=50e-6)):
+    for o in (KNOWN, Overheads(spec_fixed_s=1e-3), Overheads(sample_s_per_row=50e-6)):
         for alpha, context in ((0.6, 512), (0.8, 4000)):
             s = replace(A100_8, overheads=o, alpha=alpha, context=context, gpus=1)
             scan = next((b for b in range(1, 1025) if speedup_at(s, b) <= 1), None)
@@ -95,18 +100,18 @@ def test_the_break_even_search_with_overheads_finds_what_a_scan_of_every_batch_f
 def test_prompt_lookup_pays_the_speculative_step_every_cycle_proposal_or_not():
     s = replace(A100_8, overheads=KNOWN)
     batch, k, pi = 16, 4, 0.4
-    step = target_pass(s, batch).seconds + 2e-3 + 30e-6 * batch
-    v = (target_pass(s, batch, k + 1).seconds + 2e-3 + 30e-6 * batch) / step
+    step = target_pass(s, batch).seconds + L_P + 3e-6 * batch
+    v = (target_pass(s, batch, k + 1).seconds + L_P + 3e-6 * batch) / step
     c = (0.5e-3 + 10e-6 * batch) / step
     assert lookup_speedup_at(s, batch, pi) == pytest.approx(lookup_speedup(0.7, k, pi, c, v))
     # at pi = 0 nothing is proposed, yet the speculative step is paid: below 1x
     assert lookup_speedup_at(s, batch, 0.0) == pytest.approx(1 / (1 + c))
 
 
-def test_a_time_a_pass_makes_a_cheap_draft_dearer_and_can_change_the_best_k():
+def test_a_launch_time_makes_a_cheap_draft_dearer_and_can_change_the_best_k():
     s = replace(A100_8, gpus=1, context=512)
-    dear = replace(s, overheads=Overheads(pass_fixed_s=3e-3))
-    assert costs(dear, 8)[0] > costs(s, 8)[0]  # the draft step pays the pass overhead too
+    dear = replace(s, overheads=Overheads(launch_s_per_layer=100e-6))
+    assert costs(dear, 8)[0] > costs(s, 8)[0]  # the draft step launches its own layers
     assert best_k_at(dear, 8)[0] <= best_k_at(s, 8)[0]
 
 
@@ -118,12 +123,11 @@ def test_a_presets_default_is_the_published_fit_at_its_own_fractions():
         got = default_overheads.preset_overheads(replace(
             A100_8, bandwidth_fraction=shares[0], flops_fraction=shares[1]))
         fit, _, _ = validate.fit(published.load_all(), shares)
-        assert (got.pass_fixed_s, got.pass_per_row_s, got.spec_fixed_s, got.spec_per_row_s) == (
-            fit.pass_fixed_s, fit.pass_per_row_s, fit.spec_fixed_s, fit.spec_per_row_s)
+        assert replace(got, source="") == replace(fit, source="")
         assert f"{shares[0]:g} of the bandwidth" in got.source
-    # at the datasheet's rates the fit finds the fixed time a pass it finds at "datasheet"
+    # at the datasheet's rates the fit finds the launch time it finds at "datasheet"
     datasheet, _, _ = validate.fit(published.load_all(), "datasheet")
-    assert default_overheads.fitted(1.0, 1.0).pass_fixed_s == datasheet.pass_fixed_s > 0
+    assert default_overheads.fitted(1.0, 1.0).launch_s_per_layer == datasheet.launch_s_per_layer > 0
 
 
 def test_the_speculative_step_default_comes_from_vllm_issue_49548():
@@ -158,19 +162,20 @@ def test_this_machine_takes_the_loops_own_time_a_speculative_step_as_its_spec_te
     assert fit.overheads.spec_per_row_s == pytest.approx(20e-6)
     # the passes are exactly the fitted roofline: no pass term to identify, so 0, said so
     assert not fit.pass_identified
-    assert fit.overheads.pass_fixed_s == fit.overheads.pass_per_row_s == 0
+    assert fit.overheads.launch_s_per_layer == fit.overheads.sample_s_per_row == 0
     assert "none identified" in fit.overheads.source
 
 
-def test_this_machine_identifies_a_pass_term_when_every_pass_runs_longer_than_its_roofline():
+def test_this_machine_identifies_a_launch_term_when_every_pass_launches_its_layers_slowly():
     s = this_machine()
+    layers = {"target": s.target.layers, "draft": s.draft.layers}
     passes = [{"model": m, "batch": b, "tokens": t,
-               "median_ms": (forward(s, m, b, t) + 1e-3 + 5e-6 * b) * 1e3}
+               "median_ms": (forward(s, m, b, t) + 30e-6 * layers[m]) * 1e3}
               for b in (1, 8, 32) for m, t in (("target", 1), ("target", 2), ("draft", 1))]
     fit = machine_overheads.loop_overheads(timed_costs(passes), s)
     assert fit.pass_identified
-    assert fit.overheads.pass_fixed_s == pytest.approx(1e-3)
-    assert fit.overheads.pass_per_row_s == pytest.approx(5e-6)
+    assert fit.overheads.launch_s_per_layer == pytest.approx(30e-6)
+    assert fit.overheads.sample_s_per_row == 0
     assert fit.overheads.spec_fixed_s == 0 and "no loop timings" in fit.overheads.source
 
 

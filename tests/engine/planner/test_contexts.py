@@ -50,14 +50,16 @@ def test_the_one_schedule_prices_each_batch_at_its_dearest_class_that_fits():
     assert worst.context == 32768  # its engine's max_model_len is the longest context
 
 
-def test_the_one_schedule_is_never_below_off_where_a_class_plan_would_be():
+def test_the_one_schedule_is_never_below_off_where_a_class_plan_would_be_off():
     by_costs, reports, one = plans([512, 32768])
     ks = contexts.k_by_batch(one)
+    own = {c: contexts.k_by_batch(r) for c, r in reports.items()}
+    assert any(k > 0 for k in ks.values())
     for batch, k in ks.items():
         if k == 0:
             continue
-        for costs in by_costs.values():
-            if costs.fits(batch, 0):
+        for context, costs in by_costs.items():
+            if costs.fits(batch, 0) and own[context].get(batch) == 0:
                 assert schedule.throughput(DOMAINS, costs.cycle, batch, k) > 1.0
 
 
@@ -92,8 +94,8 @@ def test_per_class_engines_are_recommended_when_one_schedule_gives_up_much():
 
 def test_one_engine_is_recommended_when_one_schedule_costs_no_class_more_than_a_percent():
     # on the ideal roofline (with the fitted overheads the two classes' plans part further)
-    ideal = replace(INPUTS, pass_overhead_ms=0, pass_row_overhead_us=0, spec_overhead_ms=0,
-                    spec_row_overhead_us=0)
+    ideal = replace(INPUTS, launch_us_per_layer=0, allreduce_us_per_log2=0,
+                    sample_row_overhead_us=0, spec_overhead_ms=0, spec_row_overhead_us=0)
     by_costs, reports, one = plans([512, 32768], ideal)
     result = contexts.compare(DOMAINS, by_costs, reports, one, schedule.k0_curve([(1, 0.0)]))
     assert max(c["gives_up"] for c in result["classes"]) <= contexts.ONE_ENGINE_TOLERANCE
