@@ -51,5 +51,6 @@ def validation_api(
     fitted and held-out series with its source, table, split, each point's setting, measured
     and model values, how the number was read and its error ``(model - measured) /
     measured``, the median absolute error, whether a held-out series misses (median above
-    25 %) and, if so, the reason docs/design.md gives; the sources' citations; what the stored material lacked."""
+    25 %) and, if so, the reason docs/design.md gives; the sources' citations; what the
+    stored material lacked."""
     return validate.report_json(report(rates))
