@@ -35,10 +35,11 @@ def roofline_api(
     ``target_pass``, ``verify_pass`` and ``draft_pass`` give each pass's memory, compute and
     communication times on one GPU (two ring all-reduces a layer when ``gpus`` > 1), its total
     ``max(memory, compute) + communication`` and its bound. Overheads: ``overheads`` gives the
-    four terms in use (the fitted defaults unless the query gives them) and where they come
-    from; ``t_step_ms`` is a plain step with its pass overhead, each pass's ``overhead_ms``
-    what it pays beyond bytes and FLOPs, and c(B), v(B) and S(B) count them (a plain step
-    ``t_p(B,1) + o_pass``, a cycle ``k (t_q + o_pass) + t_p(B,k+1) + o_pass + o_spec``).
+    five terms in use (the fitted defaults unless the query gives them) and where they come
+    from; ``t_step_ms`` is a plain step with its launch and the sampler, each pass's
+    ``overhead_ms`` what it pays beyond bytes and FLOPs, and c(B), v(B) and S(B) count them (a
+    plain step ``t_p(B,1) + l(p) + s B``, a cycle ``k (t_q + l(q)) + t_p(B,k+1) + l(p) + s B +
+    o_spec``, each pass launching its own model's layers).
     Formulas: docs/design.md,
     "Batch size and hardware" and "Memory capacity and tensor parallelism"."""
     s = replace(setting, alpha=alpha, k=k)

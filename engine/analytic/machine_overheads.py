@@ -45,7 +45,7 @@ def loop_overheads(timed, s: Setting) -> LoopFit:
                           ms / 1000 - forward_pass(s.draft, s, b, 1, s.draft_gpus).seconds))
     per_pass = fit_launch(pass_rows)
     untouched = (sum(r * r for _, _, r in pass_rows) / len(pass_rows)) ** 0.5
-    identified = per_pass.launch_s_per_layer > 0 and per_pass.rms_s < untouched
+    identified = per_pass.launch_s_per_layer > 0 and per_pass.rms < untouched
     launch = per_pass.launch_s_per_layer if identified else 0.0
     spec_fixed, spec_row = (spec.fixed_s, spec.per_row_s) if spec else (0.0, 0.0)
     words = ("the passes' residuals against the fitted roofline" if identified

@@ -150,7 +150,7 @@ class LaunchFit:
     launch_s_per_layer: float
     allreduce_s_per_log2: float
     rows: int
-    rms_s: float
+    rms: float  # in the rows' unit (validate's rows: a share of the measured step)
 
 
 def fit_launch(rows: Sequence[tuple[float, float, float]]) -> LaunchFit:

@@ -378,7 +378,7 @@ def format_report(report: Report) -> str:
         f"layer",
         f"  an all-reduce's latency beyond the link's, a doubling of the GPUs: "
         f"{o.allreduce_s_per_log2 * 1e6:.2f} us   [both fit on {pf.rows} plain steps, rms "
-        f"{pf.rms_s:.1%} of a step]",
+        f"{pf.rms:.1%} of a step]",
         "  the sampler, a row a step: not identified by the fit series (physics: a few us a "
         "row); 0",
         f"  a speculative step (vLLM, k = 0): {_ms(o.spec_fixed_s)} fixed, "

@@ -78,7 +78,7 @@ def test_the_launch_fit_recovers_a_launch_and_an_all_reduce_depth_from_noisy_row
     fit = fit_launch(rows)
     assert fit.launch_s_per_layer == pytest.approx(5e-6, rel=0.05)
     assert fit.allreduce_s_per_log2 == pytest.approx(6e-6, rel=0.05)
-    assert fit.rows == 12 and fit.rms_s < 4e-6
+    assert fit.rows == 12 and fit.rms < 4e-6
 
 
 def test_the_launch_fit_holds_both_terms_at_zero_or_above():

@@ -40,7 +40,7 @@ def test_the_fit_reproduces_the_rows_it_was_fitted_on():
     """Two terms over 14 steps of five models and GPU counts: each series within 10 %."""
     fitted = [r for r in REPORT.series if r.split == "fit"]
     assert fitted and all(r.median_abs_error < 0.10 for r in fitted)
-    assert REPORT.pass_fit.rms_s < 0.10  # relative to a step
+    assert REPORT.pass_fit.rms < 0.10  # relative to a step
 
 
 def test_the_fitted_terms_are_physical_sizes():
