@@ -77,11 +77,12 @@ def parse_policies(text: str, schedule: Ranges | None, *, vllm: bool = False) ->
 
 
 def read_schedule(path: Path) -> Ranges:
-    """``[[lo, hi, k], ...]`` from a JSON file: the list itself, or any object holding it as
+    """``[[lo, hi, k], ...]`` from a JSON file: the list itself; or any object holding it as
     ``num_speculative_tokens_per_batch_size`` (a ``speculative_config``, or a plan that
-    carries one)."""
+    carries one); or what ``specscope plan --json`` writes, whose ``plan.ranges`` hold every
+    batch's k (a fixed-k plan's config has no per-batch list)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    found = _find_ranges(data)
+    found = _plan_ranges(data) or _find_ranges(data)
     if found is None:
         raise ValueError(f"{path}: no [[lo, hi, k], ...] list (num_speculative_tokens_per_"
                          "batch_size) in it")
@@ -96,16 +97,28 @@ def read_schedule(path: Path) -> Ranges:
     return sorted(ranges)
 
 
+def _plan_ranges(data) -> list | None:
+    """A plan's ``{"plan": {"ranges": [{"lo", "hi", "k", ...}, ...]}}`` as ``[lo, hi, k]``."""
+    ranges = data.get("plan", {}).get("ranges") if isinstance(data, dict) and isinstance(
+        data.get("plan"), dict) else None
+    if not isinstance(ranges, list) or not ranges:
+        return None
+    return [[r.get("lo"), r.get("hi"), r.get("k")] if isinstance(r, dict) else r
+            for r in ranges]
+
+
 def _find_ranges(data):
+    """The top-level list, or the first ``num_speculative_tokens_per_batch_size`` found."""
     if isinstance(data, list) and data and all(isinstance(x, list) for x in data):
         return data
     if isinstance(data, dict):
         if "num_speculative_tokens_per_batch_size" in data:
             return data["num_speculative_tokens_per_batch_size"]
         for value in data.values():
-            found = _find_ranges(value)
-            if found is not None:
-                return found
+            if isinstance(value, dict):
+                found = _find_ranges(value)
+                if found is not None:
+                    return found
     return None
 
 

@@ -4,12 +4,15 @@ and policy, written as measured curves the page reads."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from engine import cli
 from engine.measure.curves import parse_curve
 from engine.measure.sweep_results import Policy, parse_policies, read_schedule, schedule_policy
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_a_schedule_picks_k_by_the_live_batch_size_as_vllm_does():
@@ -39,9 +42,26 @@ def test_a_schedule_file_is_the_list_or_any_object_holding_it(tmp_path):
     path.write_text(json.dumps({"k": 4}))
     with pytest.raises(ValueError, match="no \\[\\[lo, hi, k\\]"):
         read_schedule(path)
+    # a list of lists that is not the schedule (the k = 0 price points) is not taken for one
+    path.write_text(json.dumps({"k0": {"points": [[2, 0.066], [8, 0.1]]}}))
+    with pytest.raises(ValueError, match="no \\[\\[lo, hi, k\\]"):
+        read_schedule(path)
     path.write_text(json.dumps([[4, 2, 1]]))
     with pytest.raises(ValueError, match="1 <= lo <= hi"):
         read_schedule(path)
+
+
+def test_what_specscope_plan_json_writes_is_read_back_as_its_schedule(tmp_path, capsys):
+    """The plan's own ranges, fixed k or schedule, costs file or preset (issue: the k = 0
+    price points were once taken for the schedule)."""
+    costs = REPO / "measurements" / "schedule" / "shipped-cpu-costs.json"
+    for args in (["--alpha", "0.7"], ["--alpha", "0.6", "--costs", str(costs)]):
+        assert cli.main(["plan", *args, "--json"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        path = tmp_path / "plan.json"
+        path.write_text(json.dumps(printed))
+        assert read_schedule(path) == [(r["lo"], r["hi"], r["k"])
+                                       for r in printed["plan"]["ranges"]]
 
 
 def test_the_sweep_writes_one_curve_per_speculative_policy(capsys, tmp_path, model_dirs):
