@@ -111,12 +111,40 @@ class LatencyRow(BaseModel):
                                        "tokens a row gains a cycle (ms)")
 
 
+class BandOut(BaseModel):
+    """Where speculation pays when no traffic is given: batches `lo`..`hi`."""
+
+    lo: int
+    hi: int
+    best: float = Field(description="the highest speedup in the band, over no config")
+    best_batch: int
+    best_k: int
+    sure_hi: int | None = Field(description="the interval's lower end clears 1x at batches "
+                                            "1..sure_hi (null: nowhere)")
+
+
+class IntervalOut(BaseModel):
+    """How far to trust the plan's speedups: factors on them from held-out errors."""
+
+    level: float
+    low: float
+    high: float
+    n: int = Field(description="held-out speedup points the interval rests on")
+    inside: int = Field(description="left out in turn, the points inside their own interval")
+    coverage: list[float] = Field(description="Wilson 95% interval of the coverage")
+    source: str
+
+
 class PlanOut(BaseModel):
     """The verdict, the schedule, vLLM's engine arguments (`engine_args`, its
     `speculative_config` among them; null when speculation is not to be configured: then
     `advice` says why), a Python snippet and a `vllm serve` line that deploy it."""
 
-    verdict: str = Field(description="what to deploy, first: configure speculation or not")
+    verdict: str = Field(description="what to deploy, first: the band where speculation pays "
+                                     "(no traffic given), or one answer for the batch mix")
+    decision: str = Field(description="configure, measure first or do not configure")
+    band: BandOut | None = Field(description="where speculation pays (null with a batch mix)")
+    interval: IntervalOut
     configure: bool
     costs: str
     target: str

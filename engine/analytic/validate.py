@@ -25,13 +25,14 @@ model does not explain; :data:`EXPLAINED_MISSES` lists those docs/design.md expl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
-from engine.analytic import drafters, overheads, own_sweeps, published, roofline, shapes
+from engine.analytic import drafters, intervals, overheads, own_sweeps, published, roofline, shapes
 from engine.analytic.overheads import LaunchFit, LinearFit, Overheads
 from engine.analytic.published import Point, Series, Source
 from engine.analytic.theory import expected_tokens
@@ -132,6 +133,7 @@ class Report:
     series: tuple[SeriesResult, ...]
     not_found: tuple[dict, ...]
     sources: tuple[Source, ...] = ()
+    intervals: dict[str, intervals.Interval] = field(default_factory=dict)
 
 
 # ---- settings and model times ----------------------------------------------------------------
@@ -360,7 +362,16 @@ def run(sources: list[Source] | None = None, rates: str = DEFAULT_RATES) -> Repo
         results.append(SeriesResult(s.id, s.label, s.split, s.quantity, s.unit, s.source_id,
                                     points, s.fields.get("table", "")))
     not_found = tuple(m | {"source": src.id} for src in sources for m in src.not_found)
-    return Report(rates, o, pass_fit, spec_fit, tuple(results), not_found, tuple(sources))
+    bands = {kind: intervals.interval(intervals.residuals_of(results, kind), kind)
+             for kind in intervals.KINDS}
+    return Report(rates, o, pass_fit, spec_fit, tuple(results), not_found, tuple(sources),
+                  bands)
+
+
+@functools.lru_cache(maxsize=4)
+def default_intervals(rates: str = DEFAULT_RATES) -> dict[str, intervals.Interval]:
+    """The intervals every prediction carries: :func:`run`'s, computed once."""
+    return run(rates=rates).intervals
 
 
 # ---- the command -----------------------------------------------------------------------------
@@ -385,6 +396,10 @@ def format_report(report: Report) -> str:
         f"{_ms(o.spec_per_row_s)} a row   [from {sf.rows} batches of vLLM issue 49548]",
         "",
     ]
+    for band in report.intervals.values():
+        lines.append(f"Interval ({band.kind}): the measured value within x{band.low:.2f} to "
+                     f"x{band.high:.2f} of the model's; {band.describe()}")
+    lines.append("")
     for r in report.series:
         verdict = ""
         if r.misses:
@@ -419,6 +434,8 @@ def report_json(report: Report) -> dict:
                      "where": src.where, "hardware": src.hardware, "software": src.software}
                     for src in report.sources],
         "not_found": list(report.not_found),
+        "intervals": {kind: asdict(band) | {"level": intervals.LEVEL}
+                      for kind, band in report.intervals.items()},
     }
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from engine.analytic import schedule
+from engine.analytic import schedule, validate
+from engine.analytic.intervals import LEVEL, Interval
 from engine.analytic.schedule import Domain, Plan, PlanError
+from engine.planner import decision
 from engine.planner.costs import CITED_K0, Costs, K0Price, parse_batch_mix, parse_k0
 from engine.planner.inputs import PlanInputs
 from engine.planner.provenance import AlphaSource
@@ -81,7 +83,13 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
     if warning is not None:
         notices.insert(0, warning)
     refused = refusal(deployment)
-    config = speculative_config(p, deployment) if refused is None and p.configure else None
+    interval = validate.default_intervals()["speedup"]
+    band = (decision.paying_band(domains, costs.cycle, p, k_max, costs.fits, interval)
+            if mix is None else None)
+    chosen = decision.weighted_decision(p.gain_over_off, interval) if mix is not None else (
+        decision.CONFIGURE if band is not None else decision.DO_NOT)
+    wanted = p.speculates and chosen != decision.DO_NOT
+    config = speculative_config(p, deployment) if refused is None and wanted else None
     args = engine_args(p, deployment, config) if p.ranges and refused is None else None
     if config is not None:
         if schedule_dropped(deployment) and len(p.ranges) > 1:
@@ -109,7 +117,14 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         notices.append(f"max_num_seqs is {args['max_num_seqs']}, not {inputs.max_num_seqs}: "
                        "no more sequences fit in memory, and vLLM would queue the rest.")
     return {
-        "verdict": verdict(p, refused, price),
+        "verdict": verdict(p, refused, price, band, interval, chosen),
+        "decision": chosen if refused is None and p.ranges else decision.DO_NOT,
+        "band": None if band is None else {"lo": 1, "hi": band.hi, "best": band.best,
+                                            "best_batch": band.best_batch,
+                                            "best_k": band.best_k, "sure_hi": band.sure_hi},
+        "interval": {"level": LEVEL, "low": interval.low, "high": interval.high,
+                     "n": interval.n, "inside": interval.inside,
+                     "coverage": list(interval.coverage), "source": interval.describe()},
         "configure": config is not None,
         "costs": costs.describe,
         "target": target,
@@ -187,15 +202,25 @@ def _over(p: Plan) -> str:
             else f"batches 1–{last}, each counted once")
 
 
-def verdict(p: Plan, refused: str | None, price: K0Price) -> str:
-    """The answer in one or two sentences: what to deploy, and why."""
+def verdict(p: Plan, refused: str | None, price: K0Price, band: decision.Band | None,
+            interval: Interval, chosen: str) -> str:
+    """The answer in one or two sentences: what to deploy, and why. Without the traffic, the
+    band where speculation pays; with it, one answer the interval decides."""
     if not p.ranges:
         return "Nothing to deploy: not even batch 1 fits in memory."
     if refused is not None:
         return f"Do not deploy this: {refused}"
-    if not p.speculates:
+    if not p.speculates or (not p.weighted and band is None):
         return (f"Do not configure speculation: no k pays at any batch from 1 to "
-                f"{p.largest_batch}, so k is 0 everywhere; serve the target alone.")
+                f"{p.largest_batch}; serve the target alone.")
+    if not p.weighted:
+        return decision.band_words(band, interval)
+    low, high = interval.of(p.gain_over_off)
+    span = f"{LEVEL:.0%} interval {low:.2f}–{high:.2f}×"
+    if chosen == decision.MEASURE_FIRST:
+        return (f"Measure first: for this traffic the plan is {p.gain_over_off:.3f}× no "
+                f"speculative config ({span}, from the model's held-out errors), which "
+                f"straddles 1×: `{decision.measure_command(p.fixed_k)}`.")
     if not p.configure:
         zero = ", ".join(_batches(r) for r in p.k0_ranges)
         why = (f"the k = 0 ranges (batches {zero}) cost more than the speculating ranges gain"
@@ -208,7 +233,7 @@ def verdict(p: Plan, refused: str | None, price: K0Price) -> str:
     zero = (f"; its k = 0 ranges (batches {', '.join(_batches(r) for r in p.k0_ranges)}) "
             f"are priced by {price.source}" if p.k0_ranges else "")
     return (f"Configure speculation: the schedule is {p.gain_over_off:.3f}× no speculative "
-            f"config over {_over(p)}; a fixed k = {p.fixed_k} would be "
+            f"config over {_over(p)} ({span}); a fixed k = {p.fixed_k} would be "
             f"{p.fixed_over_off:.3f}×{zero}.")
 
 

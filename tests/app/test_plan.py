@@ -50,8 +50,15 @@ def test_defaults_answer_the_engine_plan(client):
     data = client.get("/api/plan").json()
     plan = expected()
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
-    assert data["configure"] == plan.configure
     assert "49548" in data["k0"]["source"]  # k = 0 ranges cost the fitted speculative step
+    # no traffic given: the answer is the band where speculation pays, not an average over
+    # every batch (which is below 1 here: it would have said "do not configure")
+    assert plan.gain_over_off < 1 and not plan.weighted
+    band = data["band"]
+    assert band["lo"] == 1 and 1 < band["hi"] < plan.largest_batch
+    assert data["verdict"].startswith(f"Speculation pays at batches 1–{band['hi']} ")
+    assert f"costs from {band['hi'] + 1} on" in data["verdict"]
+    assert data["configure"] and data["speculative_config"] is not None
 
 
 def test_without_overheads_the_plan_deploys_its_config(client):
@@ -69,7 +76,8 @@ def test_without_overheads_the_plan_deploys_its_config(client):
     assert data["engine_args"]["max_num_seqs"] == plan.largest_batch
     assert data["engine_args"]["speculative_config"] == data["speculative_config"]
     assert data["python"].startswith("from vllm import LLM\n")
-    assert data["advice"] is None and data["verdict"].startswith("Configure speculation")
+    assert data["advice"] is None
+    assert data["verdict"].startswith("Speculation pays at every batch that fits, 1–")
 
 
 def test_parameters_change_the_plan(client):

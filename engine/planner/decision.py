@@ -1,0 +1,94 @@
+"""The decision from the user's traffic (standard library only).
+
+Speculation pays at small batches and costs at large ones, so without the traffic the answer is
+a band: the batches where it pays, cut where it stops. No average over batches is the verdict
+unless the user gave the traffic it averages over (a batch mix): then one weighted answer. Either
+way the held-out interval of the model's speedups (:mod:`engine.analytic.intervals`) decides:
+"configure" only where the interval's lower end beats no speculation, "measure first" where it
+straddles 1x, with the command that measures it on the user's own vLLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.analytic import schedule
+from engine.analytic.intervals import LEVEL, Interval
+from engine.analytic.schedule import Domain, Plan
+
+CONFIGURE, MEASURE_FIRST, DO_NOT = "configure", "measure first", "do not configure"
+
+
+@dataclass(frozen=True)
+class Band:
+    """Speculation pays at batches ``1..hi`` (the best k at each, against no speculative
+    config), most at ``best_batch`` (``best``× with k = ``best_k``); the interval's lower end
+    clears 1x at ``1..sure_hi`` (None: nowhere). ``largest``: the largest planned batch."""
+
+    hi: int
+    best: float
+    best_batch: int
+    best_k: int
+    sure_hi: int | None
+    largest: int
+
+
+def paying_band(domains: Sequence[Domain], cycle, plan: Plan, k_max: int, fits,
+                interval: Interval) -> Band | None:
+    """Where speculation pays, from batch 1 up to the first batch where no k does (None: it
+    pays not even at batch 1)."""
+    if not plan.ranges:
+        return None
+    hi = best = best_batch = best_k = 0
+    sure_hi, sure = None, True
+    for batch in range(1, plan.largest_batch + 1):
+        ks = [k for k in range(1, k_max + 1) if fits is None or fits(batch, k)]
+        speeds = [(schedule.throughput(domains, cycle, batch, k), -k) for k in ks]
+        top = max(speeds, default=(0.0, 0))
+        if top[0] <= 1.0:
+            break
+        hi = batch
+        if top[0] > best:
+            best, best_batch, best_k = top[0], batch, -top[1]
+        sure = sure and top[0] * interval.low > 1.0  # from batch 1 on, without a gap
+        if sure:
+            sure_hi = batch
+    if hi == 0:
+        return None
+    return Band(hi, best, best_batch, best_k, sure_hi, plan.largest_batch)
+
+
+def weighted_decision(gain: float, interval: Interval) -> str:
+    """One answer for a given traffic: the plan's gain over no speculative config and its
+    interval."""
+    low, high = interval.of(gain)
+    if low > 1.0:
+        return CONFIGURE
+    return DO_NOT if high <= 1.0 else MEASURE_FIRST
+
+
+def measure_command(k: int) -> str:
+    """The command that measures off against k on the user's own vLLM."""
+    return (f"specscope sweep --engine vllm --url http://HOST:8000 --policies off,{k} "
+            "--costs-out costs.json")
+
+
+def band_words(band: Band, interval: Interval) -> str:
+    """The band answer in a sentence or two."""
+    low, high = interval.of(band.best)
+    at = f"up to {band.best:.2f}× at batch {band.best_batch} with k = {band.best_k}, " \
+         f"{LEVEL:.0%} interval {low:.2f}–{high:.2f}×"
+    if band.hi >= band.largest:
+        head = (f"Speculation pays at every batch that fits, 1–{band.hi} ({at}): configure "
+                "it.")
+    else:
+        head = (f"Speculation pays at batches 1–{band.hi} ({at}) and costs from "
+                f"{band.hi + 1} on: configure it if your server runs mostly below "
+                f"{band.hi + 1} sequences; give the traffic (--batch-mix) for one answer.")
+    if band.sure_hi is not None and band.sure_hi >= band.hi:
+        return head
+    where = (f"above batch {band.sure_hi}" if band.sure_hi is not None
+             else "at every batch")
+    return (f"{head} The held-out interval straddles 1× {where}: measure first, "
+            f"`{measure_command(band.best_k)}`.")

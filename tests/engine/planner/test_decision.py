@@ -1,0 +1,54 @@
+"""The decision from the traffic: a band without it, one answer with it, and the interval
+deciding between configure, measure first and do not configure."""
+
+from __future__ import annotations
+
+from engine.analytic import schedule
+from engine.analytic.intervals import Interval
+from engine.planner import decision
+from engine.planner.decision import CONFIGURE, DO_NOT, MEASURE_FIRST
+
+TIGHT = Interval("speedup", 0.95, 1.05, 40, 32, (0.65, 0.9))
+WIDE = Interval("speedup", 0.6, 1.2, 40, 32, (0.65, 0.9))
+DOMAINS = schedule.single(0.7)
+
+
+def cycle(batch: int, k: int) -> float:
+    """A cycle whose verification grows with the batch: pays below batch 40 or so."""
+    return 0.1 * k + 1 + 0.02 * batch * k
+
+
+def test_the_band_ends_where_no_k_pays_any_more():
+    p = schedule.plan(DOMAINS, cycle, 4, 200)
+    band = decision.paying_band(DOMAINS, cycle, p, 4, None, TIGHT)
+    for batch in range(1, band.hi + 1):
+        assert max(schedule.throughput(DOMAINS, cycle, batch, k) for k in range(1, 5)) > 1
+    assert max(schedule.throughput(DOMAINS, cycle, band.hi + 1, k) for k in range(1, 5)) <= 1
+    assert band.best_batch == 1 and band.best > 1 and band.largest == 200
+    words = decision.band_words(band, TIGHT)
+    assert words.startswith(f"Speculation pays at batches 1–{band.hi} ")
+    assert f"costs from {band.hi + 1} on" in words
+
+
+def test_the_sure_part_of_the_band_is_where_the_intervals_lower_end_clears_1x():
+    p = schedule.plan(DOMAINS, cycle, 4, 200)
+    tight = decision.paying_band(DOMAINS, cycle, p, 4, None, TIGHT)
+    wide = decision.paying_band(DOMAINS, cycle, p, 4, None, WIDE)
+    assert wide.hi == tight.hi  # the band is the model's; the interval only grades it
+    assert wide.sure_hi is None or wide.sure_hi < tight.sure_hi <= tight.hi
+    assert "measure first" in decision.band_words(wide, WIDE)
+
+
+def test_nothing_pays_no_band():
+    def dear(batch: int, k: int) -> float:
+        return 10.0 * k
+
+    p = schedule.plan(DOMAINS, dear, 4, 10)
+    assert decision.paying_band(DOMAINS, dear, p, 4, None, TIGHT) is None
+
+
+def test_with_the_traffic_given_the_interval_decides():
+    assert decision.weighted_decision(1.8, WIDE) == CONFIGURE  # 1.08-2.16
+    assert decision.weighted_decision(1.2, WIDE) == MEASURE_FIRST  # 0.72-1.44
+    assert decision.weighted_decision(0.8, WIDE) == DO_NOT  # 0.48-0.96
+    assert decision.weighted_decision(1.2, TIGHT) == CONFIGURE
