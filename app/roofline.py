@@ -46,6 +46,7 @@ from engine.analytic.schedule import (
     throughput,
 )
 from engine.analytic.theory import CURVE_MAX_K
+from engine.analytic.validate import default_intervals
 from engine.measure.curves import MeasuredCurve, MeasuredPoint
 from engine.planner.costs import K0Price, memory_fits, spec_step_k0
 from engine.planner.costs import setting_of as resolved_setting
@@ -655,6 +656,7 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
             "spec_overhead_ms": base.spec_fixed_s * 1e3,
             "spec_row_overhead_us": base.spec_per_row_s * 1e6},
         "rl_overheads": s.overheads,
+        "rl_interval": default_intervals()["speedup"],
         "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
                        "models": {k: p.label for k, p in PAIRS.items()},
                        "dtype": {d: d for d in DTYPES},

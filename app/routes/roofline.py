@@ -12,7 +12,9 @@ from app.errors import error_responses
 from app.params import SLIDERS
 from app.roofline import NUMBERS
 from app.setting_query import SettingQuery, number_query
+from engine.analytic.intervals import LEVEL
 from engine.analytic.roofline import roofline
+from engine.analytic.validate import default_intervals
 
 router = APIRouter(prefix="/api", tags=["roofline"])
 
@@ -62,6 +64,11 @@ def roofline_api(
                            "sample_row_overhead_us": o.sample_s_per_row * 1e6,
                            "spec_overhead_ms": o.spec_fixed_s * 1e3,
                            "spec_row_overhead_us": o.spec_per_row_s * 1e6, "source": o.source}
+    band = default_intervals()["speedup"]
+    result["speedup_interval"] = {"level": LEVEL, "low": result["speedup"] * band.low,
+                                  "high": result["speedup"] * band.high, "n": band.n,
+                                  "inside": band.inside, "coverage": list(band.coverage),
+                                  "source": band.describe()}
     result["target"] = {"label": target.label, "params": target.params}
     result["draft"] = {"label": draft.label, "params": draft.params}
     return result

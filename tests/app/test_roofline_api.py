@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.roofline import NUMBERS
+from engine.analytic import validate
 from engine.analytic.default_overheads import fitted
 from engine.analytic.overheads import Overheads
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
@@ -231,3 +232,13 @@ def test_a_bad_overhead_is_a_422_that_says_what_it_must_be(client, query, says):
         response = client.get(f"{route}?{query}")
         assert response.status_code == 422
         assert says in response.json()["message"]
+
+
+def test_the_speedup_carries_its_interval_from_held_out_errors(client):
+    data = client.get("/api/roofline?batch=16").json()
+    band = validate.default_intervals()["speedup"]
+    interval = data["speedup_interval"]
+    assert interval["low"] == pytest.approx(data["speedup"] * band.low)
+    assert interval["high"] == pytest.approx(data["speedup"] * band.high)
+    assert interval["level"] == 0.8 and interval["n"] == band.n
+    assert f"{band.inside} of {band.n}" in interval["source"]

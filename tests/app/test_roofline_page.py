@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.roofline import NUMBERS, SLIDER_BATCHES, parse_roofline_state
+from engine.analytic import validate
 from engine.analytic.default_overheads import fitted
 from engine.analytic.machine_overheads import loop_overheads
 from engine.analytic.overheads import NONE, Overheads
@@ -510,3 +511,14 @@ def test_without_a_costs_file_this_machine_has_no_overheads(tmp_path):
         data = c.get("/api/roofline?hardware=this-machine&models=shipped&dtype=fp32").json()
     assert data["overheads"]["spec_overhead_ms"] == data["overheads"]["launch_us_per_layer"] == 0
     assert data["t_step_ms"] == data["t_target_ms"]
+
+
+def test_the_sections_speedup_shows_its_interval_and_where_it_comes_from(client):
+    html = client.get("/?batch=16&batch_k=slider").text
+    band = validate.default_intervals()["speedup"]
+    s_b = float(figure(html, "s_b").rstrip("×"))
+    shown = figure(html, "s_b_interval")
+    low, high = (float(x) for x in re.findall(r"[0-9]+\.[0-9]+", shown)[:2])
+    assert low == pytest.approx(s_b * band.low, abs=0.01)
+    assert high == pytest.approx(s_b * band.high, abs=0.01)
+    assert "held-out speedup points" in html
