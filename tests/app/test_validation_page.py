@@ -149,3 +149,10 @@ def test_the_json_refuses_what_it_does_not_take(client, query, named):
     response = client.get(f"/api/validation?{query}")
     assert response.status_code == 422
     assert named in response.text
+
+
+def test_the_intervals_and_their_checked_coverage_are_shown(page):
+    for band in REPORT.intervals.values():
+        shown = f'data-figure="interval-{band.kind}">×{band.low:.2f} to ×{band.high:.2f}: '
+        assert shown in page
+        assert f"{band.inside} of {band.n} held-out points" in page
