@@ -19,6 +19,7 @@ from engine.planner.vllm_config import (
     DO_NOT_SPECULATE,
     DRAFT_SAMPLE_WORDS,
     EAGLE_METHODS,
+    SCHEDULE_MARGIN,
     SELF_SPEC,
     Deployment,
     engine_args,
@@ -30,7 +31,6 @@ from engine.planner.vllm_config import (
 )
 
 DO_NOT_CONFIGURE = "do not configure speculation"
-CLOSE_TO_FIXED = 1.01  # a schedule this close to the best fixed k is worth a word
 
 
 def k0_price(inputs: PlanInputs, costs: Costs) -> K0Price:
@@ -99,17 +99,21 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
                            f"fixed k = {p.fixed_k}, {p.fixed_over_off:.3f}× no speculative "
                            "config, not the schedule.")
         elif "num_speculative_tokens_per_batch_size" in config:
-            notices.append("A schedule makes vLLM run piecewise CUDA graphs, not full ones "
-                           "(config/vllm.py; VLLM_USE_V2_MODEL_RUNNER=1 keeps them full): a "
-                           "cost the plan's figures do not include.")
-            if p.fixed_gain < CLOSE_TO_FIXED:
-                notices.append(f"The schedule gains only {p.fixed_gain - 1:.1%} over a fixed "
-                               f"k = {p.fixed_k}: num_speculative_tokens = {p.fixed_k} alone "
-                               "says nearly the same and keeps vLLM's full CUDA graphs.")
+            notices.append("A schedule makes vLLM's V1 model runner run piecewise CUDA graphs, "
+                           "not full ones (config/vllm.py; the V2 runner, the default where "
+                           "Triton is available, keeps them full): a cost the plan's figures "
+                           "do not include.")
+        elif len(p.ranges) > 1:
+            notices.append(f"The config is the best fixed k = {p.fixed_k} "
+                           f"({p.fixed_over_off:.3f}× no speculative config), not the schedule: "
+                           f"the schedule gains {p.fixed_gain - 1:.1%} over it, within the "
+                           f"{SCHEDULE_MARGIN - 1:.0%} a schedule must clear, and a fixed k "
+                           "keeps vLLM's full CUDA graphs.")
     if costs.method in EAGLE_METHODS:
-        notices.append("The plan prices chain drafts, one token a draft step, and the config "
-                       "sets no speculative_token_tree: EAGLE-3's published tables (SGLang) "
-                       "verify draft trees, so their speedups are not this plan's.")
+        notices.append("The plan prices chain drafts, one token a draft step, as vLLM 0.32 "
+                       "verifies them (it has no tree attention backend): EAGLE-3's published "
+                       "tables (SGLang) verify draft trees, so their speedups are not this "
+                       "plan's.")
     if config is not None and deployment.dtype == "int4":
         notices.append("int4 weights: vLLM runs them from a checkpoint quantized beforehand "
                        "(AWQ or GPTQ); name one with --target, and the draft's with --draft.")

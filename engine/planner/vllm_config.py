@@ -24,8 +24,13 @@ What vLLM refuses is never printed (docs/design.md, "vLLM facts"):
 An EAGLE head deploys as ``method: "eagle"`` or ``"eagle3"`` with the head's checkpoint as
 ``model`` (vLLM shares the target's embedding, and for EAGLE-1 its LM head); vLLM has no
 placement rule for it, so a head on one GPU beside a sharded target is
-``draft_tensor_parallel_size: 1``. Drafts are chains: the config sets no
-``speculative_token_tree``.
+``draft_tensor_parallel_size: 1``. Drafts are chains: vLLM 0.32 verifies chains only (it has
+no tree attention backend).
+
+A schedule is printed only where it beats the plan's best fixed k by more than
+:data:`SCHEDULE_MARGIN`; else the fixed k, which keeps vLLM's full CUDA graphs on every model
+runner. With a speculative config ``max_num_batched_tokens`` is set to at least 8,192 (vLLM
+warns below it) and to what every row's verification takes at ``max_num_seqs``.
 """
 
 from __future__ import annotations
@@ -105,6 +110,19 @@ def schedule_dropped(d: Deployment) -> bool:
     return d.data_parallel > 1
 
 
+SCHEDULE_MARGIN = 1.02
+"""A schedule must beat the best fixed k by more than this: the fitted terms move a cycle's
+price by about as much (a 1B draft's c by 2 % with the launch term alone), and a schedule
+costs what the plan cannot price (piecewise CUDA graphs on vLLM's V1 model runner)."""
+MIN_BATCHED_TOKENS = 8192  # vLLM warns below this with any speculative config
+
+
+def schedule_pays(p: Plan) -> bool:
+    """Whether the plan's per-batch schedule beats its best fixed k by more than the margin
+    (a plan of one range is a fixed k already)."""
+    return len(p.ranges) > 1 and p.fixed_gain > SCHEDULE_MARGIN
+
+
 def speculative_config(p: Plan, d: Deployment) -> dict | None:
     """vLLM's ``speculative_config`` for the plan, or None when it never speculates.
 
@@ -118,7 +136,7 @@ def speculative_config(p: Plan, d: Deployment) -> dict | None:
         raise Refused(why)
     if not p.speculates:
         return None
-    if schedule_dropped(d):
+    if schedule_dropped(d) or not schedule_pays(p):
         config: dict = {"method": d.method, "model": d.draft,
                         "num_speculative_tokens": p.fixed_k}
     else:
@@ -146,6 +164,8 @@ def engine_args(p: Plan, d: Deployment, config: dict | None) -> dict:
         # vLLM needs room for one token at least; the plan's context is the KV cache's length
         args["max_model_len"] = max(d.context, 1)
     if config is not None:
+        rows = args["max_num_seqs"] * (config["num_speculative_tokens"] + 1)
+        args["max_num_batched_tokens"] = max(MIN_BATCHED_TOKENS, rows)
         args["speculative_config"] = config
     return args
 

@@ -30,6 +30,7 @@ def check(args: dict) -> dict:
            "data_parallel_size": config.parallel_config.data_parallel_size,
            "max_num_seqs": config.scheduler_config.max_num_seqs,
            "max_model_len": config.model_config.max_model_len,
+           "max_num_batched_tokens": config.scheduler_config.max_num_batched_tokens,
            "gpu_memory_utilization": config.cache_config.gpu_memory_utilization}
     if spec is None:
         return out

@@ -95,6 +95,7 @@ def test_a_preset_plan_prints_the_verdict_the_table_and_a_deployable_config(caps
         del config["num_speculative_tokens_per_batch_size"]
     args = {"model": "meta-llama/Llama-3.1-70B", "tensor_parallel_size": 8,
             "max_num_seqs": fit, "gpu_memory_utilization": 0.9, "max_model_len": 8192,
+            "max_num_batched_tokens": max(8192, fit * (config["num_speculative_tokens"] + 1)),
             "speculative_config": config}
     assert json.dumps(args) in out and json.dumps(config) in out
     assert "80% interval" in out.splitlines()[0]  # how far to trust it, in the answer
@@ -230,7 +231,11 @@ def test_json_holds_the_ranges_covering_one_to_max_num_seqs(capsys):
     ranges = out["plan"]["ranges"]
     assert ranges[0]["lo"] == 1 and ranges[-1]["hi"] == 100
     assert max(r["k"] for r in ranges) <= 5
-    assert out["speculative_config"]["num_speculative_tokens"] == out["plan"]["k_max_used"]
+    config = out["speculative_config"]
+    if "num_speculative_tokens_per_batch_size" in config:
+        assert config["num_speculative_tokens"] == out["plan"]["k_max_used"]
+    else:  # the schedule did not clear the margin: the best fixed k
+        assert config["num_speculative_tokens"] == out["plan"]["fixed_k"]
     assert out["advice"] is None
 
 
@@ -325,6 +330,9 @@ DEPLOYMENTS = {  # alpha 0.7, context 8192: one pair on 1, 2 and 8 GPUs
     "1 GPU": ["--hardware", "h100-sxm", "--models", "llama-8b-1b", "--gpus", "1"],
     "2 GPUs": ["--hardware", "h200", "--models", "llama-70b-1b", "--gpus", "2"],
     "8 GPUs": ["--hardware", "h100-sxm", "--models", "llama-70b-1b", "--gpus", "8"],
+    # context 2048 and 512 sequences: a schedule beats the best fixed k by more than 2 %
+    "schedule": ["--hardware", "h200", "--models", "llama-70b-1b", "--context", "2048",
+                 "--max-num-seqs", "512", "--gpus", "2"],
 }
 
 
@@ -373,16 +381,23 @@ def test_vllm_builds_the_printed_config_on_1_2_and_8_gpus_and_looks_up_the_plann
         assert got["draft_tensor_parallel_size"] == got["tensor_parallel_size"]
         assert got["proposer"] == "accepted"
         assert got["max_num_seqs"] == args["max_num_seqs"] == printed["plan"]["largest_batch"]
-        assert got["gpu_memory_utilization"] == 0.9 and got["max_model_len"] == 8192
+        assert got["gpu_memory_utilization"] == 0.9
+        assert got["max_model_len"] == args["max_model_len"] == (
+            2048 if name == "schedule" else 8192)
+        assert got["max_num_batched_tokens"] == args["max_num_batched_tokens"] >= max(
+            8192, args["max_num_seqs"] * (config["num_speculative_tokens"] + 1))
         assert got["draft_sample_method"] == config["draft_sample_method"] == "probabilistic"
-        planned = [0] + [r["k"] for r in printed["plan"]["ranges"]
-                         for _ in range(r["lo"], r["hi"] + 1)]
-        assert got["lookup"] == planned, name
-        assert len(planned) == args["max_num_seqs"] + 1
-        if "num_speculative_tokens_per_batch_size" in config:
+        if "num_speculative_tokens_per_batch_size" in config:  # the schedule, batch by batch
+            planned = [0] + [r["k"] for r in printed["plan"]["ranges"]
+                             for _ in range(r["lo"], r["hi"] + 1)]
             assert dense_lookup(config["num_speculative_tokens_per_batch_size"],
                                 args["max_num_seqs"], config["num_speculative_tokens"]) == planned
-    assert any(len(p["plan"]["ranges"]) > 1 for p in plans.values())  # a schedule was checked
+        else:  # the best fixed k at every batch
+            planned = [0] + [printed["plan"]["fixed_k"]] * args["max_num_seqs"]
+            assert config["num_speculative_tokens"] == printed["plan"]["fixed_k"]
+        assert got["lookup"] == planned, name
+        assert len(planned) == args["max_num_seqs"] + 1
+    assert "num_speculative_tokens_per_batch_size" in plans["schedule"]["speculative_config"]
     assert seen["draft on one GPU"]["proposer"].startswith("refused:")
     assert seen["data parallel"]["schedule"] is None  # vLLM dropped it: hence the fixed k
     dp = plan_json(capsys, "--alpha", "0.7", "--context", "8192", *DEPLOYMENTS["8 GPUs"],
@@ -608,8 +623,11 @@ def test_vllm_builds_the_printed_eagle_config_and_looks_up_the_planned_k(capsys,
         assert got["draft_tensor_parallel_size"] == config.get(
             "draft_tensor_parallel_size", printed["engine_args"]["tensor_parallel_size"])
         assert got["max_num_seqs"] == printed["plan"]["largest_batch"]
-        planned = [0] + [r["k"] for r in printed["plan"]["ranges"]
-                         for _ in range(r["lo"], r["hi"] + 1)]
+        if "num_speculative_tokens_per_batch_size" in config:
+            planned = [0] + [r["k"] for r in printed["plan"]["ranges"]
+                             for _ in range(r["lo"], r["hi"] + 1)]
+        else:
+            planned = [0] + [config["num_speculative_tokens"]] * got["max_num_seqs"]
         assert got["lookup"] == planned, name
     assert seen["head on one GPU"]["tensor_parallel_size"] == 2
     assert seen["head on one GPU"]["draft_tensor_parallel_size"] == 1
