@@ -50,6 +50,7 @@ from engine.analytic.validate import default_intervals
 from engine.measure.curves import MeasuredCurve, MeasuredPoint
 from engine.planner.costs import K0Price, memory_fits, spec_step_k0
 from engine.planner.costs import setting_of as resolved_setting
+from engine.planner.decision import paying_band
 from engine.planner.inputs import CHOICES as INPUT_CHOICES
 from engine.planner.inputs import DRAFT_PLACES, OLD_NAMES, PlanInputs
 from engine.planner.inputs import NUMBERS as INPUT_NUMBERS
@@ -181,6 +182,8 @@ class SectionPlan:
     speedups: list[float]
     k_max: int
     off_from: int | None  # the plan's k is 0 from this batch to BATCH_MAX (None: not so)
+    pays_to: int | None = None  # speculation pays at batches 1..pays_to (the plan's band)
+    largest: int | None = None  # the largest batch that fits
 
     def k_at(self, batch: int) -> int:
         return self.ks[batch]
@@ -218,7 +221,10 @@ def section_plan(s: Setting, domains: Sequence[Domain], k_max: int,
         off_from = BATCH_MAX
         while off_from > 1 and ks[off_from - 1] == 0:
             off_from -= 1
-    return SectionPlan(ks, speedups, k_max, off_from)
+    band = paying_band(domains, cycle, fitting, k_max, memory_fits(s),
+                       default_intervals()["speedup"])
+    return SectionPlan(ks, speedups, k_max, off_from, band.hi if band else None,
+                       fitting.largest_batch)
 
 
 # ---- the chart ---------------------------------------------------------------------------------
@@ -493,8 +499,11 @@ def _plan_headline(s: Setting, fig: Roofline, state: RooflineState, sp: SectionP
         first += ("faster per token" if speed > 1 else
                   "plain decoding's throughput; no k pays here, but inside the schedule a "
                   "k = 0 range would cost more (see the plan's verdict)")
+        if sp.pays_to is not None and sp.largest is not None and sp.pays_to < sp.largest:
+            return (f"{first}; speculation pays up to batch {sp.pays_to} and costs from "
+                    f"{sp.pays_to + 1} on (the plan's verdict below).")
         if memory_first:
-            return f"{first}, and it speculates at every batch that fits."
+            return f"{first}, and it pays at every batch that fits."
         if off is None:
             return f"{first}, and at every batch up to {BATCH_MAX}."
         return f"{first}; from batch {off} on the plan does not speculate (k = 0)."

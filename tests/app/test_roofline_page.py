@@ -367,10 +367,16 @@ def test_the_headline_names_the_plans_k_and_never_contradicts_the_plan(client, s
         return
     if k > 0:
         assert f"the plan speculates k = {k} with" in headline
-        assert "costs" not in headline and "does not speculate" not in headline.split(";")[0]
+        assert "costs" not in headline.split(";")[0]
+        assert "does not speculate" not in headline.split(";")[0]
     else:
         assert "the plan does not speculate (k = 0)" in headline
         assert "faster" not in headline
+    # one answer: where the headline says speculation stops paying, the plan's verdict does
+    verdict = figure(html, "plan-verdict")
+    pays = re.search(r"speculation pays up to batch (\d+)", headline)
+    if pays:
+        assert verdict.startswith(f"Speculation pays at batches 1–{pays.group(1)} ")
     # where memory cuts the plan, its last batches may fit only without a draft's KV: the
     # batch from which it is off is the one of a last k = 0 range that memory does not cut
     off = next((lo for lo, hi, k in rows if k == 0 and hi == 1024), None)
