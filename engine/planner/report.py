@@ -108,8 +108,7 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
                            "Triton is available, keeps them full): a cost the plan's figures "
                            "do not include.")
         elif len(p.ranges) > 1:
-            notices.append(f"The config is the best fixed k = {p.fixed_k} "
-                           f"({p.fixed_over_off:.3f}× no speculative config), not the schedule: "
+            notices.append(f"The config is the best fixed k = {p.fixed_k}, not the schedule: "
                            f"the schedule gains {p.fixed_gain - 1:.1%} over it, within the "
                            f"{SCHEDULE_MARGIN - 1:.0%} a schedule must clear, and a fixed k "
                            "keeps vLLM's full CUDA graphs.")
