@@ -142,7 +142,32 @@ def parse_roofline_state(query: Sequence[tuple[str, str]]) -> tuple[RooflineStat
         values[name], notices = given[name], notices + said
     if values["kv_dtype"] == "auto":
         values["kv_dtype"] = None
+    notices += _old_overheads(query, values)
     return RooflineState(**values), notices
+
+
+def _old_overheads(query: Sequence[tuple[str, str]], values: dict) -> list[str]:
+    """Links made before the overheads had causes: a fixed time a pass becomes a launch time a
+    layer of the target, a time a row a pass the sampler's time a row a step; each said."""
+    given = dict(query)
+    notices = []
+    old = parse_number(given.get("pass_overhead_ms", ""))
+    if old is not None and values["launch_us_per_layer"] is None:
+        layers = PAIRS[values["models"]].target.layers
+        bound = OVERHEAD_NUMBERS["launch_us_per_layer"]
+        values["launch_us_per_layer"] = min(max(old * 1000 / layers, bound.minimum),
+                                            bound.maximum)
+        notices.append(f"pass_overhead_ms={fmt(old)} is now launch_us_per_layer="
+                       f"{fmt(values['launch_us_per_layer'])}: a pass's fixed time shared by "
+                       f"the target's {layers} layers, and a draft pays it for its own.")
+    old = parse_number(given.get("pass_row_overhead_us", ""))
+    if old is not None and values["sample_row_overhead_us"] is None:
+        bound = OVERHEAD_NUMBERS["sample_row_overhead_us"]
+        values["sample_row_overhead_us"] = min(max(old, bound.minimum), bound.maximum)
+        notices.append(f"pass_row_overhead_us={fmt(old)} is now sample_row_overhead_us="
+                       f"{fmt(values['sample_row_overhead_us'])}: a time a row paid once a step, "
+                       "not by every pass.")
+    return notices
 
 
 def hardware_for(name: str, curves: list[MeasuredCurve]) -> Hardware:
@@ -594,7 +619,7 @@ def _point_label(p: MeasuredPoint) -> str:
 def _others(query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """The link's parameters that neither the slider model nor this section own."""
     own = set(SLIDERS) | set(NUMBERS) | set(CHOICES) | set(OLD_NAMES) | {
-        "vk", "vk_batch", "vk_on"}
+        "vk", "vk_batch", "vk_on", "pass_overhead_ms", "pass_row_overhead_us"}
     return [(key, value) for key, value in query if key not in own]
 
 

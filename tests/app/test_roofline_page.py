@@ -528,3 +528,21 @@ def test_the_sections_speedup_shows_its_interval_and_where_it_comes_from(client)
     assert low == pytest.approx(s_b * band.low, abs=0.01)
     assert high == pytest.approx(s_b * band.high, abs=0.01)
     assert "held-out speedup points" in html
+
+
+def test_a_link_with_the_old_overhead_names_opens_with_their_new_meaning_said():
+    """Before the overheads had causes a link said pass_overhead_ms (a fixed time a pass) and
+    pass_row_overhead_us (a time a row a pass): now a launch time a layer of the target and
+    the sampler's time a row a step, rewritten into the link with a notice each."""
+    state, notices = parse_roofline_state(parse_qsl(
+        "models=llama-8b-1b&pass_overhead_ms=0.32&pass_row_overhead_us=7"))
+    assert state.launch_us_per_layer == pytest.approx(10.0)  # 320 us over 32 layers
+    assert state.sample_row_overhead_us == 7
+    assert "launch_us_per_layer=10&" in state.query() + "&"
+    assert "pass_overhead_ms" not in state.query()
+    assert notices[0].startswith("pass_overhead_ms=0.32 is now launch_us_per_layer=10")
+    assert notices[1].startswith("pass_row_overhead_us=7 is now sample_row_overhead_us=7")
+    # a new name given beside an old one wins
+    state, notices = parse_roofline_state(parse_qsl(
+        "pass_overhead_ms=0.32&launch_us_per_layer=2"))
+    assert state.launch_us_per_layer == 2 and notices == []
