@@ -84,24 +84,29 @@ def fresh_rows(model, ids: list[int], n: int, config: GenerationConfig, vocab: i
     return warp(logits, config.temperature, config.top_k, config.top_p)
 
 
-def test_sampled_speculation_past_the_window_runs_on_correctly_rolled_back_caches(sliding_pair):
-    """Every cycle's p (target) and q (draft) are those of the models on the true prefix,
-    computed afresh: a cache that kept a rejected draft, or lost a position it needed,
-    would give other distributions."""
-    config = GenerationConfig(prompt=PROMPT, k=4, temperature=1.0, max_new_tokens=40, seed=3)
-    vocab = sliding_pair.shared_vocab_size
-    checked = []
+def checked_speculation(pair, config: GenerationConfig) -> tuple[list, list]:
+    """Speculate with a hook that holds every cycle's p (target) and q (draft) against the
+    models' own on the true prefix, computed afresh; the output's tokens and, a cycle each,
+    ``(tokens before it, whether a draft was rejected)``."""
+    vocab, checked = pair.shared_vocab_size, []
 
     def check(before: list[int], outcome) -> None:
         drafts = outcome.drafts
-        p = fresh_rows(sliding_pair.target, before + drafts, len(drafts) + 1, config, vocab)
-        q = fresh_rows(sliding_pair.draft, before + drafts[:-1], len(drafts), config, vocab)
+        p = fresh_rows(pair.target, before + drafts, len(drafts) + 1, config, vocab)
+        q = fresh_rows(pair.draft, before + drafts[:-1], len(drafts), config, vocab)
         torch.testing.assert_close(outcome.p, p, atol=1e-4, rtol=1e-3)
         torch.testing.assert_close(outcome.q, q, atol=1e-4, rtol=1e-3)
         checked.append((len(before), outcome.n_accepted < len(drafts)))
 
-    done = list(speculate(sliding_pair, config, on_verify=check))[-1]
-    assert len(done.token_ids) == 40
+    return list(speculate(pair, config, on_verify=check))[-1].token_ids, checked
+
+
+def test_sampled_speculation_past_the_window_runs_on_correctly_rolled_back_caches(sliding_pair):
+    """A cache that kept a rejected draft, or lost a position it needed, would give other
+    distributions than fresh passes."""
+    config = GenerationConfig(prompt=PROMPT, k=4, temperature=1.0, max_new_tokens=40, seed=3)
+    tokens, checked = checked_speculation(sliding_pair, config)
+    assert len(tokens) == 40
     prompt = len(sliding_pair.tokenizer(PROMPT).input_ids)
     # Rejections (rollbacks) happened with more than a window of text behind them.
     assert any(rejected and length > prompt + WINDOW for length, rejected in checked)
@@ -131,22 +136,13 @@ def test_greedy_speculation_with_a_hybrid_model_equals_the_targets_greedy_decodi
 
 def test_sampled_speculation_with_a_hybrid_model_runs_on_correctly_rolled_back_states(
         hybrid_pair):
-    """Every cycle's p and q are those of the models on the true prefix, computed afresh: a
-    recurrent state that kept a rejected draft would give other distributions."""
+    """A recurrent state that kept a rejected draft would give other distributions than
+    fresh passes."""
     config = GenerationConfig(prompt=PROMPT, k=4, temperature=1.0, max_new_tokens=30, seed=5)
-    vocab = hybrid_pair.shared_vocab_size
-    rejected = []
-
-    def check(before: list[int], outcome) -> None:
-        drafts = outcome.drafts
-        p = fresh_rows(hybrid_pair.target, before + drafts, len(drafts) + 1, config, vocab)
-        q = fresh_rows(hybrid_pair.draft, before + drafts[:-1], len(drafts), config, vocab)
-        torch.testing.assert_close(outcome.p, p, atol=1e-4, rtol=1e-3)
-        torch.testing.assert_close(outcome.q, q, atol=1e-4, rtol=1e-3)
-        rejected.append(outcome.n_accepted < len(drafts))
-
-    assert len(list(speculate(hybrid_pair, config, on_verify=check))[-1].token_ids) == 30
-    assert sum(rejected) >= 2  # checked after rollbacks, not only after full acceptances
+    tokens, checked = checked_speculation(hybrid_pair, config)
+    assert len(tokens) == 30
+    # checked after rollbacks, not only after full acceptances
+    assert sum(rejected for _, rejected in checked) >= 2
 
 
 def test_sampled_speculation_with_a_hybrid_model_is_distributed_as_the_target(hybrid_pair):
