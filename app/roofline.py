@@ -246,8 +246,7 @@ def section_plan(s: Setting, domains: Sequence[Domain], k_max: int,
         off_from = BATCH_MAX
         while off_from > 1 and ks[off_from - 1] == 0:
             off_from -= 1
-    band = paying_band(domains, cycle, fitting, k_max, memory_fits(s),
-                       default_intervals()["speedup"])
+    band = paying_band(fitting, default_intervals()["speedup"])
     return SectionPlan(ks, speedups, k_max, off_from, band.hi if band else None,
                        fitting.largest_batch)
 

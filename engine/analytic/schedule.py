@@ -316,6 +316,9 @@ class Plan:
     gain_over_off: float = 1.0  # the plan over no speculative config: weighted geometric mean
     fixed_over_off: float = 1.0  # the best fixed k over no speculative config, likewise
     weighted: bool = False  # the means are weighted by a batch mix (else each batch once)
+    # each planned batch's best speculating k that fits, and its S(B, k) over no config
+    best_speculating: dict[int, tuple[float, int]] = field(default_factory=dict, compare=False,
+                                                          repr=False)
 
     @property
     def largest_batch(self) -> int | None:
@@ -393,6 +396,7 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
     notices: list[str] = []
     chosen: dict[int, int] = {}
     speed: dict[int, list[float]] = {}  # batch -> S(B, k) for k = 0..k_max
+    best_speculating: dict[int, tuple[float, int]] = {}
     for batch in range(1, max_num_seqs + 1):
         if fits is not None and not fits(batch, 0):
             continue
@@ -402,6 +406,9 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
         allowed = [k for k in range(k_max + 1) if k == 0 or fits is None or fits(batch, k)]
         best = max(allowed, key=lambda k: (row[k], -k))
         chosen[batch], speed[batch] = best, row
+        spec = max((k for k in allowed if k > 0), key=lambda k: (row[k], -k), default=None)
+        if spec is not None:
+            best_speculating[batch] = (row[spec], spec)
     planned = sorted(chosen)
     if not planned:
         notices.append("Not even batch 1 fits in memory: there is nothing to plan.")
@@ -435,7 +442,8 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
     limiting = _limiting(reports) if len(domains) > 1 and planned else None
     return Plan(ranges, k_max, max_num_seqs, fixed_k, gain / fixed if fixed else 1.0, reports,
                 limiting, notices, gain_over_off=gain if planned else 1.0,
-                fixed_over_off=fixed if planned else 1.0, weighted=batch_weights is not None)
+                fixed_over_off=fixed if planned else 1.0, weighted=batch_weights is not None,
+                best_speculating=best_speculating)
 
 
 def _batch_weights(planned: list[int], given: Mapping[int, float] | None,

@@ -99,8 +99,8 @@ def read_schedule(path: Path) -> Ranges:
 
 def _plan_ranges(data) -> list | None:
     """A plan's ``{"plan": {"ranges": [{"lo", "hi", "k", ...}, ...]}}`` as ``[lo, hi, k]``."""
-    ranges = data.get("plan", {}).get("ranges") if isinstance(data, dict) and isinstance(
-        data.get("plan"), dict) else None
+    plan = data.get("plan") if isinstance(data, dict) else None
+    ranges = plan.get("ranges") if isinstance(plan, dict) else None
     if not isinstance(ranges, list) or not ranges:
         return None
     return [[r.get("lo"), r.get("hi"), r.get("k")] if isinstance(r, dict) else r

@@ -10,12 +10,10 @@ straddles 1x, with the command that measures it on the user's own vLLM.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.analytic import schedule
 from engine.analytic.intervals import LEVEL, Interval
-from engine.analytic.schedule import Domain, Plan
+from engine.analytic.schedule import Plan
 
 CONFIGURE, MEASURE_FIRST, DO_NOT = "configure", "measure first", "do not configure"
 
@@ -34,24 +32,21 @@ class Band:
     largest: int
 
 
-def paying_band(domains: Sequence[Domain], cycle, plan: Plan, k_max: int, fits,
-                interval: Interval) -> Band | None:
+def paying_band(plan: Plan, interval: Interval) -> Band | None:
     """Where speculation pays, from batch 1 up to the first batch where no k does (None: it
-    pays not even at batch 1)."""
+    pays not even at batch 1), read off the plan's best speculating k at each batch."""
     if not plan.ranges:
         return None
     hi = best = best_batch = best_k = 0
     sure_hi, sure = None, True
     for batch in range(1, plan.largest_batch + 1):
-        ks = [k for k in range(1, k_max + 1) if fits is None or fits(batch, k)]
-        speeds = [(schedule.throughput(domains, cycle, batch, k), -k) for k in ks]
-        top = max(speeds, default=(0.0, 0))
-        if top[0] <= 1.0:
+        speed, k = plan.best_speculating.get(batch, (0.0, 0))
+        if speed <= 1.0:
             break
         hi = batch
-        if top[0] > best:
-            best, best_batch, best_k = top[0], batch, -top[1]
-        sure = sure and top[0] * interval.low > 1.0  # from batch 1 on, without a gap
+        if speed > best:
+            best, best_batch, best_k = speed, batch, k
+        sure = sure and speed * interval.low > 1.0  # from batch 1 on, without a gap
         if sure:
             sure_hi = batch
     if hi == 0:

@@ -88,8 +88,7 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         notices.insert(0, warning)
     refused = refusal(deployment)
     interval = validate.default_intervals()["speedup"]
-    band = (decision.paying_band(domains, costs.cycle, p, k_max, costs.fits, interval)
-            if mix is None else None)
+    band = decision.paying_band(p, interval) if mix is None else None
     chosen = decision.weighted_decision(p.gain_over_off, interval) if mix is not None else (
         decision.CONFIGURE if band is not None else decision.DO_NOT)
     wanted = p.speculates and chosen != decision.DO_NOT

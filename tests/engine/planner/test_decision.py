@@ -20,7 +20,7 @@ def cycle(batch: int, k: int) -> float:
 
 def test_the_band_ends_where_no_k_pays_any_more():
     p = schedule.plan(DOMAINS, cycle, 4, 200)
-    band = decision.paying_band(DOMAINS, cycle, p, 4, None, TIGHT)
+    band = decision.paying_band(p, TIGHT)
     for batch in range(1, band.hi + 1):
         assert max(schedule.throughput(DOMAINS, cycle, batch, k) for k in range(1, 5)) > 1
     assert max(schedule.throughput(DOMAINS, cycle, band.hi + 1, k) for k in range(1, 5)) <= 1
@@ -32,8 +32,8 @@ def test_the_band_ends_where_no_k_pays_any_more():
 
 def test_the_sure_part_of_the_band_is_where_the_intervals_lower_end_clears_1x():
     p = schedule.plan(DOMAINS, cycle, 4, 200)
-    tight = decision.paying_band(DOMAINS, cycle, p, 4, None, TIGHT)
-    wide = decision.paying_band(DOMAINS, cycle, p, 4, None, WIDE)
+    tight = decision.paying_band(p, TIGHT)
+    wide = decision.paying_band(p, WIDE)
     assert wide.hi == tight.hi  # the band is the model's; the interval only grades it
     assert wide.sure_hi is None or wide.sure_hi < tight.sure_hi <= tight.hi
     assert "measure first" in decision.band_words(wide, WIDE)
@@ -44,7 +44,7 @@ def test_nothing_pays_no_band():
         return 10.0 * k
 
     p = schedule.plan(DOMAINS, dear, 4, 10)
-    assert decision.paying_band(DOMAINS, dear, p, 4, None, TIGHT) is None
+    assert decision.paying_band(p, TIGHT) is None
 
 
 def test_with_the_traffic_given_the_interval_decides():
