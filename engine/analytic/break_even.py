@@ -5,8 +5,9 @@ lockstep, so ``S(B) = E[tokens per cycle] / (k c(B) + v(B))``.
 
 Every time includes the setting's overheads (:mod:`engine.analytic.overheads`), each charged
 to whoever pays it: a plain step is ``t_step(B) = t_p(B,1) + l(p) + s B`` (the target's
-launch, the sampler), and in those steps ``c(B) = (t_q(B,1) + l(q)) / t_step(B)`` (the draft
-pays its own launch only) and ``v(B) = (t_p(B,k+1) + l(p) + s B + o_spec(B)) / t_step(B)``, so
+launch, the sampler, the engine's fixed time f), and in those steps ``c(B) = (t_q(B,1) + l(q)
++ d) / t_step(B)`` (the draft pays its own launch and the proposer's fixed time d) and
+``v(B) = (t_p(B,k+1) + l(p) + s B + f + o_spec(B)) / t_step(B)``, so
 ``k c + v`` is :func:`engine.analytic.overheads.cycle_s` over the plain step. With no overheads
 these are ``t_q / t_p`` and ``t_p(B,k+1) / t_p(B,1)``. Standard library only."""
 
@@ -15,7 +16,13 @@ from __future__ import annotations
 import math
 
 from engine.analytic import lookup
-from engine.analytic.overheads import launch_s, plain_step_s, sample_s, spec_step_overhead_s
+from engine.analytic.overheads import (
+    draft_overhead_s,
+    launch_s,
+    plain_step_s,
+    sample_s,
+    spec_step_overhead_s,
+)
 from engine.analytic.passes import Setting, draft_pass, forward_pass, target_pass
 from engine.analytic.theory import CURVE_MAX_K, expected_tokens
 
@@ -28,16 +35,18 @@ def step_s(s: Setting, batch: float) -> float:
 
 
 def draft_step_s(s: Setting, batch: float) -> float:
-    """One draft pass at batch ``B`` with the draft's own launch (s)."""
-    return draft_pass(s, batch).seconds + launch_s(s.overheads, s.draft.layers)
+    """One draft pass at batch ``B`` with the draft's own launch and the proposer's fixed
+    time (s)."""
+    return draft_pass(s, batch).seconds + draft_overhead_s(s.overheads, s.draft.layers)
 
 
 def verify_step_s(s: Setting, batch: float, k: int, spec: bool = True) -> float:
-    """The verification pass over ``k + 1`` positions with the target's launch, the sampler
-    and (``spec``) the speculative step's overhead (s)."""
+    """The verification pass over ``k + 1`` positions with the target's launch, the sampler,
+    the step's fixed time and (``spec``) the speculative cycle's own overhead (s)."""
     o = s.overheads
     return (target_pass(s, batch, k + 1).seconds + launch_s(o, s.target.layers)
-            + sample_s(o, batch) + (spec_step_overhead_s(o, batch) if spec else 0.0))
+            + sample_s(o, batch) + o.step_fixed_s
+            + (spec_step_overhead_s(o, batch) if spec else 0.0))
 
 
 def costs(s: Setting, batch: float, k: int | None = None) -> tuple[float, float]:

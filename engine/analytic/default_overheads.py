@@ -14,29 +14,26 @@ Computed from the data files on first use and cached; nothing is typed in by han
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
-from engine.analytic import published, validate
+from engine.analytic import engines, published, validate
 from engine.analytic.overheads import NONE, Overheads
 from engine.analytic.passes import Setting
 
 
 @functools.lru_cache(maxsize=64)
-def fitted(bandwidth_fraction: float, flops_fraction: float) -> Overheads:
-    """The published fit's overheads at these fractions (:func:`engine.analytic.validate.fit`
-    on every source in ``measurements/published``)."""
-    o, pass_fit, spec_fit = validate.fit(published.load_all(),
-                                         (bandwidth_fraction, flops_fraction))
-    return replace(o, source=(
-        f"fitted on the published fit series at {bandwidth_fraction:g} of the bandwidth and "
-        f"{flops_fraction:g} of the FLOP/s ({pass_fit.rows} measured steps; the "
-        f"speculative step from {spec_fit.rows} batches of vLLM issue 49548)"))
+def fitted(bandwidth_fraction: float, flops_fraction: float,
+           engine: str = engines.DEFAULT) -> Overheads:
+    """The published fit's overheads for ``engine`` at these fractions
+    (:func:`engine.analytic.validate.fit` on every source in ``measurements/published``)."""
+    return validate.fit(published.load_all(), (bandwidth_fraction, flops_fraction)).overheads(
+        engine)
 
 
-def preset_overheads(s: Setting) -> Overheads:
-    """The overheads a hardware preset starts from: the published fit at ``s``'s fractions.
-    Hardware whose figures are measured (``achieved``) has none of its own here: "this
-    machine" takes :func:`~engine.analytic.machine_overheads.loop_overheads` from a costs file."""
+def preset_overheads(s: Setting, engine: str = engines.DEFAULT) -> Overheads:
+    """The overheads a hardware preset starts from: the published fit for ``engine`` at
+    ``s``'s fractions. Hardware whose figures are measured (``achieved``) has none of its own
+    here: "this machine" takes :func:`~engine.analytic.machine_overheads.loop_overheads` from
+    a costs file."""
     if s.hardware.achieved:
         return NONE
-    return fitted(s.bandwidth_fraction, s.flops_fraction)
+    return fitted(s.bandwidth_fraction, s.flops_fraction, engine)

@@ -15,13 +15,20 @@ cause and is charged to whoever pays it:
   tensor parallel > 1, so a draft pays it for its own layers at its own degree.
 - ``sample_s_per_row``: the sampler (and, when speculating, the rejection sampler) once a
   step for each row of the batch; a draft's argmax is part of its pass.
-- ``spec_fixed_s + spec_per_row_s B``: a speculative step's own bookkeeping, paid once a
-  cycle (and by a ``k = 0`` step of an engine that has speculation configured: vLLM issue
-  49548, which measured it together with a per-batch schedule).
+- ``step_fixed_s``: the engine's own time a step beyond its passes (scheduling the batch,
+  preparing inputs, the sampler's fixed part), paid once by every step, plain or speculative.
+- ``draft_fixed_s``: the same for each draft pass (a proposer's bookkeeping between passes:
+  vLLM's EAGLE proposer prepares each position's inputs on the host).
+- ``spec_fixed_s + spec_per_row_s B``: a speculative cycle's own bookkeeping (the rejection
+  sampler's setup, the accepted tokens' bookkeeping), paid once a cycle at a fixed k.
+- ``schedule_fixed_s + schedule_per_row_s B``: what a per-batch schedule adds to each step on
+  vLLM's V1 model runner (piecewise CUDA graphs; vLLM issue 49548 measured it at k = 0): paid
+  only where a schedule is deployed, never by a fixed k.
 
 So with ``t(B, T)`` the roofline time of a pass (s) and ``l(m)`` the launch time of model
-``m``'s pass, one plain decode step costs ``t_p(B, 1) + l(p) + s B`` and one speculative
-cycle ``k (t_q(B, 1) + l(q)) + t_p(B, k + 1) + l(p) + s B + o_spec(B)``.
+``m``'s pass, one plain decode step costs ``t_p(B, 1) + l(p) + s B + f`` and one speculative
+cycle ``k (t_q(B, 1) + l(q) + d) + t_p(B, k + 1) + l(p) + s B + f + o_spec(B)``, with ``f``
+the step's fixed time and ``d`` a draft pass's.
 """
 
 from __future__ import annotations
@@ -41,14 +48,21 @@ class Overheads:
     spec_per_row_s: float = 0.0
     source: str = "none (the ideal roofline)"
     allreduce_s_per_log2: float = 0.0
+    step_fixed_s: float = 0.0
+    draft_fixed_s: float = 0.0
+    schedule_fixed_s: float = 0.0
+    schedule_per_row_s: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("launch_s_per_layer", "sample_s_per_row", "spec_fixed_s",
-                     "spec_per_row_s", "allreduce_s_per_log2"):
+        for name in TERMS:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be at least 0 s, got {getattr(self, name)}")
 
 
+TERMS = ("launch_s_per_layer", "allreduce_s_per_log2", "sample_s_per_row", "step_fixed_s",
+         "draft_fixed_s", "spec_fixed_s", "spec_per_row_s", "schedule_fixed_s",
+         "schedule_per_row_s")
+"""Every time term of :class:`Overheads`, in the order the page lists them."""
 NONE = Overheads()
 
 
@@ -63,32 +77,44 @@ def sample_s(o: Overheads, batch: float) -> float:
 
 
 def spec_step_overhead_s(o: Overheads, batch: float) -> float:
-    """What one speculative step costs beyond its passes and sampler (bookkeeping; what vLLM
-    pays at k = 0 with a schedule)."""
+    """What one speculative cycle at a fixed k costs beyond its passes, the step's fixed time
+    and the sampler (its own bookkeeping)."""
     return o.spec_fixed_s + o.spec_per_row_s * batch
+
+
+def schedule_overhead_s(o: Overheads, batch: float) -> float:
+    """What a per-batch schedule adds to a step on vLLM's V1 model runner (issue 49548)."""
+    return o.schedule_fixed_s + o.schedule_per_row_s * batch
+
+
+def draft_overhead_s(o: Overheads, layers: int) -> float:
+    """What one draft pass of a ``layers``-layer drafter pays beyond its bytes and FLOPs: its
+    launch and the proposer's fixed time."""
+    return launch_s(o, layers) + o.draft_fixed_s
 
 
 def plain_step_s(target_s: float, o: Overheads, batch: float, layers: int) -> float:
     """One decode step without speculation: the target's pass ``t_p(B, 1)``, its launch
-    (``layers``: the target's) and the sampler."""
-    return target_s + launch_s(o, layers) + sample_s(o, batch)
+    (``layers``: the target's), the sampler and the engine's fixed time a step."""
+    return target_s + launch_s(o, layers) + sample_s(o, batch) + o.step_fixed_s
 
 
 def k0_step_s(target_s: float, o: Overheads, batch: float, layers: int) -> float:
-    """One step of an engine with speculation configured but ``k = 0``: a plain step plus the
-    speculative step's overhead (not free, as vLLM issue 49548 measured)."""
-    return plain_step_s(target_s, o, batch, layers) + spec_step_overhead_s(o, batch)
+    """One step of a ``k = 0`` range of a per-batch schedule: a plain step plus what the
+    schedule adds (not free, as vLLM issue 49548 measured)."""
+    return plain_step_s(target_s, o, batch, layers) + schedule_overhead_s(o, batch)
 
 
 def cycle_s(draft_s: float, verify_s: float, k: int, o: Overheads, batch: float,
             draft_layers: int, target_layers: int) -> float:
-    """One speculative cycle of a chain draft: ``k`` draft passes ``t_q(B, 1)`` and one
-    verification pass ``t_p(B, k + 1)``, each with its own model's launch, the sampler once
-    and the speculative step's overhead."""
+    """One speculative cycle of a chain draft: ``k`` draft passes ``t_q(B, 1)`` (each with
+    its launch and the proposer's fixed time) and one verification pass ``t_p(B, k + 1)``
+    with the target's launch, the sampler, the step's fixed time and the cycle's own."""
     if k < 1:
         raise ValueError("a speculative cycle drafts at least one token (k >= 1)")
-    return (k * (draft_s + launch_s(o, draft_layers)) + verify_s + launch_s(o, target_layers)
-            + sample_s(o, batch) + spec_step_overhead_s(o, batch))
+    return (k * (draft_s + draft_overhead_s(o, draft_layers)) + verify_s
+            + launch_s(o, target_layers) + sample_s(o, batch) + o.step_fixed_s
+            + spec_step_overhead_s(o, batch))
 
 
 def speedup(expected_tokens: float, draft_s: float, verify_s: float, target_s: float, k: int,

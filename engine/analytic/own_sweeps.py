@@ -35,7 +35,7 @@ from engine.analytic.fit import TimedPass, fit_hardware
 from engine.analytic.machine_overheads import LoopFit, loop_overheads
 from engine.analytic.passes import Setting
 from engine.analytic.presets import PAIRS, Hardware, this_machine
-from engine.analytic.published import MEASURED_HERE, Point, Series, Source
+from engine.analytic.published import MEASURED_HERE, Point, Series, Source, load_split, role_of
 from engine.analytic.theory import expected_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,8 @@ def source_of(path: str) -> Source:
     prompts = MEAN_PROMPT_TOKENS if is_vllm(curve) else LONGEST_PROMPT_TOKENS
     series = Series(
         f"{stem}-speedup", f"this project: {curve['label']}, speedup over plain decoding "
-        f"by batch (alpha {curve['alpha']:.3f} as counted)", "speedup", "x", "held_out",
+        f"by batch (alpha {curve['alpha']:.3f} as counted)", "speedup", "x",
+        role_of(load_split(), stem, f"{stem}-speedup"),
         points, {"table": "its points (batch, speedup over policy off)", "model": "shipped pair",
                  "dtype": DTYPE,
                  "alpha": curve["alpha"], "own_sweep": True,

@@ -196,6 +196,10 @@ HARDWARE: dict[str, Hardware] = {
     "a100-80gb": Hardware("A100 80 GB", 2.039 * TB, {"bf16": 312 * TFLOP, "fp32": 19.5 * TFLOP},
                           "NVIDIA A100 datasheet", memory=80 * GB,
                           link_bandwidth=300 * GB),
+    # The same datasheet, 40 GB SXM: 40 GB HBM2 at 1,555 GB/s; the same tensor cores.
+    "a100-40gb": Hardware("A100 40 GB", 1.555 * TB, {"bf16": 312 * TFLOP, "fp32": 19.5 * TFLOP},
+                          "NVIDIA A100 datasheet", memory=40 * GB,
+                          link_bandwidth=300 * GB),
     # NVIDIA L4 datasheet: 24 GB GDDR6 at 300 GB/s; BF16 242 and FP8 485 TFLOPS "with sparsity",
     # so 121 and 242.5 dense; FP32 30.3 TFLOPS.
     "l4": Hardware("L4", 0.300 * TB,

@@ -6,12 +6,14 @@ citation: ``source`` (title, url, version, where in it, a quote), the hardware a
 and ``series`` of points. Every point says how its number was read (``reading``: "exact
 (table)", "exact (text)", "read from a figure", or :data:`QUOTED` when the number comes from
 another text quoting the source, which then says where in ``quoted_by``; this project's own
-sweeps, :mod:`engine.analytic.own_sweeps`, read :data:`MEASURED_HERE`). A series carries its
-role in the validation, fixed in advance in the file, not chosen after seeing the errors:
+sweeps, :mod:`engine.analytic.own_sweeps`, read :data:`MEASURED_HERE`). Each series' role in
+the validation is in one file, ``split.json`` (:data:`SPLIT_FILE`), written before the fit and
+not chosen after seeing the errors; every series loaded must have one, and every one there
+must be loaded:
 
 - ``fit``: the overhead terms are fitted on these points
 - ``held_out``: compared with the model, never fitted
-- ``spec_step_fit``: fixes the speculative-step terms (vLLM's k = 0 report)
+- ``schedule_fit``: fixes what a per-batch schedule adds to a step (vLLM's k = 0 report)
 - ``input``: a measured quantity the model takes (an acceptance rate), not compared
 - ``reference``: recorded, not modelled (a tree draft, an unknown acceptance rate)
 
@@ -26,7 +28,9 @@ from pathlib import Path
 
 FOLDER = Path(__file__).resolve().parents[2] / "measurements" / "published"
 SCHEMA = "specscope.published/1"
-SPLITS = ("fit", "held_out", "spec_step_fit", "input", "reference")
+SPLIT_FILE = FOLDER / "split.json"
+SPLIT_SCHEMA = "specscope.split/1"
+SPLITS = ("fit", "held_out", "schedule_fit", "input", "reference")
 QUANTITIES = {
     "tokens_per_s_per_sequence": "tokens/s",
     "tpot_ms": "ms",
@@ -119,26 +123,51 @@ def _point(raw: dict, where: str) -> Point:
     return Point(float(value), raw["reading"], raw.get("batch"), raw.get("context"), extra)
 
 
-def _series(raw: dict, source_id: str, where: str) -> Series:
-    _require(raw, ("id", "label", "quantity", "unit", "split", "points"), where)
+def load_split(path: Path = SPLIT_FILE) -> dict[str, dict[str, str]]:
+    """``{source id: {series id: role}}`` from the split file, each role checked."""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise PublishedError(f"{path.name}: not readable JSON ({error})") from error
+    if raw.get("schema") != SPLIT_SCHEMA:
+        raise PublishedError(f"{path.name}: 'schema' must be {SPLIT_SCHEMA!r}")
+    for source, roles in raw["sources"].items():
+        for series, role in roles.items():
+            if role not in SPLITS:
+                raise PublishedError(f"{path.name}: {source}/{series}: the role must be one "
+                                     f"of {SPLITS}, got {role!r}")
+    return raw["sources"]
+
+
+def role_of(split: dict[str, dict[str, str]], source_id: str, series_id: str) -> str:
+    """The series' role in the split (a :class:`PublishedError` when it has none)."""
+    role = split.get(source_id, {}).get(series_id)
+    if role is None:
+        raise PublishedError(f"{SPLIT_FILE.name}: no role for {source_id}/{series_id}: give "
+                             "it one before anything is fitted or compared")
+    return role
+
+
+def _series(raw: dict, source_id: str, where: str, split: dict[str, dict[str, str]]) -> Series:
+    _require(raw, ("id", "label", "quantity", "unit", "points"), where)
     where = f"{where} '{raw['id']}'"
+    if "split" in raw:
+        raise PublishedError(f"{where}: the role is given in {SPLIT_FILE.name}, not here")
     if raw["quantity"] not in QUANTITIES:
         raise PublishedError(f"{where}: unknown quantity {raw['quantity']!r}")
     if raw["unit"] != QUANTITIES[raw["quantity"]]:
         raise PublishedError(f"{where}: a {raw['quantity']} is in "
                              f"{QUANTITIES[raw['quantity']]!r}, not {raw['unit']!r}")
-    if raw["split"] not in SPLITS:
-        raise PublishedError(f"{where}: 'split' must be one of {SPLITS}")
     if not raw["points"]:
         raise PublishedError(f"{where}: no points")
     points = tuple(_point(p, f"{where} point {i}") for i, p in enumerate(raw["points"]))
     rest = {k: v for k, v in raw.items()
-            if k not in ("id", "label", "quantity", "unit", "split", "points")}
-    return Series(raw["id"], raw["label"], raw["quantity"], raw["unit"], raw["split"], points,
-                  rest, source_id)
+            if k not in ("id", "label", "quantity", "unit", "points")}
+    return Series(raw["id"], raw["label"], raw["quantity"], raw["unit"],
+                  role_of(split, source_id, raw["id"]), points, rest, source_id)
 
 
-def load_source(path: Path) -> Source:
+def load_source(path: Path, split: dict[str, dict[str, str]] | None = None) -> Source:
     """One file, checked against the schema (a :class:`PublishedError` names what is wrong)."""
     where = path.name
     try:
@@ -152,7 +181,8 @@ def load_source(path: Path) -> Source:
     not_found = tuple(raw.get("not_found", ()))
     for i, missing in enumerate(not_found):
         _require(missing, ("what", "searched", "consequence"), f"{where} not_found {i}")
-    series = tuple(_series(s, raw["id"], f"{where} series") for s in raw["series"])
+    split = load_split() if split is None else split
+    series = tuple(_series(s, raw["id"], f"{where} series", split) for s in raw["series"])
     s = raw["source"]
     return Source(raw["id"], s["title"], s["url"], s["version"], s["where"], s["quote"],
                   raw["hardware"], raw["software"], raw.get("notes", ""), series, not_found,
@@ -161,7 +191,9 @@ def load_source(path: Path) -> Source:
 
 def load_all(folder: Path = FOLDER) -> list[Source]:
     """Every source in ``folder``, sorted by file name; series ids are unique across them."""
-    sources = [load_source(path) for path in sorted(folder.glob("*.json"))]
+    split = load_split(folder / SPLIT_FILE.name)
+    sources = [load_source(path, split) for path in sorted(folder.glob("*.json"))
+               if path.name != SPLIT_FILE.name]
     seen: dict[str, str] = {}
     for source in sources:
         for s in source.series:

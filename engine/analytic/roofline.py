@@ -55,6 +55,7 @@ from engine.analytic.memory import (  # noqa: F401
 from engine.analytic.overheads import (  # noqa: F401
     NONE,
     Overheads,
+    draft_overhead_s,
     launch_s,
     sample_s,
     spec_step_overhead_s,
@@ -137,7 +138,7 @@ class Roofline:
     t_draft_ms: float
     t_step_ms: float  # a plain decode step: the target's pass, its launch and the sampler
     launch_ms: float  # the target's pass: launching its layers' kernels
-    draft_launch_ms: float  # the draft's pass: its own layers
+    draft_launch_ms: float  # the draft's pass: its own layers' launch and the proposer's time
     sample_ms: float  # the sampler, once a step
     spec_overhead_ms: float  # o_spec(B), added once a cycle
     c: float  # in plain steps t_step, overheads included
@@ -175,7 +176,7 @@ def roofline(s: Setting, batch: int) -> Roofline:
     verify = target_pass(s, batch, s.k + 1)
     draft = draft_pass(s, batch)
     o = s.overheads
-    launch, draft_launch = launch_s(o, s.target.layers), launch_s(o, s.draft.layers)
+    launch, draft_launch = launch_s(o, s.target.layers), draft_overhead_s(o, s.draft.layers)
     sampler, per_cycle = sample_s(o, batch), spec_step_overhead_s(o, batch)
     step = step_s(s, batch)
     c, v = costs(s, batch)

@@ -32,7 +32,16 @@ import statistics
 import sys
 from dataclasses import asdict, dataclass, field, replace
 
-from engine.analytic import drafters, intervals, overheads, own_sweeps, published, roofline, shapes
+from engine.analytic import (
+    drafters,
+    engines,
+    intervals,
+    overheads,
+    own_sweeps,
+    published,
+    roofline,
+    shapes,
+)
 from engine.analytic.overheads import LaunchFit, LinearFit, Overheads
 from engine.analytic.published import Point, Series, Source
 from engine.analytic.theory import expected_tokens
@@ -127,13 +136,12 @@ class SeriesResult:
 @dataclass(frozen=True)
 class Report:
     rates: str
-    overheads: Overheads
-    pass_fit: LaunchFit
-    spec_fit: LinearFit
+    fit: Fit
     series: tuple[SeriesResult, ...]
     not_found: tuple[dict, ...]
     sources: tuple[Source, ...] = ()
     intervals: dict[str, intervals.Interval] = field(default_factory=dict)
+    left_out: tuple[LeftOut, ...] = ()
 
 
 # ---- settings and model times ----------------------------------------------------------------
@@ -183,7 +191,9 @@ def _describe(series: Series, point: Point, o: Overheads | None = None,
         parts.append(f"{value}{unit}" if name in ("dtype", "gpus") else f"{name} {value}")
     if series.fields.get("own_sweep"):
         parts.append(f"alpha {series.fields['alpha']:.3f}")
-    if series.setting(point, "eagle_head") and o is not None and inputs is not None:
+    if series.setting(point, "eagle_head") and series.setting(point, "acceptance_length"):
+        parts.append(f"{series.setting(point, 'acceptance_length'):g} tokens a cycle")
+    elif "calibration" in series.fields and o is not None and inputs is not None:
         # the calibrated acceptance is part of the setting: say it, and where it came from
         tokens = eagle_tokens_per_cycle(series, point, o, calibration_ratio(series, inputs),
                                         rates)
@@ -195,32 +205,73 @@ def _describe(series: Series, point: Point, o: Overheads | None = None,
 # ---- the fit ---------------------------------------------------------------------------------
 
 
-def pass_fit_rows(series: dict[str, Series], rates: Rates = DEFAULT_RATES,
-                  ) -> list[tuple[float, float, float]]:
-    """``(layers, all-reduces x log2 G, measured - roofline)`` for every point of the ``fit``
-    series, each divided by the measured step: a plain step less its pass's bytes, FLOPs and
-    all-reduces at the link's own latency is what the launch and the all-reduces' depth must
-    explain, and the fit weighs every step by its relative error (a 70B step's milliseconds
-    would otherwise outvote a 7B step's)."""
-    rows = []
+def _fit_points(series: dict[str, Series], engine: str | None = None,
+                spec: bool = False) -> list[tuple[Series, Point]]:
+    """The ``fit`` points of plain steps (``spec``: of speculative chains with an acceptance
+    length), of ``engine`` only when given."""
+    out = []
     for s in series.values():
-        if s.split != "fit":
+        if s.split != "fit" or (engine is not None and s.fields.get("engine") != engine):
             continue
         for p in s.points:
-            layers = shapes.model(s.setting(p, "model")).layers
-            gpus = s.setting(p, "gpus", 1)
-            measured = measured_step_s(s, p)
-            rows.append((layers / measured, 2 * layers * math.log2(gpus) / measured,
-                         (measured - target_step_s(s, p, rates)) / measured))
+            is_spec = s.setting(p, "eagle_head") is not None
+            if is_spec == spec:
+                out.append((s, p))
+    return out
+
+
+def pass_fit_rows(series: dict[str, Series], rates: Rates = DEFAULT_RATES,
+                  ) -> list[tuple[float, float, float]]:
+    """``(layers, all-reduces x log2 G, measured - roofline)`` for every plain step of
+    gpt-fast's ``fit`` series, each divided by the measured step: a plain step less its pass's
+    bytes, FLOPs and all-reduces at the link's own latency is what the launch and the
+    all-reduces' depth must explain, and the fit weighs every step by its relative error (a
+    70B step's milliseconds would otherwise outvote a 7B step's). gpt-fast's alone: its
+    compiled loop adds nothing else a step, where another engine's fixed time would land in
+    the launch term."""
+    rows = []
+    for s, p in _fit_points(series, "gpt-fast"):
+        layers = shapes.model(s.setting(p, "model")).layers
+        gpus = s.setting(p, "gpus", 1)
+        measured = measured_step_s(s, p)
+        rows.append((layers / measured, 2 * layers * math.log2(gpus) / measured,
+                     (measured - target_step_s(s, p, rates)) / measured))
     return rows
 
 
-def spec_fit_rows(series: dict[str, Series]) -> list[tuple[float, float]]:
-    """``(B, k0 step - plain step)`` in seconds from the ``spec_step_fit`` series (pairs of
+def step_fit_rows(series: dict[str, Series], o: Overheads, rates: Rates = DEFAULT_RATES,
+                  ) -> list[tuple[float, float]]:
+    """``(B, measured - roofline - launch)`` (s) for vLLM's plain ``fit`` steps: its fixed
+    time a step."""
+    rows = []
+    for s, p in _fit_points(series, "vllm"):
+        layers = shapes.model(s.setting(p, "model")).layers
+        model = overheads.plain_step_s(target_step_s(s, p, rates, o), o, 1, layers)
+        rows.append((s.setting(p, "batch"), measured_step_s(s, p) - model))
+    return rows
+
+
+def cycle_fit_rows(series: dict[str, Series], o: Overheads, rates: Rates = DEFAULT_RATES,
+                   ) -> list[tuple[float, float]]:
+    """``(k, measured cycle - the cycle's passes, launches and step time)`` (s) for vLLM's
+    speculative ``fit`` points: a cycle is the time a token times the acceptance length, and
+    what the passes do not explain is the cycle's own time plus k draft passes' fixed
+    time."""
+    rows = []
+    for s, p in _fit_points(series, "vllm", spec=True):
+        k = s.setting(p, "k")
+        measured = measured_step_s(s, p) * s.setting(p, "acceptance_length")
+        model = _eagle_cycle(s, p, o, rates, s.setting(p, "batch"))[0]
+        rows.append((k, measured - model))
+    return rows
+
+
+def schedule_fit_rows(series: dict[str, Series]) -> list[tuple[float, float]]:
+    """``(B, k0 step - plain step)`` in seconds from the ``schedule_fit`` series (pairs of
     ``no_spec`` and ``dsd_k0`` arms at one batch)."""
     rows = []
     for s in series.values():
-        if s.split != "spec_step_fit":
+        if s.split != "schedule_fit":
             continue
         arms = {(p.get("arm"), p.batch): p.value for p in s.points}
         for batch in sorted({b for _, b in arms}):
@@ -230,7 +281,8 @@ def spec_fit_rows(series: dict[str, Series]) -> list[tuple[float, float]]:
 
 def measured_step_s(series: Series, point: Point) -> float:
     """A measured figure as the time of one decode step (s): tokens per second per sequence
-    (batch 1), or a step time in ms (MagicDec's T_AR, one step of the whole batch)."""
+    (batch 1), or a step time in ms (MagicDec's T_AR, one step of the whole batch; vLLM's
+    TPOT, one step a token)."""
     if series.quantity == "tokens_per_s_per_sequence":
         return 1.0 / point.value
     if series.quantity == "tpot_ms":
@@ -238,20 +290,53 @@ def measured_step_s(series: Series, point: Point) -> float:
     raise ValueError(f"{series.id}: a step time comes from tokens/s or ms, not {series.quantity}")
 
 
-def fit(sources: list[Source], rates: Rates = DEFAULT_RATES,
-        ) -> tuple[Overheads, LaunchFit, LinearFit]:
-    """The overhead terms from the series marked ``fit`` and ``spec_step_fit``: the launch
-    time a layer from the plain steps, the speculative step's terms from vLLM's k = 0 report.
-    The sampler's time a row is not identified by any fit series (none varies the batch at
-    one setting), and physics puts it at a few microseconds a row, below every figure's
-    precision: it is 0."""
+@dataclass(frozen=True)
+class Fit:
+    """Every fitted term (:class:`~engine.analytic.engines.Terms`) and the fits that found
+    them: the launch and all-reduce depth (gpt-fast), vLLM's step time (plain steps), its
+    cycle and draft-pass times (a line in k over its EAGLE-3 chains: ``fixed_s`` the cycle's,
+    ``per_row_s`` a draft pass's) and a schedule's (issue 49548)."""
+
+    terms: engines.Terms
+    pass_fit: LaunchFit
+    step_fit: LinearFit
+    cycle_fit: LinearFit
+    schedule_fit: LinearFit
+    rates: str
+
+    def overheads(self, engine: str) -> Overheads:
+        """The overheads ``engine`` pays (:func:`engine.analytic.engines.terms_of`)."""
+        return Overheads(**engines.terms_of(engine, self.terms),
+                         source=f"{engines.source_of(engine)} ({self.rates} rates)")
+
+
+def _linear(rows: list[tuple[float, float]]) -> LinearFit:
+    """:func:`~engine.analytic.overheads.fit_linear_overhead`, or no term where no rows
+    identify it (a source left out)."""
+    return overheads.fit_linear_overhead(rows) if rows else LinearFit(0.0, 0.0, False, 0, 0.0)
+
+
+def fit(sources: list[Source], rates: Rates = DEFAULT_RATES) -> Fit:
+    """Every term from the series marked ``fit`` and ``schedule_fit``, in order: the launch
+    time a layer and the all-reduce depth from gpt-fast's plain steps; with those, vLLM's
+    fixed time a step from its plain steps; with those, its cycle's and draft pass's times
+    from its EAGLE-3 chains; a schedule's cost from issue 49548. The sampler's time a row is
+    not identified by any fit series (none varies the batch at one setting), and physics
+    puts it at a few microseconds a row, below every figure's precision: it is 0; vLLM's
+    terms are fitted at batch 1 only, so none of them has a part a row."""
     series = published.all_series(sources)
-    launch = overheads.fit_launch(pass_fit_rows(series, rates))
-    spec_fit = overheads.fit_linear_overhead(spec_fit_rows(series))
-    fitted = Overheads(launch.launch_s_per_layer, 0.0, spec_fit.fixed_s, spec_fit.per_row_s,
-                       source=f"fitted by specscope validate ({rates} rates)",
-                       allreduce_s_per_log2=launch.allreduce_s_per_log2)
-    return fitted, launch, spec_fit
+    rows = pass_fit_rows(series, rates)
+    launch = overheads.fit_launch(rows) if rows else LaunchFit(0.0, 0.0, 0, 0.0)
+    o = Overheads(launch.launch_s_per_layer, allreduce_s_per_log2=launch.allreduce_s_per_log2)
+    step = _linear(step_fit_rows(series, o, rates))
+    o = replace(o, step_fixed_s=step.fixed_s)
+    cycle = _linear(cycle_fit_rows(series, o, rates))
+    schedule = _linear(schedule_fit_rows(series))
+    terms = engines.Terms(launch.launch_s_per_layer, launch.allreduce_s_per_log2, step.fixed_s,
+                          cycle.per_row_s, cycle.fixed_s, schedule.fixed_s,
+                          schedule.per_row_s)
+    return Fit(terms, launch, step, cycle, schedule, rates if isinstance(rates, str) else
+               f"{rates[0]:g} of the bandwidth, {rates[1]:g} of the FLOP/s")
 
 
 # ---- predictions -----------------------------------------------------------------------------
@@ -278,10 +363,8 @@ def calibration_ratio(series: Series, inputs: dict[str, Series]) -> float:
 
 def _eagle_cycle(series: Series, point: Point, o: Overheads, rates: Rates, batch: int,
                  ) -> tuple[float, float]:
-    """One chain cycle of the series' EAGLE head at ``batch`` and one plain step (s), with
-    the pass overheads only: the engine is not vLLM, so vLLM's speculative-step terms are
-    not its."""
-    o = replace(o, spec_fixed_s=0.0, spec_per_row_s=0.0)
+    """One chain cycle of the series' EAGLE head at ``batch`` and one plain step (s), with the
+    overheads ``o`` of the series' engine."""
     s = setting_for(series, point, rates, o)
     k = series.setting(point, "k")
     head = drafters.EAGLE_HEADS[series.setting(point, "eagle_head")]
@@ -323,14 +406,16 @@ def predict(series: Series, point: Point, o: Overheads, alphas: dict[int, float]
         tokens = eagle_tokens_per_cycle(series, point, o, calibration_ratio(series, inputs),
                                         rates)
         return eagle_speedup(series, point, o, tokens, rates)
+    if series.quantity == "tpot_ms" and series.setting(point, "eagle_head"):
+        # a token's time: the cycle over the tokens it emits
+        cycle, _ = _eagle_cycle(series, point, o, rates, batch)
+        return cycle / series.setting(point, "acceptance_length") * 1000
     if series.quantity in ("tokens_per_s_per_sequence", "tpot_ms"):
         layers = shapes.model(series.setting(point, "model")).layers
         step_s = overheads.plain_step_s(target_step_s(series, point, rates, o), o, batch,
                                         layers)
         return 1.0 / step_s if series.quantity == "tokens_per_s_per_sequence" else step_s * 1000
     if series.quantity == "speedup" and "self-speculation" in series.setting(point, "drafter", ""):
-        # Self-speculation runs on MagicDec's own engine: vLLM's k = 0 terms are not its.
-        o = replace(o, spec_fixed_s=0.0, spec_per_row_s=0.0)
         s = setting_for(series, point, rates, o)
         k = series.setting(point, "k")
         if s.context not in alphas:
@@ -349,13 +434,14 @@ def run(sources: list[Source] | None = None, rates: str = DEFAULT_RATES) -> Repo
     """Fit, then predict every fitted and held-out series (by default the published sources
     and this project's own shipped sweeps, :mod:`engine.analytic.own_sweeps`)."""
     sources = published.load_all() + own_sweeps.sources() if sources is None else sources
-    o, pass_fit, spec_fit = fit(sources, rates)
+    f = fit(sources, rates)
     series = published.all_series(sources)
     alphas = {p.context: p.value for p in series[ACCEPTANCE_SERIES].points}
     results = []
     for s in series.values():
         if s.split not in ("fit", "held_out"):
             continue
+        o = f.overheads(s.fields.get("engine", engines.DEFAULT))
         points = tuple(PointResult(_describe(s, p, o, rates, series), p.value,
                                    predict(s, p, o, alphas, rates, series), p.reading)
                        for p in s.points)
@@ -364,8 +450,49 @@ def run(sources: list[Source] | None = None, rates: str = DEFAULT_RATES) -> Repo
     not_found = tuple(m | {"source": src.id} for src in sources for m in src.not_found)
     bands = {kind: intervals.interval(intervals.residuals_of(results, kind), kind)
              for kind in intervals.KINDS}
-    return Report(rates, o, pass_fit, spec_fit, tuple(results), not_found, tuple(sources),
-                  bands)
+    return Report(rates, f, tuple(results), not_found, tuple(sources), bands,
+                  tuple(leave_one_source_out(sources, rates)))
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """One fit source left out of the fit: the median absolute error of each of its series
+    with it in the fit and without it."""
+
+    source: str
+    series: str
+    with_it: float
+    without_it: float
+
+
+def leave_one_source_out(sources: list[Source] | None = None, rates: str = DEFAULT_RATES,
+                         ) -> list[LeftOut]:
+    """Each source with ``fit`` or ``schedule_fit`` series fitted without it, and its own
+    series predicted by the others' terms: how far a term depends on the one source that
+    decides it (a term no other source identifies falls to 0)."""
+    sources = published.load_all() if sources is None else sources
+    full = fit(sources, rates)
+    series = published.all_series(sources)
+    alphas = {p.context: p.value for p in series[ACCEPTANCE_SERIES].points}
+    out = []
+    for source in sources:
+        own = [s for s in source.series if s.split in ("fit", "schedule_fit")]
+        if not own:
+            continue
+        rest = fit([x for x in sources if x is not source], rates)
+        for s in own:
+            if s.split != "fit":
+                continue
+            engine = s.fields.get("engine", engines.DEFAULT)
+
+            def error(f: Fit, s: Series = s, engine: str = engine) -> float:
+                o = f.overheads(engine)
+                return statistics.median(
+                    abs(predict(s, p, o, alphas, rates, series) - p.value) / p.value
+                    for p in s.points)
+
+            out.append(LeftOut(source.id, s.id, error(full), error(rest)))
+    return out
 
 
 @functools.lru_cache(maxsize=4)
@@ -381,21 +508,38 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f} ms"
 
 
-def format_report(report: Report) -> str:
-    o, pf, sf = report.overheads, report.pass_fit, report.spec_fit
-    lines = [
-        f"Overheads ({report.rates} rates for bytes and FLOPs):",
-        f"  launching a layer's kernels, every pass: {o.launch_s_per_layer * 1e6:.2f} us a "
-        f"layer",
+def format_terms(f: Fit) -> list[str]:
+    """Each fitted term, where it came from and how well its fit explains its rows."""
+    t, pf = f.terms, f.pass_fit
+    us = 1e6
+    return [
+        f"Terms ({f.rates} rates for bytes and FLOPs; split: {published.SPLIT_FILE.name}):",
+        f"  launching a layer's kernels, every pass, every engine: "
+        f"{t.launch_s_per_layer * us:.2f} us a layer",
         f"  an all-reduce's latency beyond the link's, a doubling of the GPUs: "
-        f"{o.allreduce_s_per_log2 * 1e6:.2f} us   [both fit on {pf.rows} plain steps, rms "
-        f"{pf.rms:.1%} of a step]",
+        f"{t.allreduce_s_per_log2 * us:.2f} us   [both fit on gpt-fast's {pf.rows} plain "
+        f"steps, rms {pf.rms:.1%} of a step]",
+        f"  vLLM's fixed time a step: {t.vllm_step_fixed_s * us:.0f} us   [from "
+        f"{f.step_fit.rows} plain steps, rms {f.step_fit.rms_s * us:.0f} us]",
+        f"  vLLM's draft pass, fixed: {t.vllm_draft_fixed_s * us:.0f} us; its speculative "
+        f"cycle, fixed: {t.vllm_spec_fixed_s * us:.0f} us   [a line in k over "
+        f"{f.cycle_fit.rows} EAGLE-3 cycles, rms {f.cycle_fit.rms_s * us:.0f} us]",
+        f"  a per-batch schedule on vLLM's V1 runner: {_ms(t.schedule_fixed_s)} + "
+        f"{_ms(t.schedule_per_row_s)} a row, a step   [from {f.schedule_fit.rows} batches "
+        f"of vLLM issue 49548; never charged to a fixed k]",
         "  the sampler, a row a step: not identified by the fit series (physics: a few us a "
         "row); 0",
-        f"  a speculative step (vLLM, k = 0): {_ms(o.spec_fixed_s)} fixed, "
-        f"{_ms(o.spec_per_row_s)} a row   [from {sf.rows} batches of vLLM issue 49548]",
         "",
     ]
+
+
+def format_report(report: Report) -> str:
+    lines = format_terms(report.fit)
+    lines.append("Each fit source left out of the fit (its series' median |error|, with it in "
+                 "the fit -> without it):")
+    lines += [f"  {x.source}: {x.series}  {x.with_it:.1%} -> {x.without_it:.1%}"
+              for x in report.left_out]
+    lines.append("")
     for band in report.intervals.values():
         lines.append(f"Interval ({band.kind}): the measured value within x{band.low:.2f} to "
                      f"x{band.high:.2f} of the model's; {band.describe()}")
@@ -421,9 +565,10 @@ def format_report(report: Report) -> str:
 def report_json(report: Report) -> dict:
     return {
         "rates": report.rates,
-        "overheads": asdict(report.overheads),
-        "pass_fit": asdict(report.pass_fit),
-        "spec_fit": asdict(report.spec_fit),
+        "terms": asdict(report.fit.terms),
+        "overheads": {engine: asdict(report.fit.overheads(engine)) for engine in engines.ENGINES},
+        "fits": {name: asdict(getattr(report.fit, name))
+                 for name in ("pass_fit", "step_fit", "cycle_fit", "schedule_fit")},
         "series": [{"id": r.id, "label": r.label, "split": r.split, "source": r.source,
                     "table": r.table, "quantity": r.quantity, "unit": r.unit,
                     "median_abs_error": r.median_abs_error, "misses": r.misses,
@@ -434,6 +579,7 @@ def report_json(report: Report) -> dict:
                      "where": src.where, "hardware": src.hardware, "software": src.software}
                     for src in report.sources],
         "not_found": list(report.not_found),
+        "left_out": [asdict(x) for x in report.left_out],
         "intervals": {kind: asdict(band) | {"level": intervals.LEVEL}
                       for kind, band in report.intervals.items()},
     }

@@ -1,7 +1,8 @@
-"""Limits the cost model must keep whatever the data say: with the fitted default overheads a
-draft's c(B) follows the ratio of the bytes the two passes read while both are
-bandwidth-bound and the ratio of their FLOPs once both are compute-bound (never near 1 for a
-draft an eighth of the target's size), verifying k + 1 tokens in a compute-bound pass costs
+"""Limits the cost model must keep whatever the data say: with the fitted pass terms (gpt-fast's:
+launch and all-reduce depth) a draft's c(B) follows the ratio of the bytes the two passes read
+while both are bandwidth-bound and the ratio of their FLOPs once both are compute-bound; an
+engine's fixed times (vLLM's) move c only by those times over a step, and never near 1 for a
+draft an eighth of the target's size; verifying k + 1 tokens in a compute-bound pass costs
 about k + 1 plain steps, and tensor parallelism speeds a small model less than a big one."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from engine.analytic.default_overheads import fitted
 from engine.analytic.passes import Setting, draft_pass, target_pass
 from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, MODELS, PAIRS
 
-DEFAULTS = fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS)
+DEFAULTS = fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, "vllm")
+PASS_TERMS = fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, "gpt-fast")
 
 
 def setting(pair: str = "llama-8b-1b", hardware: str = "h100-sxm", **changes) -> Setting:
@@ -27,7 +29,7 @@ def setting(pair: str = "llama-8b-1b", hardware: str = "h100-sxm", **changes) ->
 
 @pytest.mark.parametrize("context", [0, 512, 8192])
 def test_c_follows_the_bytes_while_both_passes_are_bandwidth_bound(context):
-    s = setting(context=context)
+    s = setting(context=context, overheads=PASS_TERMS)
     for batch in (1, 4, 16):
         q, p = draft_pass(s, batch), target_pass(s, batch)
         assert q.bound == p.bound == "memory"
@@ -36,12 +38,26 @@ def test_c_follows_the_bytes_while_both_passes_are_bandwidth_bound(context):
 
 
 def test_c_follows_the_flops_once_both_passes_are_compute_bound():
-    s = setting(context=0)
+    s = setting(context=0, overheads=PASS_TERMS)
     batch = 1024
     q, p = draft_pass(s, batch), target_pass(s, batch)
     assert q.bound == p.bound == "compute"
     c, _ = costs(s, batch)
     assert c == pytest.approx(q.flops / p.flops, rel=0.05)
+
+
+@pytest.mark.parametrize("batch", [1, 16, 1024])
+def test_an_engines_fixed_times_move_c_by_those_times_over_a_step_and_no_more(batch):
+    s, bare = setting(context=512), setting(context=512, overheads=PASS_TERMS)
+    o = s.overheads
+    assert o.draft_fixed_s > 0 and o.step_fixed_s > 0
+    c, _ = costs(s, batch)
+    bare_c, _ = costs(bare, batch)
+    # c = (t_q + l_q + d) / (t_p + l_p + f): between the bare ratio and the fixed times' own
+    assert min(bare_c, o.draft_fixed_s / o.step_fixed_s) <= c <= max(
+        bare_c, o.draft_fixed_s / o.step_fixed_s)
+    assert c == pytest.approx((draft_step_s(bare, batch) + o.draft_fixed_s)
+                              / (step_s(bare, batch) + o.step_fixed_s), rel=1e-9)
 
 
 @pytest.mark.parametrize("context", [512, 8192])

@@ -4,6 +4,7 @@ it, and the least-squares fits."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -24,7 +25,8 @@ from engine.analytic.roofline import HARDWARE, PAIRS, Setting, draft_pass, speed
 from engine.analytic.theory import expected_tokens
 
 SOME = Overheads(launch_s_per_layer=20e-6, sample_s_per_row=2e-6, spec_fixed_s=5e-4,
-                 spec_per_row_s=1e-5)
+                 spec_per_row_s=1e-5, step_fixed_s=3e-4, draft_fixed_s=2e-4,
+                 schedule_fixed_s=7e-4, schedule_per_row_s=8e-5)
 
 
 def test_each_term_is_charged_by_its_cause():
@@ -36,8 +38,9 @@ def test_each_term_is_charged_by_its_cause():
 
 def test_a_cycle_pays_each_pass_its_own_launch_and_the_step_terms_once():
     k, batch, draft, verify = 3, 8, 2e-3, 9e-3
-    expected = (k * (draft + launch_s(SOME, 16)) + verify + launch_s(SOME, 32)
-                + sample_s(SOME, batch) + spec_step_overhead_s(SOME, batch))
+    expected = (k * (draft + launch_s(SOME, 16) + SOME.draft_fixed_s) + verify
+                + launch_s(SOME, 32) + sample_s(SOME, batch) + SOME.step_fixed_s
+                + spec_step_overhead_s(SOME, batch))
     assert cycle_s(draft, verify, k, SOME, batch, 16, 32) == pytest.approx(expected)
     with pytest.raises(ValueError, match="k >= 1"):
         cycle_s(draft, verify, 0, SOME, batch, 16, 32)
@@ -49,9 +52,19 @@ def test_a_draft_never_pays_for_the_batch_its_rows_are_sampled_once_a_step():
     assert many - one == pytest.approx(1023 * (2e-6 + 1e-5))
 
 
-def test_k0_is_a_plain_step_plus_the_speculative_step_not_free():
-    assert k0_step_s(8e-3, SOME, 32, 32) > plain_step_s(8e-3, SOME, 32, 32) > 8e-3
+def test_k0_is_a_plain_step_plus_what_the_schedule_adds_not_free():
+    plain = plain_step_s(8e-3, SOME, 32, 32)
+    assert plain == pytest.approx(8e-3 + 32 * 20e-6 + 32 * 2e-6 + 3e-4)
+    assert k0_step_s(8e-3, SOME, 32, 32) == pytest.approx(plain + 7e-4 + 32 * 8e-5)
     assert k0_step_s(8e-3, NONE, 32, 32) == plain_step_s(8e-3, NONE, 32, 32) == 8e-3
+
+
+def test_a_fixed_k_cycle_never_pays_the_schedule_and_each_draft_pass_pays_its_own_time():
+    no_schedule = replace(SOME, schedule_fixed_s=0.0, schedule_per_row_s=0.0)
+    args = (1e-3, 9e-3, 4, SOME, 32, 16, 32)
+    assert cycle_s(*args) == cycle_s(1e-3, 9e-3, 4, no_schedule, 32, 16, 32)
+    more = replace(SOME, draft_fixed_s=SOME.draft_fixed_s + 1e-4)
+    assert cycle_s(1e-3, 9e-3, 4, more, 32, 16, 32) == pytest.approx(cycle_s(*args) + 4e-4)
 
 
 def test_without_overheads_the_speedup_is_the_rooflines():

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.analytic import published
+from engine.analytic import engines, own_sweeps, published
 from engine.analytic.published import PublishedError, load_all, load_source
 
-FILES = sorted(published.FOLDER.glob("*.json"))
+FILES = sorted(p for p in published.FOLDER.glob("*.json") if p != published.SPLIT_FILE)
 
 
 def test_the_folder_holds_the_sources_of_issue_28():
@@ -39,9 +39,10 @@ def test_every_point_says_how_it_was_read_and_what_it_measures(path: Path):
             assert point.reading in published.READINGS
             assert point.value > 0
         if series.split in ("fit", "held_out"):
-            # a compared series says where it ran: hardware and a context per point
+            # a compared series says where it ran (hardware, engine) and a context per point
             assert series.fields.get("hardware"), series.id
-            assert all(point.context for point in series.points), series.id
+            assert series.fields.get("engine") in engines.ENGINES, series.id
+            assert all(series.setting(point, "context") for point in series.points), series.id
             assert all(series.setting(point, "batch") for point in series.points), series.id
 
 
@@ -51,15 +52,19 @@ def test_a_source_missing_from_the_store_is_said_so():
 
 
 def test_fit_points_are_the_ones_fixed_in_advance():
-    """gpt-fast's bf16 steps (one GPU and tensor parallel 2-8) and nothing else: the launch
-    and the all-reduces' depth are fitted on them; MagicDec's one quoted step time is held
-    out, since one number never decides a term."""
+    """gpt-fast's bf16 steps (one GPU and tensor parallel 2-8) fit the launch and the
+    all-reduces' depth; vLLM's plain steps from two reports and issue 20780's EAGLE-3 chains
+    fit vLLM's own times: 3 sources, 23 points. MagicDec's one quoted step time is held out,
+    since one number never decides a term, and so are every other report's."""
     series = published.all_series(load_all())
     fitted = sorted(s.id for s in series.values() if s.split == "fit")
     assert fitted == ["gpt-fast-1gpu-bf16", "gpt-fast-tp-llama-2-70b", "gpt-fast-tp-llama-2-7b",
-                      "gpt-fast-tp-llama-3.1-70b", "gpt-fast-tp-llama-3.1-8b"]
-    assert {series[f].source_id for f in fitted} == {"gpt-fast-readme"}
-    assert sum(len(series[f].points) for f in fitted) == 14
+                      "gpt-fast-tp-llama-3.1-70b", "gpt-fast-tp-llama-3.1-8b",
+                      "vllm-issue20780-llama31-8b-eagle3", "vllm-issue20780-llama31-8b-plain",
+                      "vllm-pr17202-llama31-8b-plain"]
+    assert {series[f].source_id for f in fitted} == {"gpt-fast-readme", "vllm-issue-20780",
+                                                    "vllm-pr-17202"}
+    assert sum(len(series[f].points) for f in fitted) == 14 + 1 + 6 + 1
     t_ar = series["magicdec-t-ar-llama-3.1-8b-a100"]
     assert t_ar.split == "held_out"
     assert [(p.batch, p.context) for p in t_ar.points] == [(32, 4000)]
@@ -86,7 +91,8 @@ def _broken(tmp_path: Path, change) -> Path:
     (lambda r: r["series"][0]["points"][0].update(reading="guessed"), "'reading' must be"),
     (lambda r: r["series"][0]["points"][0].update(value=-1), "positive number"),
     (lambda r: r["series"][0].update(unit="ms"), "is in 'tokens/s'"),
-    (lambda r: r["series"][0].update(split="tuned"), "'split' must be"),
+    (lambda r: r["series"][0].update(split="fit"), "given in split.json, not here"),
+    (lambda r: r["series"][0].update(id="new-series"), "no role for gpt-fast-readme/new-series"),
     (lambda r: r.update(schema="other"), "'schema' must be"),
     (lambda r: r["series"][0]["points"][0].update(reading=published.QUOTED), "'quoted_by'"),
 ])
@@ -95,7 +101,24 @@ def test_the_loader_names_what_is_wrong(tmp_path, change, message):
         load_source(_broken(tmp_path, change))
 
 
+def test_the_split_is_one_file_with_a_role_for_every_series_and_no_other():
+    split = published.load_split()
+    loaded = {(s.source_id, s.id) for source in load_all() + own_sweeps.sources()
+              for s in source.series}
+    listed = {(source, series) for source, roles in split.items() for series in roles}
+    assert loaded == listed
+
+
+def test_a_role_the_split_does_not_know_is_refused(tmp_path):
+    raw = json.loads(published.SPLIT_FILE.read_text())
+    raw["sources"]["magicdec"]["magicdec-t-ar-llama-3.1-8b-a100"] = "tuned"
+    (tmp_path / "split.json").write_text(json.dumps(raw))
+    with pytest.raises(PublishedError, match="role must be one of"):
+        published.load_split(tmp_path / "split.json")
+
+
 def test_a_series_id_used_twice_is_refused(tmp_path):
+    shutil.copy(published.SPLIT_FILE, tmp_path / "split.json")
     shutil.copy(published.FOLDER / "gpt-fast-readme.json", tmp_path / "a.json")
     shutil.copy(published.FOLDER / "gpt-fast-readme.json", tmp_path / "b.json")
     with pytest.raises(PublishedError, match="is in both a.json and b.json"):

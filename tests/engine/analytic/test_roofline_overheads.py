@@ -122,21 +122,25 @@ def test_a_presets_default_is_the_published_fit_at_its_own_fractions():
     for shares in ((ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS), (1.0, 1.0), (0.5, 0.6)):
         got = default_overheads.preset_overheads(replace(
             A100_8, bandwidth_fraction=shares[0], flops_fraction=shares[1]))
-        fit, _, _ = validate.fit(published.load_all(), shares)
+        fit = validate.fit(published.load_all(), shares).overheads("vllm")
         assert replace(got, source="") == replace(fit, source="")
         assert f"{shares[0]:g} of the bandwidth" in got.source
     # at the datasheet's rates the fit finds the launch time it finds at "datasheet"
-    datasheet, _, _ = validate.fit(published.load_all(), "datasheet")
+    datasheet = validate.fit(published.load_all(), "datasheet").terms
     assert default_overheads.fitted(1.0, 1.0).launch_s_per_layer == datasheet.launch_s_per_layer > 0
 
 
-def test_the_speculative_step_default_comes_from_vllm_issue_49548():
+def test_a_schedules_cost_comes_from_vllm_issue_49548_and_only_vllm_pays_it():
     o = default_overheads.fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS)
     arms = {(p["arm"], p["batch"]): p["value"] for p in json.loads(
         (published.FOLDER / "vllm-issue-49548.json").read_text())["series"][0]["points"]}
     for batch in (2, 189):  # two batches, two terms: the line passes through both
-        assert (o.spec_fixed_s + o.spec_per_row_s * batch) * 1e3 == pytest.approx(
+        assert (o.schedule_fixed_s + o.schedule_per_row_s * batch) * 1e3 == pytest.approx(
             arms[("dsd_k0", batch)] - arms[("no_spec", batch)])
+    for engine in ("sglang", "gpt-fast"):
+        other = default_overheads.fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, engine)
+        assert other.schedule_fixed_s == other.schedule_per_row_s == 0.0
+        assert other.launch_s_per_layer == o.launch_s_per_layer  # the pass terms are shared
 
 
 def test_measured_hardware_has_no_fitted_default_of_its_own():
