@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 from app.charts import Frame, Tick, nice_step
 from app.model_vs_measured import disagreements
 from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls, parse_number
+from engine.analytic import engines
 from engine.analytic.break_even import step_s
 from engine.analytic.drafters import eagle_draft_pass, eagle_heads_of
 from engine.analytic.overheads import launch_s
@@ -52,7 +53,7 @@ from engine.planner.costs import K0Price, memory_fits, spec_step_k0
 from engine.planner.costs import setting_of as resolved_setting
 from engine.planner.decision import paying_band
 from engine.planner.inputs import CHOICES as INPUT_CHOICES
-from engine.planner.inputs import DRAFT_PLACES, OLD_NAMES, PlanInputs
+from engine.planner.inputs import DRAFT_PLACES, OLD_NAMES, PlanInputs, overhead_inputs
 from engine.planner.inputs import NUMBERS as INPUT_NUMBERS
 from engine.planner.inputs import OVERHEADS as INPUT_OVERHEADS
 
@@ -71,7 +72,7 @@ OVERHEAD_NUMBERS: dict[str, Slider] = {
 # The page calls the pair "models": "pair" is the live panel's model pair.
 CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     **{name: INPUT_CHOICES[name]
-       for name in ("hardware", "models", "dtype", "kv_dtype", "draft_placement")},
+       for name in ("hardware", "models", "dtype", "kv_dtype", "draft_placement", "engine")},
     # Which k the section's headline, curve and break-even follow: the plan's (the best k at
     # each batch) unless the user fixes the slider model's k.
     "batch_k": ("plan", ("plan", "slider")),
@@ -98,9 +99,12 @@ class RooflineState:
     launch_us_per_layer: float | None = None  # None: the hardware's fitted default
     allreduce_us_per_log2: float | None = None
     sample_row_overhead_us: float | None = None
+    step_overhead_us: float | None = None
+    draft_overhead_us: float | None = None
     spec_overhead_ms: float | None = None
     spec_row_overhead_us: float | None = None
     kv_dtype: str | None = None  # None: "auto" (bf16; fp32 beside fp32 weights), not linked
+    engine: str | None = None  # None: the default engine (vLLM), not linked
 
     def items(self) -> list[tuple[str, str]]:
         return [(name, v if isinstance(v, str) else fmt(v)) for name, v in vars(self).items()
@@ -142,6 +146,8 @@ def parse_roofline_state(query: Sequence[tuple[str, str]]) -> tuple[RooflineStat
         values[name], notices = given[name], notices + said
     if values["kv_dtype"] == "auto":
         values["kv_dtype"] = None
+    if values["engine"] == CHOICES["engine"][0]:
+        values["engine"] = None
     notices += _old_overheads(query, values)
     return RooflineState(**values), notices
 
@@ -185,7 +191,8 @@ def inputs_of(state: RooflineState) -> PlanInputs:
                       state.usable, state.latency_us, state.bw_share, state.flops_share,
                       state.draft_placement,
                       **{name: getattr(state, name) for name in OVERHEAD_NUMBERS},
-                      kv_dtype=state.kv_dtype or "auto")
+                      kv_dtype=state.kv_dtype or "auto",
+                      engine=state.engine or CHOICES["engine"][0])
 
 
 def setting_of(state: RooflineState, curves: list[MeasuredCurve],
@@ -682,12 +689,7 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
         "rl_numbers": NUMBERS,
         "rl_overhead_numbers": OVERHEAD_NUMBERS,
         # the fitted default of each overhead input (its placeholder), in the input's unit
-        "rl_overhead_defaults": {
-            "launch_us_per_layer": base.launch_s_per_layer * 1e6,
-            "allreduce_us_per_log2": base.allreduce_s_per_log2 * 1e6,
-            "sample_row_overhead_us": base.sample_s_per_row * 1e6,
-            "spec_overhead_ms": base.spec_fixed_s * 1e3,
-            "spec_row_overhead_us": base.spec_per_row_s * 1e6},
+        "rl_overhead_defaults": overhead_inputs(base),
         "rl_overheads": s.overheads,
         "rl_interval": default_intervals()["speedup"],
         "rl_choices": {"hardware": {k: h.label for k, h in HARDWARE.items()},
@@ -696,6 +698,7 @@ def section_context(query: Sequence[tuple[str, str]], state: RooflineState, noti
                        "kv_dtype": {d: "auto (bf16; fp32 beside fp32)" if d == "auto" else d
                                     for d in CHOICES["kv_dtype"][1]},
                        "draft_placement": DRAFT_PLACES,
+                       "engine": engines.LABELS,
                        "batch_k": {"plan": BATCH_K["plan"],
                                    "slider": f"{BATCH_K['slider']} (k = {slider.k})"}},
         "rl_slider_batches": SLIDER_BATCHES,

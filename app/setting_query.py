@@ -30,6 +30,8 @@ DEFAULT_HARDWARE = HardwareName(CHOICES["hardware"][0])
 DEFAULT_PAIR = PairName(CHOICES["models"][0])
 DEFAULT_DTYPE = Dtype(CHOICES["dtype"][0])
 DEFAULT_KV_DTYPE = KvDtype(CHOICES["kv_dtype"][0])
+EngineName = Enum("EngineName", {n.replace("-", "_"): n for n in CHOICES["engine"][1]}, type=str)
+DEFAULT_ENGINE = EngineName(CHOICES["engine"][0])
 
 
 def number_query(name: str, source: dict, deprecated: bool = False, alias: str | None = None,
@@ -92,6 +94,9 @@ def inputs_query(
     kv_dtype: Annotated[KvDtype, Query(
         description="the KV cache's dtype; auto: bf16 (fp32 beside fp32 weights), as int4 "
                     "and fp8 weights leave it")] = DEFAULT_KV_DTYPE,
+    engine: Annotated[EngineName, Query(
+        description="the engine that serves: its fitted overheads price the setting "
+                    "(engine.analytic.engines says where each comes from)")] = DEFAULT_ENGINE,
     gpus: Annotated[int, number_query("gpus", NUMBERS)] = 1,
     context: Annotated[int, number_query("context", NUMBERS)] = int(NUMBERS["context"].default),
     usable: Annotated[float | None, number_query("usable", NUMBERS)] = None,
@@ -123,6 +128,8 @@ def inputs_query(
     launch_us_per_layer: Annotated[float | None, _overhead("launch_us_per_layer")] = None,
     allreduce_us_per_log2: Annotated[float | None, _overhead("allreduce_us_per_log2")] = None,
     sample_row_overhead_us: Annotated[float | None, _overhead("sample_row_overhead_us")] = None,
+    step_overhead_us: Annotated[float | None, _overhead("step_overhead_us")] = None,
+    draft_overhead_us: Annotated[float | None, _overhead("draft_overhead_us")] = None,
     spec_overhead_ms: Annotated[float | None, _overhead("spec_overhead_ms")] = None,
     spec_row_overhead_us: Annotated[float | None, _overhead("spec_row_overhead_us")] = None,
 ) -> PlanInputs:
@@ -142,8 +149,8 @@ def inputs_query(
         placement, link_gb_s, bandwidth_tb_s, tflops, target_params_b, target_layers,
         target_heads, target_kv_heads, target_head_dim, draft_params_b, draft_layers,
         draft_heads, draft_kv_heads, draft_head_dim, launch_us_per_layer, allreduce_us_per_log2,
-        sample_row_overhead_us,
-        spec_overhead_ms, spec_row_overhead_us, kv_dtype=kv_dtype.value)
+        sample_row_overhead_us, step_overhead_us, draft_overhead_us,
+        spec_overhead_ms, spec_row_overhead_us, kv_dtype=kv_dtype.value, engine=engine.value)
 
 
 InputsQuery = Annotated[PlanInputs, Depends(inputs_query)]

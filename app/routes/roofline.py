@@ -15,6 +15,7 @@ from app.setting_query import SettingQuery, number_query
 from engine.analytic.intervals import LEVEL
 from engine.analytic.roofline import roofline
 from engine.analytic.validate import default_intervals
+from engine.planner.inputs import overhead_inputs
 
 router = APIRouter(prefix="/api", tags=["roofline"])
 
@@ -59,11 +60,9 @@ def roofline_api(
     if math.isinf(result["memory_gb_available"]):  # a machine whose memory the model does not know
         result["memory_gb_available"] = result["hardware"]["memory_gb"] = None
     o = s.overheads
-    result["overheads"] = {"launch_us_per_layer": o.launch_s_per_layer * 1e6,
-                           "allreduce_us_per_log2": o.allreduce_s_per_log2 * 1e6,
-                           "sample_row_overhead_us": o.sample_s_per_row * 1e6,
-                           "spec_overhead_ms": o.spec_fixed_s * 1e3,
-                           "spec_row_overhead_us": o.spec_per_row_s * 1e6, "source": o.source}
+    result["overheads"] = overhead_inputs(o) | {
+        "schedule_overhead_ms": o.schedule_fixed_s * 1e3,
+        "schedule_row_overhead_us": o.schedule_per_row_s * 1e6, "source": o.source}
     band = default_intervals()["speedup"]
     result["speedup_interval"] = {"level": LEVEL, "low": result["speedup"] * band.low,
                                   "high": result["speedup"] * band.high, "n": band.n,

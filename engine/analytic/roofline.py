@@ -140,6 +140,7 @@ class Roofline:
     launch_ms: float  # the target's pass: launching its layers' kernels
     draft_launch_ms: float  # the draft's pass: its own layers' launch and the proposer's time
     sample_ms: float  # the sampler, once a step
+    step_overhead_ms: float  # the engine's fixed time, once a step
     spec_overhead_ms: float  # o_spec(B), added once a cycle
     c: float  # in plain steps t_step, overheads included
     v: float
@@ -197,6 +198,7 @@ def roofline(s: Setting, batch: int) -> Roofline:
         launch_ms=launch * 1000,
         draft_launch_ms=draft_launch * 1000,
         sample_ms=sampler * 1000,
+        step_overhead_ms=o.step_fixed_s * 1000,
         spec_overhead_ms=per_cycle * 1000,
         c=c,
         v=v,
@@ -222,7 +224,7 @@ def roofline(s: Setting, batch: int) -> Roofline:
         kv_cache_gb_per_gpu=memory.kv_cache / GB,
         max_batch_that_fits=most,
         max_batch_without_draft=max_batch_that_fits(s, with_draft=False),
-        target_pass=PassTimes.of(target, s.gpus, launch + sampler),
-        verify_pass=PassTimes.of(verify, s.gpus, launch + sampler + per_cycle),
+        target_pass=PassTimes.of(target, s.gpus, launch + sampler + o.step_fixed_s),
+        verify_pass=PassTimes.of(verify, s.gpus, launch + sampler + o.step_fixed_s + per_cycle),
         draft_pass=PassTimes.of(draft, s.draft_gpus, draft_launch),
     )

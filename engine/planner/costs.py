@@ -15,7 +15,7 @@ from engine.analytic import schedule
 from engine.analytic.break_even import step_s
 from engine.analytic.machine_overheads import LoopFit, loop_overheads
 from engine.analytic.memory import max_batch_that_fits
-from engine.analytic.overheads import spec_step_overhead_s
+from engine.analytic.overheads import schedule_overhead_s
 from engine.analytic.passes import Setting
 from engine.analytic.presets import PAIRS, Hardware, ModelShape, devices
 from engine.analytic.schedule import PlanError
@@ -48,18 +48,18 @@ K0_SAMPLES = (1, 8, 64, 256, 1024)  # batches a k = 0 price from the overheads i
 
 
 def spec_step_k0(s: Setting) -> K0Price:
-    """A k = 0 step of a speculative config on the roofline: a plain step plus the speculative
-    step's overhead ``o_spec(B)`` (:func:`engine.analytic.overheads.k0_step_s`), as a share
-    of the plain step ``t_step(B)``: the same term every cycle pays."""
+    """A k = 0 step of a per-batch schedule on the roofline: a plain step plus what the
+    schedule adds (:func:`engine.analytic.overheads.k0_step_s`; vLLM issue 49548), as a share
+    of the plain step ``t_step(B)``."""
 
     def overhead(batch: int) -> float:
-        return spec_step_overhead_s(s.overheads, batch) / step_s(s, batch)
+        return schedule_overhead_s(s.overheads, batch) / step_s(s, batch)
 
     o = s.overheads
     return K0Price(tuple((b, overhead(b)) for b in K0_SAMPLES),
-                   f"the speculative step's overhead ({o.spec_fixed_s * 1e3:.3g} ms + "
-                   f"{o.spec_per_row_s * 1e6:.3g} µs a row) over the plain step; {o.source}",
-                   overhead)
+                   f"what a schedule adds to a step ({o.schedule_fixed_s * 1e3:.3g} ms + "
+                   f"{o.schedule_per_row_s * 1e6:.3g} µs a row) over the plain step; "
+                   f"{o.source}", overhead)
 
 
 CITED_K0 = K0Price(CITED_K0_OVERHEAD, CITED_K0_SOURCE)

@@ -54,6 +54,14 @@ def paying_band(plan: Plan, interval: Interval) -> Band | None:
     return Band(hi, best, best_batch, best_k, sure_hi, plan.largest_batch)
 
 
+def band_decision(band: Band | None) -> str:
+    """The answer without traffic: configure where the interval's lower end clears 1x from
+    batch 1 on, measure first where it straddles 1x at every batch that pays."""
+    if band is None:
+        return DO_NOT
+    return CONFIGURE if band.sure_hi is not None else MEASURE_FIRST
+
+
 def weighted_decision(gain: float, interval: Interval) -> str:
     """One answer for a given traffic: the plan's gain over no speculative config and its
     interval."""
@@ -74,12 +82,12 @@ def band_words(band: Band, interval: Interval) -> str:
     low, high = interval.of(band.best)
     at = f"up to {band.best:.2f}× at batch {band.best_batch} with k = {band.best_k}, " \
          f"{LEVEL:.0%} interval {low:.2f}–{high:.2f}×"
+    act = "configure it" if band.sure_hi is not None else "measure first, then configure it"
     if band.hi >= band.largest:
-        head = (f"Speculation pays at every batch that fits, 1–{band.hi} ({at}): configure "
-                "it.")
+        head = f"Speculation pays at every batch that fits, 1–{band.hi} ({at}): {act}."
     else:
         head = (f"Speculation pays at batches 1–{band.hi} ({at}) and costs from "
-                f"{band.hi + 1} on: configure it if your server runs mostly below "
+                f"{band.hi + 1} on: {act} if your server runs mostly below "
                 f"{band.hi + 1} sequences; give the traffic (--batch-mix) for one answer.")
     if band.sure_hi is not None and band.sure_hi >= band.hi:
         return head

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, fields, replace
 
+from engine.analytic import engines
 from engine.analytic.break_even import BATCH_MAX
 from engine.analytic.default_overheads import preset_overheads
 from engine.analytic.drafters import STREAMING_BUDGET
@@ -66,20 +67,30 @@ OVERHEADS: dict[str, Bound] = {b.name: b for b in (
     Bound("allreduce_us_per_log2", "all-reduce latency a doubling of the GPUs (µs)", 0, 10000,
           0.01, 0),
     Bound("sample_row_overhead_us", "sampler a row, once a step (µs)", 0, 10000, 0.01, 0),
-    Bound("spec_overhead_ms", "spec. step overhead, fixed (ms)", 0, 100, 0.001, 0),
-    Bound("spec_row_overhead_us", "spec. step overhead a row (µs)", 0, 10000, 0.01, 0),
+    Bound("step_overhead_us", "engine's fixed time a step (µs)", 0, 100000, 0.1, 0),
+    Bound("draft_overhead_us", "engine's fixed time a draft pass (µs)", 0, 100000, 0.1, 0),
+    Bound("spec_overhead_ms", "spec. cycle overhead, fixed (ms)", 0, 100, 0.001, 0),
+    Bound("spec_row_overhead_us", "spec. cycle overhead a row (µs)", 0, 10000, 0.01, 0),
 )}
 """What a step costs beyond bytes and FLOPs (:mod:`engine.analytic.overheads`): a launch time
-every forward pass pays for each layer of its model, the sampler's time a row once a step, and
-a time a speculative cycle (or a k = 0 step of a speculative config) pays, a fixed part and a
-part a row. Not given: the hardware's fitted default
-(:mod:`engine.analytic.default_overheads`); ``default`` here is only the bound's."""
+every forward pass pays for each layer of its model, the all-reduce's depth, the sampler's
+time a row once a step, the engine's fixed time a step and a draft pass, and a time a
+speculative cycle pays, a fixed part and a part a row. Not given: the engine's fitted default
+on the hardware (:mod:`engine.analytic.default_overheads`); ``default`` here is only the
+bound's."""
 OVERHEAD_FIELDS = {"launch_us_per_layer": ("launch_s_per_layer", 1e-6),
                    "allreduce_us_per_log2": ("allreduce_s_per_log2", 1e-6),
                    "sample_row_overhead_us": ("sample_s_per_row", 1e-6),
+                   "step_overhead_us": ("step_fixed_s", 1e-6),
+                   "draft_overhead_us": ("draft_fixed_s", 1e-6),
                    "spec_overhead_ms": ("spec_fixed_s", 1e-3),
                    "spec_row_overhead_us": ("spec_per_row_s", 1e-6)}
 """Each input's :class:`~engine.analytic.overheads.Overheads` field and its unit in s."""
+
+
+def overhead_inputs(o: Overheads) -> dict[str, float]:
+    """``o`` as the overhead inputs, each in its input's unit."""
+    return {name: getattr(o, field) / unit for name, (field, unit) in OVERHEAD_FIELDS.items()}
 
 PLAN_NUMBERS: dict[str, Bound] = {b.name: b for b in (
     Bound("k_max", "longest draft k_max", 1, CURVE_MAX_K, 1, K_MAX, integer=True),
@@ -97,6 +108,8 @@ CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "draft_placement": ("sharded", ("sharded", "one-gpu")),
     "draft_sample": (DEFAULT_DRAFT_SAMPLE, DRAFT_SAMPLES),
     "drafter": ("model", tuple(DRAFTERS)),
+    # the engine that serves: its fitted overheads price the plan (engine.analytic.engines)
+    "engine": (engines.DEFAULT, engines.ENGINES),
 }
 DRAFT_PLACES = {"sharded": "sharded (as vLLM 0.32)", "one-gpu": "one GPU (not vLLM 0.32)"}
 OLD_NAMES = {"draft": "draft_placement"}
@@ -132,10 +145,10 @@ K0_PATTERN = rf"^(cited|(10(\.0{{1,6}})?|[0-9](\.[0-9]{{1,6}})?)|{_ENTRY}(,{_ENT
 """What ``k0_overhead`` may be in a query: every value it admits parses."""
 BATCH_MIX_PATTERN = rf"^({_ENTRY}([, ]{_ENTRY}){{0,1023}})?$"
 """What ``batch_mix`` may be in a query (empty: every batch once)."""
-K0_HELP = ("what a k = 0 range of a schedule costs: 'cited' (the default: the speculative "
-           "step's overhead, spec_overhead_ms + spec_row_overhead_us B, over a plain step; a "
-           "costs file's own k0 steps come first), or, to override that for k = 0 ranges "
-           "alone, a share of a step such as 0.1, or batch=share,...")
+K0_HELP = ("what a k = 0 range of a schedule costs: 'cited' (the default: what a schedule "
+           "adds to a step on vLLM's V1 runner, vLLM issue 49548, over a plain step; a costs "
+           "file's own k0 steps come first), or, to override that for k = 0 ranges alone, a "
+           "share of a step such as 0.1, or batch=share,...")
 BATCH_MIX_HELP = ("the traffic's batch sizes, batch=weight,... (a histogram): the plan is "
                   "weighed against off and the best fixed k as the traffic runs; default: "
                   "every batch once")
@@ -172,6 +185,8 @@ class PlanInputs:
     launch_us_per_layer: float | None = None
     allreduce_us_per_log2: float | None = None
     sample_row_overhead_us: float | None = None
+    step_overhead_us: float | None = None
+    draft_overhead_us: float | None = None
     spec_overhead_ms: float | None = None
     spec_row_overhead_us: float | None = None
     alpha: float | None = 0.7
@@ -186,6 +201,7 @@ class PlanInputs:
     eagle_head: str | None = None  # an EAGLE head preset (None: the target's)
     draft_kv_budget: int = STREAMING_BUDGET  # self-speculation's draft KV cache, tokens
     kv_dtype: str = CHOICES["kv_dtype"][0]
+    engine: str = CHOICES["engine"][0]
 
     def setting(self, hw: Hardware | None = None, base: Overheads | None = None) -> Setting:
         """The roofline setting: the preset (``hw``: a resolved "this machine") with the
@@ -208,8 +224,8 @@ class PlanInputs:
                     draft_sharded=self.draft_placement == "sharded",
                     bandwidth_fraction=self.bw_share, flops_fraction=self.flops_share,
                     kv_dtype=None if self.kv_dtype == "auto" else self.kv_dtype)
-        return replace(s, overheads=self.overheads(preset_overheads(s) if base is None
-                                                   else base))
+        return replace(s, overheads=self.overheads(
+            preset_overheads(s, self.engine) if base is None else base))
 
     def overheads(self, base: Overheads) -> Overheads:
         """``base`` with the overheads given here in its place (the source says which)."""

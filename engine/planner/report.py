@@ -90,7 +90,7 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
     interval = validate.default_intervals()["speedup"]
     band = decision.paying_band(p, interval) if mix is None else None
     chosen = decision.weighted_decision(p.gain_over_off, interval) if mix is not None else (
-        decision.CONFIGURE if band is not None else decision.DO_NOT)
+        decision.band_decision(band))
     wanted = p.speculates and chosen != decision.DO_NOT
     config = speculative_config(p, deployment) if refused is None and wanted else None
     args = engine_args(p, deployment, config) if p.ranges and refused is None else None

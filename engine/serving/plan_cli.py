@@ -66,10 +66,13 @@ def add_parser(sub, d: dict | None = None) -> None:
                            "on it (default: the probe's, else "
                            f"{CHOICES['draft_sample'][0]})")
     costs = plan.add_argument_group("costs (a preset, or --costs)")
-    for name in ("hardware", "models", "dtype", "kv_dtype", "draft_placement"):
+    for name in ("hardware", "models", "dtype", "kv_dtype", "draft_placement", "engine"):
         default, allowed = CHOICES[name]
         costs.add_argument("--" + name.replace("_", "-"), choices=allowed, default=default,
                            help={"models": "the model-pair preset (target / draft)",
+                                 "engine": "the engine that serves: its fitted overheads "
+                                           "price the plan, and only vllm's config is "
+                                           f"printed (default: {default})",
                                  "dtype": "the weights' dtype",
                                  "kv_dtype": "the KV cache's dtype (auto: bf16, fp32 beside "
                                              "fp32 weights; int4 and fp8 weights keep a "
@@ -84,12 +87,10 @@ def add_parser(sub, d: dict | None = None) -> None:
         costs.add_argument("--" + name.replace("_", "-"), type=int if integer else float,
                            help=words)
     for b in OVERHEADS.values():
-        what = ("a forward pass's time beyond bytes and FLOPs" if b.name.startswith("pass")
-                else "a speculative cycle's time beyond its passes")
         costs.add_argument(b.option, type=float, default=None,
-                           help=f"{b.label}: {what}, {b.minimum:g} to {b.maximum:g} (default: "
-                                "fitted to the published measurements; this machine: from "
-                                "SPECSCOPE_MACHINE_COSTS)")
+                           help=f"{b.label}, {b.minimum:g} to {b.maximum:g} (default: the "
+                                "engine's, fitted to the published measurements; this "
+                                "machine: from SPECSCOPE_MACHINE_COSTS)")
     costs.add_argument("--costs", type=Path, metavar="FILE",
                        help="measured costs instead: a file from specscope roofline --out, "
                             "specscope costs --out or specscope sweep --engine vllm "
@@ -305,8 +306,8 @@ def probe_temperature(data: dict, asked: float | None) -> float:
 def inputs_from(args, draft_sample: str) -> PlanInputs:
     """The plan's inputs from the options (the same names, - for _)."""
     values = {name: getattr(args, name) for name in
-              ("hardware", "models", "dtype", "kv_dtype", "draft_placement", "k0_overhead",
-               "k_max",
+              ("hardware", "models", "dtype", "kv_dtype", "draft_placement", "engine",
+               "k0_overhead", "k_max",
                "max_num_seqs", "data_parallel", *[n for n in NUMBERS if n != "batch"],
                *EDITS, *OVERHEADS)}
     for name, (_words, lo, hi, _integer) in EDITS.items():

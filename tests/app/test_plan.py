@@ -43,22 +43,31 @@ def achieved(s: Setting, bw_share: float = ACHIEVED_BANDWIDTH) -> Setting:
 
 
 NO_OVERHEADS = ("launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0"
-                "&spec_overhead_ms=0&spec_row_overhead_us=0")
+                "&spec_overhead_ms=0&spec_row_overhead_us=0&step_overhead_us=0&draft_overhead_us=0")
 
 
 def test_defaults_answer_the_engine_plan(client):
     data = client.get("/api/plan").json()
     plan = expected()
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
-    assert "49548" in data["k0"]["source"]  # k = 0 ranges cost the fitted speculative step
-    # no traffic given: the answer is the band where speculation pays, not an average over
-    # every batch (which is below 1 here: it would have said "do not configure")
-    assert plan.gain_over_off < 1 and not plan.weighted
+    assert "49548" in data["k0"]["source"]  # k = 0 ranges cost what a schedule adds
+    # at context 512 the KV cache's reads keep every batch to 256 bandwidth-bound: speculation
+    # pays at every batch, and the interval, straddling 1, says to measure first
+    assert not plan.weighted and data["band"]["hi"] == plan.largest_batch == 256
+    assert data["verdict"].startswith("Speculation pays at every batch that fits, 1–256 ")
+    assert data["decision"] == "measure first" and data["configure"]
+
+
+def test_without_traffic_the_answer_is_the_band_not_an_average_over_batches(client):
+    """Where speculation stops paying inside the plan (no KV cache to read: context 0), the
+    answer is the band, not an average over every batch, which no traffic given justifies."""
+    data = client.get("/api/plan?context=0").json()
+    plan = expected(context=0)
     band = data["band"]
     assert band["lo"] == 1 and 1 < band["hi"] < plan.largest_batch
     assert data["verdict"].startswith(f"Speculation pays at batches 1–{band['hi']} ")
     assert f"costs from {band['hi'] + 1} on" in data["verdict"]
-    assert data["configure"] and data["speculative_config"] is not None
+    assert data["speculative_config"] is not None
 
 
 def test_without_overheads_the_plan_deploys_its_config(client):

@@ -78,7 +78,8 @@ def test_hardware_figures_and_shapes_can_replace_the_presets(client):
          + "&".join(f"target_{part}" for part in shape.format(8).split("&"))
          + "&" + "&".join(f"draft_{part}" for part in shape.format(1).split("&")))
     data = client.get(f"/api/roofline?{q}&context=0&batch=1&spec_overhead_ms=0"
-                      "&spec_row_overhead_us=0&launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0").json()
+                      "&spec_row_overhead_us=0&launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0"
+                      "&step_overhead_us=0&draft_overhead_us=0").json()
     assert data["c"] == pytest.approx(1 / 8)
     assert data["ridge_tokens"] == pytest.approx(100)  # 100e12 * 2 / (2 * 1e12)
     assert data["hardware"]["label"].endswith("(edited)")
@@ -87,7 +88,8 @@ def test_hardware_figures_and_shapes_can_replace_the_presets(client):
 
 def test_one_replaced_field_keeps_the_rest_of_the_preset(client):
     ideal = ("&launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0"
-             "&spec_overhead_ms=0&spec_row_overhead_us=0")  # c: the ratio of the weights alone
+             "&spec_overhead_ms=0&spec_row_overhead_us=0&step_overhead_us=0"
+             "&draft_overhead_us=0")  # c: the ratio of the weights alone
     preset = client.get(f"/api/roofline?pair=llama-8b-1b&context=0{ideal}").json()
     edited = client.get(f"/api/roofline?pair=llama-8b-1b&context=0&draft_params_b=3{ideal}"
                         ).json()
@@ -180,7 +182,7 @@ def test_this_machine_is_already_achieved(client):
 
 
 OVERHEAD_QUERY = ("launch_us_per_layer=1.5&sample_row_overhead_us=20&spec_overhead_ms=0.25"
-                  "&spec_row_overhead_us=4")
+                  "&spec_row_overhead_us=4&step_overhead_us=0&draft_overhead_us=0")
 
 
 def test_the_answer_carries_the_overheads_it_priced_with(client):
@@ -190,15 +192,24 @@ def test_the_answer_carries_the_overheads_it_priced_with(client):
         "launch_us_per_layer": pytest.approx(o.launch_s_per_layer * 1e6),
         "allreduce_us_per_log2": pytest.approx(o.allreduce_s_per_log2 * 1e6),
         "sample_row_overhead_us": pytest.approx(o.sample_s_per_row * 1e6),
+        "step_overhead_us": pytest.approx(o.step_fixed_s * 1e6),
+        "draft_overhead_us": pytest.approx(o.draft_fixed_s * 1e6),
         "spec_overhead_ms": pytest.approx(o.spec_fixed_s * 1e3),
-        "spec_row_overhead_us": pytest.approx(o.spec_per_row_s * 1e6), "source": o.source}
-    # the 8B's 32 layers launch on the target's pass, the 1B's 16 on the draft's
+        "spec_row_overhead_us": pytest.approx(o.spec_per_row_s * 1e6),
+        "schedule_overhead_ms": pytest.approx(o.schedule_fixed_s * 1e3),
+        "schedule_row_overhead_us": pytest.approx(o.schedule_per_row_s * 1e6),
+        "source": o.source}
+    assert "vLLM's step, draft-pass and speculative-cycle times" in o.source  # the default engine
+    # the 8B's 32 layers launch on the target's pass, the 1B's 16 on the draft's, which also
+    # pays vLLM's fixed time a draft pass
     assert data["launch_ms"] == pytest.approx(32 * o.launch_s_per_layer * 1e3)
-    assert data["draft_launch_ms"] == pytest.approx(16 * o.launch_s_per_layer * 1e3)
+    assert data["draft_launch_ms"] == pytest.approx(
+        (16 * o.launch_s_per_layer + o.draft_fixed_s) * 1e3)
     assert data["t_step_ms"] == pytest.approx(
-        data["t_target_ms"] + data["launch_ms"] + data["sample_ms"])
+        data["t_target_ms"] + data["launch_ms"] + data["sample_ms"] + data["step_overhead_ms"])
     assert data["verify_pass"]["overhead_ms"] == pytest.approx(
-        data["launch_ms"] + data["sample_ms"] + data["spec_overhead_ms"])
+        data["launch_ms"] + data["sample_ms"] + data["step_overhead_ms"]
+        + data["spec_overhead_ms"])
     assert data["draft_pass"]["overhead_ms"] == pytest.approx(data["draft_launch_ms"])
 
 
@@ -242,3 +253,18 @@ def test_the_speedup_carries_its_interval_from_held_out_errors(client):
     assert interval["high"] == pytest.approx(data["speedup"] * band.high)
     assert interval["level"] == 0.8 and interval["n"] == band.n
     assert f"{band.inside} of {band.n}" in interval["source"]
+
+
+def test_the_engine_that_serves_prices_the_setting(client):
+    """One name everywhere: engine=vllm|sglang|gpt-fast|specscope, vLLM by default."""
+    answers = {e: client.get(f"/api/roofline?engine={e}&batch=1").json()
+               for e in ("vllm", "sglang", "gpt-fast", "specscope")}
+    assert client.get("/api/roofline?batch=1").json() == answers["vllm"]
+    assert answers["gpt-fast"]["overheads"]["step_overhead_us"] == 0
+    assert answers["gpt-fast"]["overheads"]["draft_overhead_us"] == 0
+    assert answers["vllm"]["overheads"]["step_overhead_us"] > 0
+    # vLLM's host time a draft pass and a cycle make speculation pay less at batch 1
+    assert answers["vllm"]["speedup"] < answers["sglang"]["speedup"] < answers["gpt-fast"][
+        "speedup"]
+    bad = client.get("/api/roofline?engine=tgi")
+    assert bad.status_code == 422 and "vllm" in bad.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from urllib.parse import parse_qs, parse_qsl
 
 import pytest
@@ -14,13 +15,13 @@ from app.roofline import NUMBERS, SLIDER_BATCHES, parse_roofline_state
 from engine.analytic import validate
 from engine.analytic.default_overheads import fitted
 from engine.analytic.machine_overheads import loop_overheads
-from engine.analytic.overheads import NONE, Overheads
+from engine.analytic.overheads import NONE
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, roofline
 from engine.analytic.schedule import timed_costs
 from engine.settings import SHIPPED_MEASUREMENTS, Settings
 
 NO_OVERHEADS = ("launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0"
-                "&spec_overhead_ms=0&spec_row_overhead_us=0")
+                "&spec_overhead_ms=0&spec_row_overhead_us=0&step_overhead_us=0&draft_overhead_us=0")
 ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
             "flops_fraction": NUMBERS["flops_share"].default,
             # and the overheads fitted to the published measurements at those shares
@@ -482,7 +483,7 @@ def test_typed_overheads_stay_in_the_link_and_price_the_section(client):
     o = ACHIEVED["overheads"]
     pair = PAIRS["llama-8b-1b"]
     r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512, **(
-        ACHIEVED | {"overheads": Overheads(2e-6, o.sample_s_per_row, o.spec_fixed_s, 12.5e-6)})),
+        ACHIEVED | {"overheads": replace(o, launch_s_per_layer=2e-6, spec_per_row_s=12.5e-6)})),
         16)
     assert figure(html, "s_b") == f"{r.speedup:.2f}×"
     assert re.search(r'id="rl-launch_us_per_layer"[^>]*value="2"', html, re.S)

@@ -32,14 +32,26 @@ def section(page: str, series_id: str) -> str:
 
 
 def test_the_fitted_overhead_terms_come_first(page):
-    o = REPORT.overheads
+    t = REPORT.fit.terms
     terms = page.index("The fitted overhead terms")
     assert terms < page.index("Fitted series") < page.index("Held-out series")
-    for name, seconds in (("spec_fixed", o.spec_fixed_s), ("spec_per_row", o.spec_per_row_s)):
-        assert f'data-figure="{name}">{seconds * 1000:.3f} ms<' in page, name
-    for name, seconds in (("launch", o.launch_s_per_layer), ("allreduce", o.allreduce_s_per_log2)):
+    for name, seconds in (("step_fixed", t.vllm_step_fixed_s),
+                          ("draft_fixed", t.vllm_draft_fixed_s),
+                          ("spec_fixed", t.vllm_spec_fixed_s)):
+        assert f'data-figure="{name}">{round(seconds * 1e6)} µs<' in page, name
+    assert (f'data-figure="schedule">{t.schedule_fixed_s * 1000:.3f} ms + '
+            f'{t.schedule_per_row_s * 1000:.3f} ms a row<') in page
+    for name, seconds in (("launch", t.launch_s_per_layer), ("allreduce", t.allreduce_s_per_log2)):
         assert f'data-figure="{name}">{seconds * 1e6:.2f} µs' in page, name
     assert 'data-figure="sample">not identified by the fit series' in page
+
+
+def test_each_fit_source_left_out_is_a_row(page):
+    table = page[page.index('data-figure="left-out"'):]
+    table = table[:table.index("</table>")]
+    for x in REPORT.left_out:
+        assert f"<th scope=\"row\">{x.source}</th><td>{x.series}</td>" in table
+        assert f"{x.without_it * 100:.1f}%" in table
 
 
 @pytest.mark.parametrize("result", REPORT.series, ids=[r.id for r in REPORT.series])
@@ -97,7 +109,7 @@ def test_what_the_store_lacked_is_listed(page):
 def test_the_other_rates_are_a_link_away(client):
     datasheet = validate.run(rates="datasheet")
     html = client.get("/validation?rates=datasheet").text
-    launch = datasheet.overheads.launch_s_per_layer * 1e6
+    launch = datasheet.fit.terms.launch_s_per_layer * 1e6
     assert f'data-figure="launch">{launch:.2f} µs' in html
     assert '<option value="datasheet" selected>' in html
 
@@ -134,8 +146,11 @@ def test_the_json_is_the_commands_report(client):
         for p in s["points"]:
             assert set(p) == {"setting", "measured", "model", "reading", "error"}
     assert {s["source"] for s in data["series"]} <= {src["id"] for src in data["sources"]}
-    assert set(data["overheads"]) >= {"launch_s_per_layer", "sample_s_per_row", "spec_fixed_s",
-                                      "spec_per_row_s"}
+    assert set(data["overheads"]) == {"vllm", "sglang", "gpt-fast", "specscope"}
+    for o in data["overheads"].values():
+        assert set(o) >= {"launch_s_per_layer", "step_fixed_s", "draft_fixed_s", "spec_fixed_s",
+                          "schedule_fixed_s", "source"}
+    assert [x["source"] for x in data["left_out"]] == [x.source for x in REPORT.left_out]
 
 
 def test_the_json_takes_the_rates(client):

@@ -41,7 +41,7 @@ def test_copy_vllm_config_puts_the_plans_config_on_the_clipboard(page, slider_se
 
 
 IDEAL = ("launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0"
-         "&spec_overhead_ms=0&spec_row_overhead_us=0")
+         "&spec_overhead_ms=0&spec_row_overhead_us=0&step_overhead_us=0&draft_overhead_us=0")
 """The ideal roofline: with the fitted speculative step the defaults' plan configures nothing."""
 
 

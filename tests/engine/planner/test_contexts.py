@@ -95,7 +95,8 @@ def test_per_class_engines_are_recommended_when_one_schedule_gives_up_much():
 def test_one_engine_is_recommended_when_one_schedule_costs_no_class_more_than_a_percent():
     # on the ideal roofline (with the fitted overheads the two classes' plans part further)
     ideal = replace(INPUTS, launch_us_per_layer=0, allreduce_us_per_log2=0,
-                    sample_row_overhead_us=0, spec_overhead_ms=0, spec_row_overhead_us=0)
+                    sample_row_overhead_us=0, spec_overhead_ms=0, spec_row_overhead_us=0,
+                    step_overhead_us=0, draft_overhead_us=0)
     by_costs, reports, one = plans([512, 32768], ideal)
     result = contexts.compare(DOMAINS, by_costs, reports, one, schedule.k0_curve([(1, 0.0)]))
     assert max(c["gives_up"] for c in result["classes"]) <= contexts.ONE_ENGINE_TOLERANCE

@@ -15,7 +15,7 @@ import pytest
 from engine.analytic import schedule
 from engine.analytic.break_even import step_s
 from engine.analytic.default_overheads import fitted
-from engine.analytic.overheads import Overheads
+from engine.analytic.overheads import Overheads, schedule_overhead_s
 from engine.analytic.roofline import (
     ACHIEVED_BANDWIDTH,
     ACHIEVED_FLOPS,
@@ -27,6 +27,7 @@ from engine.analytic.roofline import (
 )
 from engine.cli import main
 from engine.measure.probe import ProbeRow
+from engine.planner import vllm_config
 from engine.planner.costs import memory_fits, spec_step_k0
 from engine.planner.vllm_config import dense_lookup
 from engine.serving.calibrate import calibrate
@@ -66,7 +67,8 @@ def saved_probe(tmp_path) -> Path:
 
 NO_OVERHEADS = ["--launch-us-per-layer", "0", "--allreduce-us-per-log2", "0",
                 "--sample-row-overhead-us", "0", "--spec-overhead-ms", "0",
-                "--spec-row-overhead-us", "0"]
+                "--spec-row-overhead-us", "0", "--step-overhead-us", "0",
+                "--draft-overhead-us", "0"]
 
 
 def llama_setting(context: int = 512, gpus: int = 8) -> Setting:
@@ -91,8 +93,9 @@ def test_a_preset_plan_prints_the_verdict_the_table_and_a_deployable_config(caps
               "num_speculative_tokens": expected.k_max_used,
               "num_speculative_tokens_per_batch_size": expected.vllm_ranges(),
               "draft_sample_method": "probabilistic"}
-    if len(expected.ranges) == 1:  # one k throughout: a fixed k, no per-batch schedule
+    if not vllm_config.schedule_pays(expected):  # the best fixed k, no per-batch schedule
         del config["num_speculative_tokens_per_batch_size"]
+        config["num_speculative_tokens"] = expected.fixed_k
     args = {"model": "meta-llama/Llama-3.1-70B", "tensor_parallel_size": 8,
             "max_num_seqs": fit, "gpu_memory_utilization": 0.9, "max_model_len": 8192,
             "max_num_batched_tokens": max(8192, fit * (config["num_speculative_tokens"] + 1)),
@@ -144,10 +147,14 @@ def test_k0_ranges_are_priced_and_can_turn_the_answer_to_do_not_configure(capsys
     cited = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024", *small)
     zero = [r for r in cited["plan"]["ranges"] if r["k"] == 0]
     assert zero and all(r["speedup"][1] < 1 for r in zero)  # a k = 0 range is not free
-    assert "speculative step's overhead (0.05 ms" in cited["k0"]["source"]
-    s = replace(llama_setting(), overheads=Overheads(spec_fixed_s=5e-5))
-    for batch, share in cited["k0"]["points"]:  # a k = 0 step pays o_spec on a plain step
-        assert share == pytest.approx(5e-5 / target_pass(s, batch).seconds)
+    # a k = 0 step pays what a schedule adds (vLLM issue 49548) on a plain step
+    o = fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS)
+    assert "what a schedule adds to a step (0.775 ms" in cited["k0"]["source"]
+    s = replace(llama_setting(), overheads=Overheads(schedule_fixed_s=o.schedule_fixed_s,
+                                                     schedule_per_row_s=o.schedule_per_row_s))
+    for batch, share in cited["k0"]["points"]:
+        assert share == pytest.approx(schedule_overhead_s(o, batch)
+                                      / target_pass(s, batch).seconds)
     free = plan_json(capsys, "--alpha", "0.55", *LLAMA, "--max-num-seqs", "1024",
                      "--k0-overhead", "0", *small)
     assert all(r["speedup"] == [1.0, 1.0] for r in free["plan"]["ranges"] if r["k"] == 0)
@@ -170,10 +177,14 @@ def test_k0_ranges_are_priced_and_can_turn_the_answer_to_do_not_configure(capsys
 def test_overheads_on_the_command_line_price_the_plan_as_the_engine_does(capsys):
     given = ["--launch-us-per-layer", "0.5", "--allreduce-us-per-log2", "3",
              "--sample-row-overhead-us", "2", "--spec-overhead-ms", "0.3",
-             "--spec-row-overhead-us", "1"]
+             "--spec-row-overhead-us", "1", "--step-overhead-us", "40",
+             "--draft-overhead-us", "20"]
     data = plan_json(capsys, "--alpha", "0.7", *LLAMA, *given)
-    s = replace(llama_setting(), overheads=Overheads(0.5e-6, 2e-6, 0.3e-3, 1e-6,
-                                                     allreduce_s_per_log2=3e-6))
+    o = fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS)  # the schedule's terms are not inputs
+    s = replace(llama_setting(), overheads=Overheads(
+        0.5e-6, 2e-6, 0.3e-3, 1e-6, allreduce_s_per_log2=3e-6, step_fixed_s=40e-6,
+        draft_fixed_s=20e-6, schedule_fixed_s=o.schedule_fixed_s,
+        schedule_per_row_s=o.schedule_per_row_s))
     expected = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(s), 8, 256,
                              fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(expected)))
