@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from engine.analytic import schedule, validate
+from engine.analytic import engines, schedule, validate
 from engine.analytic.intervals import LEVEL, Interval
 from engine.analytic.schedule import Domain, Plan, PlanError
 from engine.planner import decision
@@ -92,8 +92,16 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
     chosen = decision.weighted_decision(p.gain_over_off, interval) if mix is not None else (
         decision.band_decision(band))
     wanted = p.speculates and chosen != decision.DO_NOT
-    config = speculative_config(p, deployment) if refused is None and wanted else None
-    args = engine_args(p, deployment, config) if p.ranges and refused is None else None
+    checked = inputs.engine in engines.CONFIG_CHECKED
+    config = (speculative_config(p, deployment) if refused is None and wanted and checked
+              else None)
+    args = (engine_args(p, deployment, config) if p.ranges and refused is None and checked
+            else None)
+    unchecked = None if checked else (
+        f"Priced for {engines.LABELS[inputs.engine]} ({engines.source_of(inputs.engine)}). The "
+        "plan prints a config only for vLLM, whose config it can check: "
+        + (f"serve the best fixed k = {p.fixed_k} in {engines.LABELS[inputs.engine]} "
+           "yourself." if wanted else "serve the target alone."))
     if config is not None:
         if schedule_dropped(deployment) and len(p.ranges) > 1:
             notices.append(f"With data_parallel_size {inputs.data_parallel}, vLLM drops "
@@ -146,7 +154,8 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "python": python_snippet(args, alpha_note) if config is not None else None,
         "serve": serve_command(args) if config is not None else None,
         "refused": refused,
-        "advice": None if config is not None else advice(p, refused),
+        "engine": inputs.engine,
+        "advice": None if config is not None else (unchecked or advice(p, refused)),
         "notices": notices + p.notices,
         "latency": latency(p, domains, costs, price, p.configure),
     }

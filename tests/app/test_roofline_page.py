@@ -547,3 +547,19 @@ def test_a_link_with_the_old_overhead_names_opens_with_their_new_meaning_said():
     state, notices = parse_roofline_state(parse_qsl(
         "pass_overhead_ms=0.32&launch_us_per_layer=2"))
     assert state.launch_us_per_layer == 2 and notices == []
+
+
+def test_the_engine_that_serves_is_a_choice_in_the_link_and_prices_the_section(client):
+    html = client.get("/?batch_k=slider&batch=16&engine=gpt-fast").text
+    assert re.search(r'<option value="gpt-fast" selected>gpt-fast</option>', html)
+    pair = PAIRS["llama-8b-1b"]
+    r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512, **(
+        ACHIEVED | {"overheads": fitted(ACHIEVED["bandwidth_fraction"],
+                                         ACHIEVED["flops_fraction"], "gpt-fast")})), 16)
+    assert figure(html, "s_b") == f"{r.speedup:.2f}×"
+    assert figure(client.get("/?batch_k=slider&batch=16").text, "s_b") != figure(html, "s_b")
+    state, notices = parse_roofline_state(parse_qsl("engine=gpt-fast"))
+    assert notices == [] and "engine=gpt-fast" in state.query()
+    assert "engine" not in parse_roofline_state(parse_qsl("engine=vllm"))[0].query()  # default
+    assert ("engine=&#39;tgi&#39; is not one of vllm, sglang, gpt-fast, specscope; using vllm."
+            in client.get("/?engine=tgi").text)

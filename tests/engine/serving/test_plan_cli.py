@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.analytic import schedule
+from engine.analytic import engines, schedule
 from engine.analytic.break_even import step_s
 from engine.analytic.default_overheads import fitted
 from engine.analytic.overheads import Overheads, schedule_overhead_s
@@ -671,3 +671,16 @@ def test_self_speculation_prices_a_k0_range_without_vllms_overhead(capsys):
     dear = plan_json(capsys, *args, "--k0-overhead", "0.2")
     assert dear["plan"]["ranges"][0]["k"] == 1
     assert 1 / 1.2 < dear["plan"]["ranges"][0]["speedup"][0] < 1
+
+
+@pytest.mark.parametrize("engine", ["sglang", "gpt-fast", "specscope"])
+def test_an_engine_whose_config_the_plan_cannot_check_is_priced_and_said_so(capsys, engine):
+    data = plan_json(capsys, "--alpha", "0.7", "--engine", engine)
+    assert data["engine"] == engine
+    assert data["speculative_config"] is None and data["engine_args"] is None
+    assert data["advice"].startswith(f"Priced for {engines.LABELS[engine]} (")
+    assert "prints a config only for vLLM" in data["advice"]
+    vllm = plan_json(capsys, "--alpha", "0.7")
+    assert vllm["engine"] == "vllm" and vllm["speculative_config"] is not None
+    # each engine's own terms price it; specscope's engine, not yet timed on a GPU, borrows vLLM's
+    assert (data["plan"] == vllm["plan"]) == (engine == "specscope")
