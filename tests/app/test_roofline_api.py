@@ -263,8 +263,9 @@ def test_the_engine_that_serves_prices_the_setting(client):
     assert answers["gpt-fast"]["overheads"]["step_overhead_us"] == 0
     assert answers["gpt-fast"]["overheads"]["draft_overhead_us"] == 0
     assert answers["vllm"]["overheads"]["step_overhead_us"] > 0
-    # vLLM's host time a draft pass and a cycle make speculation pay less at batch 1
-    assert answers["vllm"]["speedup"] < answers["sglang"]["speedup"] < answers["gpt-fast"][
+    # the host time a draft pass and a cycle (vLLM's; SGLang borrows them) make speculation
+    # pay less at batch 1 than gpt-fast's compiled loop
+    assert max(answers["vllm"]["speedup"], answers["sglang"]["speedup"]) < answers["gpt-fast"][
         "speedup"]
     bad = client.get("/api/roofline?engine=tgi")
     assert bad.status_code == 422 and "vllm" in bad.text
