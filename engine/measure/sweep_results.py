@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.planner.deployed import deployed_ranges
+
 Ranges = list[tuple[int, int, int]]
 ALL_BATCHES = 256  # vLLM's "0" policy: one range with k = 0 over every batch it can run
 
@@ -77,12 +79,12 @@ def parse_policies(text: str, schedule: Ranges | None, *, vllm: bool = False) ->
 
 
 def read_schedule(path: Path) -> Ranges:
-    """``[[lo, hi, k], ...]`` from a JSON file: the list itself; or any object holding it as
-    ``num_speculative_tokens_per_batch_size`` (a ``speculative_config``, or a plan that
-    carries one); or what ``specscope plan --json`` writes, whose ``plan.ranges`` hold every
-    batch's k (a fixed-k plan's config has no per-batch list)."""
+    """``[[lo, hi, k], ...]`` from a JSON file: what ``specscope plan --json`` writes, read as
+    its config deploys it (:func:`engine.planner.deployed.deployed_ranges`: the schedule, or
+    the fixed k the plan printed instead); the list itself; or any object holding it as
+    ``num_speculative_tokens_per_batch_size`` (a ``speculative_config``)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    found = _plan_ranges(data) or _find_ranges(data)
+    found = deployed_ranges(data) or _find_ranges(data)
     if found is None:
         raise ValueError(f"{path}: no [[lo, hi, k], ...] list (num_speculative_tokens_per_"
                          "batch_size) in it")
@@ -95,16 +97,6 @@ def read_schedule(path: Path) -> Ranges:
                              f"k >= 0, got {item!r}")
         ranges.append((item[0], item[1], item[2]))
     return sorted(ranges)
-
-
-def _plan_ranges(data) -> list | None:
-    """A plan's ``{"plan": {"ranges": [{"lo", "hi", "k", ...}, ...]}}`` as ``[lo, hi, k]``."""
-    plan = data.get("plan") if isinstance(data, dict) else None
-    ranges = plan.get("ranges") if isinstance(plan, dict) else None
-    if not isinstance(ranges, list) or not ranges:
-        return None
-    return [[r.get("lo"), r.get("hi"), r.get("k")] if isinstance(r, dict) else r
-            for r in ranges]
 
 
 def _find_ranges(data):

@@ -49,6 +49,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from engine.analytic import acceptance as estimators
 from engine.analytic.break_even_alpha import CostsError, break_even, planned_k, step_costs
 from engine.analytic.schedule import TimedCosts
+from engine.planner.deployed import deployed_ranges
 from engine.serving.metrics import (
     ACCEPTED,
     COUNTERS,
@@ -240,8 +241,10 @@ class PlanView:
 
 
 def read_plan(data: object) -> PlanView:
-    """A plan from ``specscope plan --json`` (its ``plan.ranges`` or ``speculative_config``),
-    or a bare ``[[lo, hi, k], ...]`` list; :class:`WatchError` for anything else."""
+    """A plan from ``specscope plan --json`` (the k its ``speculative_config`` deploys at each
+    batch, :func:`engine.planner.deployed.deployed_ranges`; an object with ``plan.ranges``
+    alone, those), or a bare ``[[lo, hi, k], ...]`` list; :class:`WatchError` for anything
+    else."""
     notices: list[str] = []
     if isinstance(data, list):
         return PlanView(_ranges(data, "the schedule"), None, None,
@@ -252,18 +255,19 @@ def read_plan(data: object) -> PlanView:
     config = data.get("speculative_config")
     config = config if isinstance(config, dict) else {}
     ranges: tuple[tuple[int, int, int], ...] | None = None
-    if isinstance(plan.get("ranges"), list) and plan["ranges"]:
+    deployed = deployed_ranges(data)
+    if deployed is not None:
+        ranges = _ranges(deployed, "the deployed config")
+        if deployed[0][2] == 0 and len(deployed) == 1:
+            notices.append("The plan does not speculate at any batch.")
+        elif len(deployed) == 1:
+            notices.append("The plan has one k for every batch (num_speculative_tokens).")
+    elif isinstance(plan.get("ranges"), list) and plan["ranges"]:
         ranges = _ranges([[r.get("lo"), r.get("hi"), r.get("k")] if isinstance(r, dict) else r
                           for r in plan["ranges"]], "plan.ranges")
     elif isinstance(config.get("num_speculative_tokens_per_batch_size"), list):
         ranges = _ranges(config["num_speculative_tokens_per_batch_size"],
                          "num_speculative_tokens_per_batch_size")
-    elif isinstance(config.get("num_speculative_tokens"), int):
-        ranges = ((1, 2**31 - 1, int(config["num_speculative_tokens"])),)
-        notices.append("The plan has one k for every batch (num_speculative_tokens).")
-    elif "speculative_config" in data and data["speculative_config"] is None:
-        ranges = ((1, 2**31 - 1, 0),)
-        notices.append("The plan does not speculate at any batch.")
     if ranges is None:
         raise WatchError("the plan names no k: it has neither plan.ranges nor a "
                          "speculative_config (save one with specscope plan --json)")

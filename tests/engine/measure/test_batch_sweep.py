@@ -11,6 +11,9 @@ import pytest
 from engine import cli
 from engine.measure.curves import parse_curve
 from engine.measure.sweep_results import Policy, parse_policies, read_schedule, schedule_policy
+from engine.serving.cli import spec_from_plan
+from engine.serving.server import ServerSpec
+from engine.serving.watch import read_plan
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -51,17 +54,38 @@ def test_a_schedule_file_is_the_list_or_any_object_holding_it(tmp_path):
         read_schedule(path)
 
 
-def test_what_specscope_plan_json_writes_is_read_back_as_its_schedule(tmp_path, capsys):
-    """The plan's own ranges, fixed k or schedule, costs file or preset (issue: the k = 0
-    price points were once taken for the schedule)."""
+def test_sweep_watch_and_serve_read_a_plan_as_its_config_deploys_it(tmp_path, capsys):
+    """One reading of ``specscope plan --json`` for ``sweep --schedule``, ``watch --plan`` and
+    ``vllm serve --plan``: the k the printed config runs at each batch (a fixed k where the
+    schedule did not clear its margin, k = 0 where nothing is configured), not the plan's
+    ranges (the k = 0 price points were once taken for the schedule, too)."""
     costs = REPO / "measurements" / "schedule" / "shipped-cpu-costs.json"
-    for args in (["--alpha", "0.7"], ["--alpha", "0.6", "--costs", str(costs)]):
+    cases = (["--alpha", "0.7"], ["--alpha", "0.6", "--costs", str(costs)],
+             ["--alpha", "0.7", "--hardware", "h200", "--models", "llama-70b-1b", "--context",
+              "2048", "--max-num-seqs", "512", "--gpus", "2"],
+             ["--alpha", "0.7", "--engine", "sglang"])
+    seen = set()
+    for args in cases:
         assert cli.main(["plan", *args, "--json"]) == 0
         printed = json.loads(capsys.readouterr().out)
         path = tmp_path / "plan.json"
         path.write_text(json.dumps(printed))
-        assert read_schedule(path) == [(r["lo"], r["hi"], r["k"])
-                                       for r in printed["plan"]["ranges"]]
+        deployed = read_schedule(path)
+        assert tuple(deployed) == read_plan(printed).ranges
+        config, largest = printed["speculative_config"], printed["plan"]["largest_batch"]
+        if config is None:
+            assert deployed == [(1, largest, 0)]
+            seen.add("none")
+        elif "num_speculative_tokens_per_batch_size" in config:
+            assert deployed == [tuple(r) for r in config["num_speculative_tokens_per_batch_size"]]
+            seen.add("schedule")
+        else:
+            assert deployed == [(1, largest, config["num_speculative_tokens"])]
+            assert config["num_speculative_tokens"] == printed["plan"]["fixed_k"]
+            seen.add("fixed")
+        if printed["engine_args"] is not None:
+            assert spec_from_plan(path, ServerSpec(target="")).speculative_config() == config
+    assert seen == {"none", "schedule", "fixed"}
 
 
 def test_the_sweep_writes_one_curve_per_speculative_policy(capsys, tmp_path, model_dirs):
