@@ -176,6 +176,9 @@ def _old_overheads(query: Sequence[tuple[str, str]], values: dict) -> list[str]:
     return notices
 
 
+DEFAULT_STATE = parse_roofline_state([])[0]
+
+
 def hardware_for(name: str, curves: list[MeasuredCurve]) -> Hardware:
     """A preset; "this machine" takes its figures from a loaded sweep's fit when there is one."""
     if name == "this-machine":
@@ -505,6 +508,26 @@ def memory_headline(s: Setting, fig: Roofline, state: RooflineState) -> str:
         return f"{first}, nor on 8. The figures below assume memory it does not have."
     return (f"{first}; on {more[0]} × {hw} at context {state.context} it fits up to batch "
             f"{more[1]}. The figures below assume memory it does not have.")
+
+
+def batch_title(s: Setting, fig: Roofline, sp: SectionPlan | None) -> str:
+    """The batch section in a line, for a link's preview: the hardware, the models, where
+    speculation pays and the k at the link's batch (the slider's k when it is fixed)."""
+    where = (f"{s.target.label} / {s.draft.label} on {devices(s.gpus, s.hardware.label)}, "
+             f"batch {fig.batch}")
+    if sp is None:
+        return f"{where}: {fig.speedup:.2f}× with k = {s.k}"
+    k = sp.k_at(fig.batch)
+    if sp.pays_to is None:
+        return f"{where}: speculation does not pay"
+    band = ("pays at every batch that fits" if sp.largest is not None
+            and sp.pays_to >= sp.largest else f"pays to batch {sp.pays_to}")
+    return f"{where}: {sp.speedups[fig.batch]:.2f}× with k = {k}; speculation {band}"
+
+
+def default_section(state: RooflineState) -> bool:
+    """Whether ``state`` is the batch section as a link without its inputs opens it."""
+    return state == DEFAULT_STATE
 
 
 def headline(s: Setting, fig: Roofline, state: RooflineState,

@@ -22,7 +22,7 @@ from app.params import (
 )
 from app.plan import parse_plan_state, plan_context, plan_planning
 from app.preview import draw_soon
-from app.roofline import parse_roofline_state, section_context
+from app.roofline import batch_title, default_section, parse_roofline_state, section_context
 from app.saved.cards import slider_preview_svg
 from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
@@ -32,11 +32,24 @@ from engine.analytic.theory import accepted_sd, simulate_cycles
 from engine.settings import Settings
 
 router = APIRouter()
+DEFAULT_PLAN = parse_plan_state([])[0]
 
 SIMULATED_CYCLES = 12
 # htmx asks for one region only, so a slider drag re-renders neither the controls nor the
 # batch-size section: that section follows alpha and k with its own request, once they rest.
 FRAGMENTS = {"results": "_results.html", "roofline": "_roofline.html"}
+
+
+def _meta(request: Request, context: dict, fig, state: PageState, rl_state, plan_state) -> dict:
+    """The link's preview: the batch section's (the hardware, the models, where speculation
+    pays and k, its chart) when the link sets the section's inputs, else the slider's."""
+    url = f"{request.url_for('slider_page')}?{context['canonical_query']}"
+    if default_section(rl_state) and plan_state == DEFAULT_PLAN:
+        return {"title": slider_title(fig), "description": slider_headline(fig), "url": url,
+                "image": f"{request.url_for('slider_preview')}?{state.query()}"}
+    return {"title": batch_title(context["rl_setting"], context["rl"], context["rl_plan"]),
+            "description": context["rl_headline"], "url": url,
+            "image": f"{request.url_for('batch_preview')}?{context['canonical_query']}"}
 
 
 def _simulated(state: PageState) -> list[list[str]]:
@@ -120,12 +133,7 @@ def slider_page(request: Request) -> HTMLResponse:
             "live_available": getattr(request.app.state, "runs", None) is not None,
             "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS"
                                                     " is off)",
-            "meta": {
-                "title": slider_title(fig),
-                "description": slider_headline(fig),
-                "url": f"{request.url_for('slider_page')}?{context['canonical_query']}",
-                "image": f"{request.url_for('slider_preview')}?{state.query()}",
-            },
+            "meta": _meta(request, context, fig, state, rl_state, plan_state),
         }
     response = templates.TemplateResponse(request, template, context, headers=headers)
     response.headers["Vary"] = "HX-Request, HX-Target"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import struct
 import time
 
@@ -150,3 +152,29 @@ def test_embed_view_may_be_framed_only_by_listed_origins():
 def test_frame_ancestors_takes_origins_only(origin):
     with pytest.raises(ValidationError, match="is not an origin"):
         Settings(load_models=False, frame_ancestors=[origin])
+
+
+def _meta(html_text: str, prop: str) -> str:
+    return html.unescape(re.search(rf'<meta property="{prop}" content="([^"]*)"',
+                                   html_text).group(1))
+
+
+def test_a_link_whose_batch_section_is_set_previews_that_section(client):
+    """A pasted link to the 70B plan unfurls as the 70B plan: the hardware, the models, the k
+    and where speculation pays, the section's own headline, and its chart as the image; a
+    link without section inputs keeps the slider's card."""
+    page = client.get("/?models=llama-70b-1b&gpus=8&context=8192&batch=64").text
+    title = _meta(page, "og:title")
+    assert title.startswith("Llama 3.1 70B / Llama 3.2 1B on 8 × H100 SXM, batch 64: ")
+    k = re.search(r'data-figure="rl_k"[^>]*>k = (\d+)', page)
+    assert k and f"with k = {k.group(1)}" in title and "speculation pays" in title
+    headline = re.search(r'data-figure="roofline-headline"[^>]*>(.*?)</', page, re.S).group(1)
+    assert _meta(page, "og:description") == html.unescape(" ".join(headline.split()))
+    image = _meta(page, "og:image")
+    assert image.startswith("http://127.0.0.1/preview-batch.png?")
+    assert "models=llama-70b-1b" in image
+    card = client.get(image.removeprefix("http://127.0.0.1"))
+    assert card.status_code == 200 and png_size(card.content) == (PREVIEW_WIDTH, PREVIEW_HEIGHT)
+    plain = client.get("/?alpha=0.8").text
+    assert _meta(plain, "og:image").startswith("http://127.0.0.1/preview.png?")
+    assert _meta(plain, "og:title").startswith("alpha 0.80")
