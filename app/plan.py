@@ -5,6 +5,7 @@ settings, at the slider model's alpha or a traffic mix, the verdict and the vLLM
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode
@@ -23,7 +24,7 @@ from engine.analytic.schedule import (
 from engine.planner.costs import K0Price, parse_batch_mix, parse_k0, setting_costs
 from engine.planner.inputs import CHOICES
 from engine.planner.inputs import PLAN_NUMBERS as INPUT_PLAN_NUMBERS
-from engine.planner.provenance import by_hand
+from engine.planner.provenance import by_hand, from_probe
 from engine.planner.report import report
 from engine.planner.vllm_config import DRAFT_SAMPLE_WORDS
 
@@ -32,6 +33,8 @@ PLAN_NUMBERS: dict[str, Slider] = {
     for b in INPUT_PLAN_NUMBERS.values()
 }
 PLAN_TEXTS = {"k0_overhead": "cited", "batch_mix": ""}
+ALPHA_FROM = re.compile(r"^probe:([A-Za-z0-9_-]{1,64}):([0-9]{1,3}(\.[0-9]{1,6})?)$")
+"""``alpha_from``: the saved probe (its id) and temperature the link's alpha came from."""
 TEXT_MAX = 2000  # characters of a text input the link may carry
 
 
@@ -44,13 +47,21 @@ class PlanState:
     draft_sample: str = CHOICES["draft_sample"][0]
     k0_overhead: str = "cited"
     batch_mix: str = ""
+    alpha_from: str = ""  # "probe:ID:T": where the mix's alphas were measured (ALPHA_FROM)
 
     def items(self) -> list[tuple[str, str]]:
         items = [(name, fmt(getattr(self, name))) for name in PLAN_NUMBERS]
         items += [("mix", mix_entry(d)) for d in self.mix]
-        items += [(name, getattr(self, name)) for name in ("draft_sample", *PLAN_TEXTS)
+        items += [(name, getattr(self, name))
+                  for name in ("draft_sample", *PLAN_TEXTS, "alpha_from")
                   if getattr(self, name) != getattr(PlanState(0, 0), name)]
         return items
+
+    @property
+    def probe(self) -> tuple[str, float] | None:
+        """The saved probe and the temperature ``alpha_from`` names (None: none)."""
+        m = ALPHA_FROM.match(self.alpha_from)
+        return (m.group(1), float(m.group(2))) if m else None
 
     def query(self) -> str:
         return urlencode(self.items())
@@ -79,8 +90,17 @@ def parse_plan_state(query: Sequence[tuple[str, str]]) -> tuple[PlanState, list[
             notices.append(f"{name}: {error}; using {fallback or 'none'}.")
             text = fallback
         texts[name] = text
-    return PlanState(**values, mix=tuple(mix), draft_sample=sample, **texts), (
-        notices + mix_notices)
+    alpha_from = first.get("alpha_from", "")[:TEXT_MAX].strip()
+    if alpha_from and not ALPHA_FROM.match(alpha_from):
+        notices.append(f"alpha_from={alpha_from[:40]!r} is not probe:ID:TEMPERATURE; the "
+                       "alpha is taken as given by hand.")
+        alpha_from = ""
+    if alpha_from and not mix:
+        notices.append("alpha_from names a probe but the link has no mix of its domains; "
+                       "the alpha is taken as given by hand.")
+        alpha_from = ""
+    return PlanState(**values, mix=tuple(mix), draft_sample=sample, alpha_from=alpha_from,
+                     **texts), notices + mix_notices
 
 
 def plan_planning(state: PlanState, alpha: float) -> tuple[list[Domain], int, K0Price | None]:
@@ -93,9 +113,11 @@ def plan_planning(state: PlanState, alpha: float) -> tuple[list[Domain], int, K0
 
 
 def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
-                 rl_state: RooflineState) -> dict:
+                 rl_state: RooflineState, probe: dict | None = None) -> dict:
     """What ``_plan.html`` shows: the plan on the section's setting ``s``, at the slider's
-    ``alpha`` or for the link's traffic mix."""
+    ``alpha`` or for the link's traffic mix; ``probe``: the saved probe record ``alpha_from``
+    names, whose pair, temperature and way of drafting the plan then reports (and warns when
+    they are not the pair it plans)."""
     domains = list(state.mix) or single(alpha)
     inputs = replace(inputs_of(rl_state), alpha=None if state.mix else alpha, mix=state.mix,
                      k_max=state.k_max, max_num_seqs=state.max_num_seqs,
@@ -103,6 +125,10 @@ def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
                      k0_overhead=state.k0_overhead, batch_mix=state.batch_mix)
     source = by_hand("the link's traffic mix" if state.mix else "the slider model's α",
                      [d.name for d in state.mix])
+    if probe is not None and state.probe is not None:
+        probe_id, temperature = state.probe
+        source = from_probe(probe, f"saved probe {probe_id}", [d.name for d in state.mix],
+                            temperature, probe["result"].get("draft_sample"))
     result = report(domains, setting_costs(s), inputs, source=source)
     api = urlencode([("hardware", inputs.hardware), ("models", inputs.models),
                      *[(k, v if isinstance(v, str) else fmt(v)) for k, v in inputs.given()
@@ -142,17 +168,34 @@ def mix_domains(entries: Sequence[str]) -> tuple[list[Domain], list[str]]:
     return domains, notices
 
 
-def mix_hrefs(rows: Sequence[dict], draft_sample: str | None = None,
+def mix_hrefs(rows: Sequence[dict], draft_sample: str | None = None, probe_id: str = "",
               ) -> list[tuple[float, str]]:
     """For each temperature of a probe, the page planning for its domains at that
     temperature, each weighted by its prompts: "Plan a schedule from this" for the mix. The
-    plan names the probe's way of drafting (``draft_sample``) when it is not the default."""
-    sample = ([("draft_sample", draft_sample)] if draft_sample in CHOICES["draft_sample"][1]
-              and draft_sample != CHOICES["draft_sample"][0] else [])
+    plan names the probe's way of drafting (``draft_sample``) when it is not the default, and
+    the probe itself (``alpha_from``), so the plan reports the pair alpha was measured on."""
     links = []
     for t in sorted({float(r["temperature"]) for r in rows}):
-        mix = [Domain(str(r["domain"]), float(r["prompts"]), float(r["alpha_counted"]))
-               for r in rows if float(r["temperature"]) == t]
-        query = [("mix", mix_entry(d)) for d in mix] + sample
-        links.append((t, f"/?{urlencode(query)}#plan"))
+        chosen = [r for r in rows if float(r["temperature"]) == t]
+        links.append((t, _plan_href(chosen, t, draft_sample, probe_id)))
     return links
+
+
+def row_hrefs(rows: Sequence[dict], draft_sample: str | None = None, probe_id: str = "",
+              ) -> list[tuple[dict, str]]:
+    """Each row of a probe with alpha, as the page planning for that domain alone (a mix of
+    one, so the link names the domain and the probe as :func:`mix_hrefs` does)."""
+    return [(r, _plan_href([r], float(r["temperature"]), draft_sample, probe_id))
+            for r in rows if r.get("alpha_counted") is not None]
+
+
+def _plan_href(rows: Sequence[dict], temperature: float, draft_sample: str | None,
+               probe_id: str) -> str:
+    mix = [Domain(str(r["domain"]), float(r["prompts"]), float(r["alpha_counted"]))
+           for r in rows if r.get("alpha_counted") is not None]
+    query = [("mix", mix_entry(d)) for d in mix]
+    if draft_sample in CHOICES["draft_sample"][1] and draft_sample != CHOICES["draft_sample"][0]:
+        query.append(("draft_sample", draft_sample))
+    if probe_id:
+        query.append(("alpha_from", f"probe:{probe_id}:{temperature:g}"))
+    return f"/?{urlencode(query)}#plan"

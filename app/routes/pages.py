@@ -23,7 +23,9 @@ from app.params import (
 from app.plan import parse_plan_state, plan_context, plan_planning
 from app.preview import draw_soon
 from app.roofline import batch_title, default_section, parse_roofline_state, section_context
+from app.routes.saved_probes import PROBES
 from app.saved.cards import slider_preview_svg
+from app.saved.loading import NotSaved, StoreUnavailable, saved_record
 from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
 from app.traffic.state import parse_traffic_state, traffic_context
@@ -38,6 +40,19 @@ SIMULATED_CYCLES = 12
 # htmx asks for one region only, so a slider drag re-renders neither the controls nor the
 # batch-size section: that section follows alpha and k with its own request, once they rest.
 FRAGMENTS = {"results": "_results.html", "roofline": "_roofline.html"}
+
+
+def _alpha_probe(request: Request, plan_state) -> tuple[dict | None, list[str]]:
+    """The saved probe the link's ``alpha_from`` names, or a notice why it cannot be read."""
+    if plan_state.probe is None:
+        return None, []
+    probe_id, _ = plan_state.probe
+    try:
+        return saved_record(request, probe_id, PROBES), []
+    except (NotSaved, StoreUnavailable) as error:
+        why = "it is not saved here" if isinstance(error, NotSaved) else str(error)
+        return None, [f"alpha_from names probe {probe_id}, which cannot be read ({why}): the "
+                      "alpha is taken as given by hand."]
 
 
 def _meta(request: Request, context: dict, fig, state: PageState, rl_state, plan_state) -> dict:
@@ -103,8 +118,9 @@ def slider_page(request: Request) -> HTMLResponse:
                                    *measurement_store(request.app).curves(),
                                    planning=plan_planning(plan_state, state.alpha),
                                    machine_costs=settings.machine_costs)
-        context |= plan_context(plan_state, plan_notices, context["rl_setting"], state.alpha,
-                                rl_state)
+        probe, probe_notices = _alpha_probe(request, plan_state)
+        context |= plan_context(plan_state, plan_notices + probe_notices,
+                                context["rl_setting"], state.alpha, rl_state, probe)
     if fragment:
         template = fragment
         # The results carry their link as data-canonical, applied once the sliders rest.

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from app.errors import Problem, error_responses
-from app.plan import mix_hrefs
+from app.plan import mix_hrefs, row_hrefs
 from app.saved.loading import SavedKind, load_record
 from app.store import RunStore
 from app.templating import templates
@@ -135,5 +135,7 @@ def probe_page(request: Request, probe_id: str):
                                     if "ngram" in record["result"] else None),
         "panel_link": f"/?{panel_query(record['settings'])}#traffic",
         "plan_mixes": mix_hrefs(record["result"]["rows"],
-                                record["result"].get("draft_sample")),
+                                record["result"].get("draft_sample"), probe_id),
+        "plan_rows": row_hrefs(record["result"]["rows"], record["result"].get("draft_sample"),
+                               probe_id),
     })

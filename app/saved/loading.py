@@ -38,6 +38,11 @@ def load_record(request: Request, record_id: str, kind: SavedKind,
         return _failure(request, error, kind, html)
 
 
+def saved_record(request: Request, record_id: str, kind: SavedKind) -> dict[str, Any]:
+    """The record; :class:`NotSaved` or :class:`StoreUnavailable` saying why not."""
+    return _record(request, record_id, kind)
+
+
 def _record(request: Request, record_id: str, kind: SavedKind) -> dict[str, Any]:
     store: RunStore | None = request.app.state.store
     if store is None:

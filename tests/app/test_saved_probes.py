@@ -146,14 +146,30 @@ def test_the_page_offers_a_plan_at_each_rows_alpha_and_its_json_plans_a_mix(live
     record = get(live_server, f"/api/probes/{probe_id}").json()
     page = get(live_server, f"/probes/{probe_id}").text
     for row in record["result"]["rows"]:
-        assert f'href="/?alpha={row["alpha_counted"]:.2f}#plan">{row["domain"]} at ' \
-               f'temperature {row["temperature"]:g}' in page
-    # The whole mix at one temperature: the page plans for those domains, weighted by prompts.
+        link = re.search(rf'href="([^"]*)">{row["domain"]} at temperature '
+                         rf'{row["temperature"]:g} \(α', page)
+        query = html.unescape(link.group(1))
+        assert f"alpha_from=probe%3A{probe_id}%3A{row['temperature']:g}" in query
+        assert f"mix={row['domain']}%3A" in query
+    # The whole mix at one temperature: the page plans for those domains, weighted by prompts,
+    # and says where alpha came from: the probe's pair, temperature and drafting, with the
+    # warning that the tiny pair's alpha plans another pair (the page plans Llama 3.1 8B).
     mix_link = re.search(r'href="([^"]*)">the mix of its domains at temperature 1<', page)
     planned = get(live_server, html.unescape(mix_link.group(1))).text
     for row in (r for r in record["result"]["rows"] if r["temperature"] == 1):
         assert f'<tr data-domain="{row["domain"]}">' in planned
         assert f'value="{row["domain"]}:{row["prompts"]}:' in planned
+    source = re.search(r'data-figure="plan-alpha-source">(.*?)</p>', planned, re.S).group(1)
+    source = html.unescape(source)
+    assert f"Alpha measured by a probe (saved probe {probe_id})" in source
+    assert "temperature 1" in source and "alpha given by hand" not in source
+    assert "differ" in source and "what-if" in source  # the mismatch warning
+    # kept in the link and in the form that re-plans it
+    assert f"alpha_from=probe%3A{probe_id}%3A1" in html.unescape(planned)
+    assert f'<input type="hidden" name="alpha_from" form="controls" value="probe:{probe_id}:1">' \
+        in planned
+    gone = get(live_server, html.unescape(mix_link.group(1)).replace(probe_id, "A" * 22)).text
+    assert "which cannot be read (it is not saved here)" in html.unescape(gone)
     # The download is what `specscope plan --from-probe` reads: a mix over its domains.
     path = tmp_path / "probe.json"
     path.write_text(get(live_server, f"/probes/{probe_id}.json").text)
