@@ -525,8 +525,8 @@ def probe_command(args, argv: list[str] | None, d: dict) -> int:
     pair, prompts, notices, config, target, draft = prepare_probe(args, d)
     command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
 
-    def pool(measures, engine: str, notes: list[str]):
-        return measure(measures, prompts, config, args, engine, target, draft, notes)
+    def pool(measures, engine: str, notes: list[str], probed=config):
+        return measure(measures, prompts, probed, args, engine, target, draft, notes)
 
     with ExitStack() as stack:
         if args.url:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.analytic import acceptance as estimators
 from engine.decoder.loading import ModelPair
@@ -137,9 +137,10 @@ def beyond_noise(accepted_a: int, trials_a: int, accepted_b: int, trials_b: int)
 
 
 # A caller's way of pooling a probe's measures (a progress bar, progress messages): it gets the
-# measures (with cycle and step events too when asked for ``steps``), the engine's name and
-# the notices for the result, and returns the pooled result, or None when nothing was measured.
-Pool = Callable[[Iterator, str, list[str]], "ProbeResult | None"]
+# measures (with cycle and step events too when asked for ``steps``), the engine's name, the
+# notices for the result and the config probed (its k: the server's), and returns the pooled
+# result, or None when nothing was measured.
+Pool = Callable[[Iterator, str, list[str], ProbeConfig], "ProbeResult | None"]
 
 
 @dataclass
@@ -149,6 +150,13 @@ class Comparison:
 
     vllm: ProbeResult | None
     ours: ProbeResult | None = None
+
+
+def served_k(client: VllmClient) -> int | None:
+    """The k the server drafts: vLLM registers one per-position counter for each of its
+    ``num_speculative_tokens`` positions when it starts (None: it does not speculate)."""
+    positions = len(client.counters().per_position)
+    return positions or None
 
 
 def probe_and_compare(client: VllmClient, pair: ModelPair, prompts: Sequence[Prompt],
@@ -161,12 +169,18 @@ def probe_and_compare(client: VllmClient, pair: ModelPair, prompts: Sequence[Pro
     results, :data:`NOT_AVAILABLE` on vLLM's. ``prompts`` must fit the models' context
     (:func:`engine.measure.probe.fit_prompts`); ``steps`` asks our engine's probe for its
     cycle and step events too, for a caller that stops between them."""
+    served = served_k(client)
+    if served is not None and served != config.k:
+        notices = [*notices, f"k = {served}: the server drafts {served} tokens a cycle (its "
+                             f"per-position counters), not the {config.k} asked for; both "
+                             "engines probe at the server's k."]
+        config = replace(config, k=served)
     prompt_ids = [list(pair.tokenizer(p.text).input_ids) for p in prompts]
     result = pool(probe_vllm(client, prompts, prompt_ids, config), "vllm",
-                  [*notices, NOT_AVAILABLE])
+                  [*notices, NOT_AVAILABLE], config)
     if result is None or not compare or not result.complete:
         return Comparison(result)
-    ours = pool(probe(pair, prompts, config, steps=steps), "specscope", list(notices))
+    ours = pool(probe(pair, prompts, config, steps=steps), "specscope", list(notices), config)
     if ours is not None:
         result.notices += acceptance_warnings(result, ours) or [ALL_CLEAR]
     return Comparison(result, ours)

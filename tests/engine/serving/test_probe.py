@@ -5,6 +5,7 @@ the page's), and ``specscope probe --engine vllm`` against the stand-in server."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -185,7 +186,7 @@ def pooled(stop_after: int | None = None):
     the first ``stop_after`` of them: a probe stopped early)."""
     calls: list[tuple[str, list[str]]] = []
 
-    def pool(measures, engine, notes):
+    def pool(measures, engine, notes, config=None):
         calls.append((engine, list(notes)))
         kept = []
         for m in measures:
@@ -193,8 +194,9 @@ def pooled(stop_after: int | None = None):
                 kept.append(m)
                 if stop_after is not None and len(kept) == stop_after:
                     break
-        return summarize_probe(kept, CONFIG, engine=engine, target="t", draft="d",
-                               runs_planned=len(plan(PROMPTS, CONFIG)), notices=notes)
+        config = config or CONFIG
+        return summarize_probe(kept, config, engine=engine, target="t", draft="d",
+                               runs_planned=len(plan(PROMPTS, config)), notices=notes)
 
     return pool, calls
 
@@ -218,6 +220,16 @@ def test_vllm_then_our_engine_on_the_same_prompts(fake_server, tiny_pair):
     assert found.vllm.notices[-1] == ALL_CLEAR
 
 
+def test_both_engines_probe_at_the_k_the_server_drafts_and_say_so(fake_server, tiny_pair):
+    """The fake server counts 4 draft positions: a probe asked for k = 2 probes at 4."""
+    pool, calls = pooled()
+    found = probe_and_compare(fake_server("serve").client, tiny_pair, PROMPTS,
+                              replace(CONFIG, k=2), pool)
+    assert found.vllm.k == found.ours.k == 4
+    said = [n for n in found.vllm.notices if n.startswith("k = 4: the server drafts 4")]
+    assert said and "not the 2 asked for" in said[0] and said[0] in calls[1][1]
+
+
 def test_without_compare_only_vllm_is_probed(fake_server, tiny_pair):
     pool, calls = pooled()
     found = probe_and_compare(fake_server("serve").client, tiny_pair, PROMPTS, CONFIG, pool,
@@ -236,7 +248,7 @@ def test_a_vllm_probe_stopped_early_is_not_compared(fake_server, tiny_pair):
 def test_steps_passes_our_engines_cycle_events_to_the_pool(fake_server, tiny_pair):
     seen: list[type] = []
 
-    def pool(measures, engine, notes):
+    def pool(measures, engine, notes, config=None):
         items = list(measures)
         if engine == "specscope":
             seen.extend(type(m) for m in items)
