@@ -259,6 +259,36 @@ def timed_costs(passes: Sequence[dict], loop: Sequence[dict] = ()) -> TimedCosts
     return TimedCosts(batches, target, draft, loop_ms)
 
 
+Spread = Callable[[int, int], float]
+"""``spread(batch, k)``: the relative spread (median absolute deviation over the median) of a
+measured step at ``batch`` and ``k``; two ks whose speeds differ by less than their spreads
+together are a tie."""
+
+
+def step_spread(steps: Sequence[dict]) -> Spread | None:
+    """The spread of a costs file's ``steps`` (``{"batch", "k", "step_ms", "step_mad_ms"}``
+    each, ``specscope costs``), held from the nearest timed batch below (the first one before
+    it); None when the file records no spread."""
+    table: dict[int, dict[int, float]] = {}
+    for step in steps:
+        try:
+            batch, k = int(step["batch"]), int(step["k"])
+            ms, mad = float(step["step_ms"]), float(step["step_mad_ms"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if ms > 0 and math.isfinite(mad) and mad >= 0:
+            table.setdefault(batch, {})[k] = mad / ms
+    if not table:
+        return None
+    batches = sorted(table)
+
+    def spread(batch: int, k: int) -> float:
+        below = [b for b in batches if b <= batch]
+        return table[below[-1] if below else batches[0]].get(k, 0.0)
+
+    return spread
+
+
 def k0_points(k0: Sequence[dict], costs: TimedCosts) -> list[tuple[int, float]]:
     """A costs file's ``k0`` (``{"batch", "median_ms"}`` each: the step of a k = 0 range) as
     overheads over the costs' plain step at the same batch."""
@@ -378,7 +408,8 @@ def check_inputs(domains: Sequence[Domain], k_max: int, max_num_seqs: int) -> No
 def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
          max_num_seqs: int = MAX_NUM_SEQS, fits: Fits | None = None,
          k0_overhead: K0Overhead | None = None,
-         batch_weights: Mapping[int, float] | None = None) -> Plan:
+         batch_weights: Mapping[int, float] | None = None,
+         spread: Spread | None = None) -> Plan:
     """The schedule for batches ``1..max_num_seqs`` (see the module docstring).
 
     A batch that does not fit even without speculation is left out; a k that does not fit at
@@ -389,7 +420,9 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
     The plan is weighed against speculation off and against the best fixed k (the one k in
     ``1..k_max`` with the highest mean) by the geometric mean of ``S`` over the planned
     batches, each weighted by ``batch_weights`` (a batch-size histogram of the traffic; None:
-    every batch counts once). Ties go to the smaller k."""
+    every batch counts once). Ties go to the smaller k; with ``spread`` (measured costs), a
+    larger k wins at a batch only when it beats the smaller by more than their two spreads
+    together, so the timings' noise does not turn into a zigzag of ks."""
     check_inputs(domains, k_max, max_num_seqs)
     domains = list(domains)
     tokens = [0.0] + [mixed_tokens(domains, k) for k in range(1, k_max + 1)]
@@ -404,7 +437,7 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
         row = [off] + [tokens[k] / _checked(cycle(batch, k), batch, k)
                        for k in range(1, k_max + 1)]
         allowed = [k for k in range(k_max + 1) if k == 0 or fits is None or fits(batch, k)]
-        best = max(allowed, key=lambda k: (row[k], -k))
+        best = _best(allowed, row, batch, spread)
         chosen[batch], speed[batch] = best, row
         spec = max((k for k in allowed if k > 0), key=lambda k: (row[k], -k), default=None)
         if spec is not None:
@@ -444,6 +477,18 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
                 limiting, notices, gain_over_off=gain if planned else 1.0,
                 fixed_over_off=fixed if planned else 1.0, weighted=batch_weights is not None,
                 best_speculating=best_speculating)
+
+
+def _best(allowed: list[int], row: list[float], batch: int, spread: Spread | None) -> int:
+    """The fastest k (ties to the smaller); with ``spread``, a larger k replaces the one held
+    only when its speed is above it by more than both spreads."""
+    if spread is None:
+        return max(allowed, key=lambda k: (row[k], -k))
+    held = allowed[0]
+    for k in allowed[1:]:
+        if row[k] > row[held] * (1 + spread(batch, k) + spread(batch, held)):
+            held = k
+    return held
 
 
 def _batch_weights(planned: list[int], given: Mapping[int, float] | None,

@@ -12,7 +12,9 @@ The file holds, per batch: the draft's pass (``draft_pass / k``, pooled over eve
 target's pass over ``k + 1`` tokens, and ``loop[(B, k)]``, the median step minus its passes,
 so that the planner's cycle ``(k t_q + t_p(k + 1) + loop(k)) / (t_p(1) + loop(0))`` is the
 median step at ``k`` over the median plain step: a plan from this file predicts what the
-loop delivers. ``steps`` keeps each part's median for the record.
+loop delivers. ``steps`` keeps each part's median for the record, and ``step_mad_ms``, the
+spread of the repeats' median steps: the planner takes a larger k only where it gains more
+than that spread (:func:`engine.analytic.schedule.plan`).
 """
 
 from __future__ import annotations
@@ -65,13 +67,15 @@ def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, ne
             log: Callable[[str], None] = lambda message: None, eagle=None
             ) -> dict[tuple[int, int], dict]:
     """Median parts of a step (ms) for every ``(batch, k)``: ``draft_pass``, ``target``,
-    ``loop`` (the rest), ``step``, and ``steps`` (how many steps counted)."""
+    ``loop`` (the rest), ``step``, ``steps`` (how many steps counted) and ``step_mad``: the
+    median absolute deviation of the repeats' own median steps (the timings' spread)."""
     from engine.decoder.batched import BatchConfig, BatchStepEvent, speculate_batch
     from engine.decoder.common import Clock
 
     pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # every row stays live
     clock = Clock(pair.device, cpu_time=cpu_clock)
     parts: dict[tuple[int, int], dict[str, list[float]]] = {}
+    by_repeat: dict[tuple[int, int], list[float]] = {}  # each repeat's median step
     for repeat in range(repeats + 1):  # the first round warms caches and the allocator
         for batch in batches:
             for k in range(k_max + 1):
@@ -79,6 +83,7 @@ def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, ne
                                      temperature=temperature, max_new_tokens=new_tokens,
                                      seeds=[repeat * 1000 + i for i in range(batch)])
                 cell = parts.setdefault((batch, k), {})
+                mine = []
                 for index, event in enumerate(speculate_batch(pair, config, lookup=lookup,
                                                               clock=clock, eagle=eagle)):
                     if (repeat == 0 or index == 0 or not isinstance(event, BatchStepEvent)
@@ -86,10 +91,22 @@ def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, ne
                         continue
                     for name, ms in _parts(event).items():
                         cell.setdefault(name, []).append(ms)
+                    mine.append(event.step_ms)
+                if mine:
+                    by_repeat.setdefault((batch, k), []).append(statistics.median(mine))
         if repeat:
             log(f"repeat {repeat} of {repeats} done")
     return {key: {name: statistics.median(v) for name, v in cell.items()} | {
-        "steps": len(cell.get("step", []))} for key, cell in parts.items()}
+        "steps": len(cell.get("step", [])), "step_mad": mad(by_repeat.get(key, []))}
+        for key, cell in parts.items()}
+
+
+def mad(values: Sequence[float]) -> float:
+    """The median absolute deviation from the median (0 for fewer than two values)."""
+    if len(values) < 2:
+        return 0.0
+    middle = statistics.median(values)
+    return statistics.median(abs(v - middle) for v in values)
 
 
 def _parts(event) -> dict[str, float]:
@@ -127,7 +144,8 @@ def costs_file(medians: dict[tuple[int, int], dict], batches: Sequence[int], k_m
             loop.append({"batch": batch, "k": k, "median_ms": round(max(rest, 0.0), 4)})
             steps.append({"batch": batch, "k": k, "steps": cell["steps"]} | {
                 f"{name}_ms": round(cell[name], 4) for name in ("draft_pass", "target", "loop",
-                                                                "step")})
+                                                                "step")}
+                | {"step_mad_ms": round(cell.get("step_mad", 0.0), 4)})
     return {"version": COSTS_FILE_VERSION, "method": "loop"} | meta | {
         "passes": passes, "loop": loop, "steps": steps}
 

@@ -87,6 +87,7 @@ class Costs:
     context: int | None = None  # the context the costs were timed or modelled at
     step_s: Callable[[int], float] | None = None  # a plain decode step at a batch, seconds
     method: str = "draft_model"  # the drafter, as vLLM's speculative method (vllm_config)
+    spread: schedule.Spread | None = None  # measured costs: the timings' relative spread
 
 
 def model_id(shape: ModelShape) -> str:
@@ -150,7 +151,8 @@ def file_costs(data: object, name: str) -> Costs:
                  f"{f', context {context}' if context is not None else ''}; {through})",
                  target, draft, timed.k_limit, timed.batches, k0=price,
                  context=context if isinstance(context, int) else None,
-                 step_s=lambda batch: timed.step(batch) / 1000)
+                 step_s=lambda batch: timed.step(batch) / 1000,
+                 spread=schedule.step_spread(data.get("steps") or []))
 
 
 def machine_overheads(path: Path, s: Setting) -> LoopFit | None:

@@ -74,7 +74,10 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
     price = k0_price(inputs, costs)
     mix = parse_batch_mix(inputs.batch_mix) if inputs.batch_mix.strip() else None
     p = schedule.plan(domains, costs.cycle, k_max, inputs.max_num_seqs, fits=costs.fits,
-                      k0_overhead=price.overhead(), batch_weights=mix)
+                      k0_overhead=price.overhead(), batch_weights=mix, spread=costs.spread)
+    if costs.spread is not None:
+        notices.append("Gains within the timings' own spread (the median absolute deviation "
+                       "of the repeats' median steps) are ties, resolved to the smaller k.")
     target, draft = target or costs.target, draft or costs.draft
     deployment = Deployment(target, draft, inputs.gpus, inputs.data_parallel, inputs.usable,
                             costs.context if costs.context is not None else inputs.context,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.analytic import theory
+from engine.analytic import schedule, theory
 from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, speedup_at
 from engine.analytic.schedule import (
     Domain,
@@ -351,3 +351,33 @@ def test_loop_times_limit_k_and_need_the_plain_step():
         timed_costs(passes, loop[1:])
     with pytest.raises(PlanError, match="loop"):
         timed_costs(passes, [{"batch": 1}])
+
+
+def test_gains_within_the_timings_spread_are_ties_resolved_to_the_smaller_k():
+    """Noise in measured costs must not zigzag the schedule: k = 2 beats k = 1 by 3 % at
+    batch 4, inside their spreads (2 % each), so batch 4 keeps k = 1; at batch 1 it beats it
+    by 10 %, outside them, and wins."""
+    tokens = {1: 1.6, 2: 1.96}  # alpha 0.6
+
+    def cycle(batch: int, k: int) -> float:
+        gain = 1.10 if batch == 1 else 1.03  # how much faster k = 2 is than k = 1
+        base = tokens[1] / 1.2  # k = 1 runs at 1.2x off
+        return base if k == 1 else tokens[2] / (1.2 * gain)
+
+    domains = schedule.single(0.6)
+    plain = schedule.plan(domains, cycle, 2, 4)
+    assert [plain.k_at(b) for b in (1, 2, 3, 4)] == [2, 2, 2, 2]
+    steady = schedule.plan(domains, cycle, 2, 4, spread=lambda batch, k: 0.02)
+    assert [steady.k_at(b) for b in (1, 2, 3, 4)] == [2, 1, 1, 1]
+    # k = 0 (off) is the smallest k: speculating must clear the spread to be chosen at all
+    off = schedule.plan(domains, cycle, 2, 4, spread=lambda batch, k: 0.2)
+    assert [off.k_at(b) for b in (1, 2, 3, 4)] == [0, 0, 0, 0]
+
+
+def test_a_costs_files_steps_give_the_spread_held_from_the_batch_below():
+    steps = [{"batch": 1, "k": 1, "step_ms": 10.0, "step_mad_ms": 0.5},
+             {"batch": 8, "k": 1, "step_ms": 20.0, "step_mad_ms": 0.2}]
+    spread = schedule.step_spread(steps)
+    assert spread(1, 1) == spread(4, 1) == 0.05 and spread(8, 1) == spread(64, 1) == 0.01
+    assert spread(4, 3) == 0.0  # a k not timed there adds no spread
+    assert schedule.step_spread([{"batch": 1, "k": 1, "step_ms": 10.0}]) is None  # old file
