@@ -9,7 +9,7 @@ import pytest
 
 from engine import cli
 from engine.analytic.schedule import COSTS_FILE_VERSION, timed_costs
-from engine.measure.loop_costs import costs_file, measure
+from engine.measure.loop_costs import costs_file, mad, measure
 
 
 def medians(step_ms: dict[int, float], draft_ms: float, target_ms: dict[int, float]) -> dict:
@@ -38,14 +38,24 @@ def test_a_batch_that_never_ran_whole_is_refused():
 def test_every_row_stays_live_and_the_parts_add_up(good_pair):
     """Through the real loop: steps are counted only while all B rows are live, and the
     parts are the step's own (the loop's time is what the passes leave)."""
-    parts = measure(good_pair, ["the quick brown fox", "the cat sat"], [2], 2, 10, 1, 0.0,
+    parts = measure(good_pair, ["the quick brown fox", "the cat sat"], [2], 2, 10, 3, 0.0,
                     cpu_clock=True)
     for k in (0, 1, 2):
         cell = parts[(2, k)]
         assert cell["steps"] >= 1
         assert cell["step"] >= cell["draft_pass"] + cell["target"] - 1e-9
         assert cell["loop"] >= 0
+        # the spread of three repeats' median steps: real timings are never all equal
+        assert 0 < cell["step_mad"] < cell["step"]
     assert parts[(2, 0)]["draft_pass"] == 0
+
+
+def test_the_spread_is_the_median_absolute_deviation():
+    assert mad([10.0, 12.0, 11.0, 30.0]) == 1.0  # median 11.5: |d| 1.5, 0.5, 0.5, 18.5
+    assert mad([5.0]) == 0.0 and mad([]) == 0.0
+    data = costs_file({key: cell | {"step_mad": 0.25} for key, cell in medians(
+        {0: 10.0, 1: 14.0}, 1.5, {0: 9.0, 1: 11.0}).items()}, [1], 1, {})
+    assert [s["step_mad_ms"] for s in data["steps"]] == [0.25, 0.25]
 
 
 def test_the_command_writes_a_file_the_plan_reads(tmp_path, capsys, model_dirs):
