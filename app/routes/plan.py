@@ -28,6 +28,9 @@ from engine.planner.inputs import (
     CHOICES,
     K0_HELP,
     K0_PATTERN,
+    OUTPUT_TOKENS,
+    REQUEST_RATE_HELP,
+    REQUEST_RATE_MAX,
 )
 from engine.planner.provenance import by_hand
 from engine.planner.report import report
@@ -165,6 +168,10 @@ class PlanOut(BaseModel):
     advice: str | None
     notices: list[str]
     latency: list[LatencyRow] | None = Field(None, description="TPOT at every planned batch")
+    traffic: dict[str, Any] | None = Field(None, description=(
+        "with request_rate: each side (off, plan) at its own batch: mean_batch, tpot_ms and "
+        "the batch mix, or overloaded; gain = off / plan; the queueing assumption"))
+    engine: str = Field("vllm", description="the engine that serves (its terms price it)")
 
 
 @router.get("/plan", response_model=PlanOut, responses=error_responses(400, 422),
@@ -189,6 +196,11 @@ def plan_api(
                                       description=K0_HELP)] = "cited",
     batch_mix: Annotated[str, Query(max_length=TEXT_MAX, pattern=BATCH_MIX_PATTERN,
                                     description=BATCH_MIX_HELP)] = "",
+    request_rate: Annotated[float | None, Query(
+        gt=0, le=REQUEST_RATE_MAX, description=REQUEST_RATE_HELP)] = None,
+    output_tokens: Annotated[int, Query(
+        ge=1, le=1_000_000, description="with request_rate: tokens each request decodes")
+    ] = OUTPUT_TOKENS,
     drafter: Annotated[Drafter, Query(
         description="model: the pair's draft model; eagle: an EAGLE-style head of the "
                     "target; self-spec: the target drafting over a bounded KV cache (vLLM "
@@ -208,7 +220,8 @@ def plan_api(
     inputs = replace(inputs, alpha=None if mix else alpha, mix=tuple(domains) if mix else (),
                      k_max=k_max, max_num_seqs=max_num_seqs, data_parallel=data_parallel,
                      draft_sample=draft_sample.value, k0_overhead=k0_overhead,
-                     batch_mix=batch_mix, drafter=drafter.value,
+                     batch_mix=batch_mix, request_rate=request_rate,
+                     output_tokens=output_tokens, drafter=drafter.value,
                      eagle_head=eagle_head.value if eagle_head else None,
                      draft_kv_budget=draft_kv_budget)
     try:

@@ -149,6 +149,12 @@ K0_HELP = ("what a k = 0 range of a schedule costs: 'cited' (the default: what a
            "adds to a step on vLLM's V1 runner, vLLM issue 49548, over a plain step; a costs "
            "file's own k0 steps come first), or, to override that for k = 0 ranges alone, a "
            "share of a step such as 0.1, or batch=share,...")
+OUTPUT_TOKENS = 256
+REQUEST_RATE_MAX = 1e6
+REQUEST_RATE_HELP = ("the traffic as requests a second (Poisson arrivals) of --output-tokens "
+                     "each: the plan prices the time per output token at the batches it "
+                     "implies, with and without speculation (Little's law; each side at its "
+                     "own batch)")
 BATCH_MIX_HELP = ("the traffic's batch sizes, batch=weight,... (a histogram): the plan is "
                   "weighed against off and the best fixed k as the traffic runs; default: "
                   "every batch once")
@@ -202,6 +208,8 @@ class PlanInputs:
     draft_kv_budget: int = STREAMING_BUDGET  # self-speculation's draft KV cache, tokens
     kv_dtype: str = CHOICES["kv_dtype"][0]
     engine: str = CHOICES["engine"][0]
+    request_rate: float | None = None  # traffic as requests/s (engine.planner.traffic)
+    output_tokens: int = OUTPUT_TOKENS  # tokens each request decodes, with request_rate
 
     def setting(self, hw: Hardware | None = None, base: Overheads | None = None) -> Setting:
         """The roofline setting: the preset (``hw``: a resolved "this machine") with the

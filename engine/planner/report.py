@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from engine.analytic import engines, schedule, validate
 from engine.analytic.intervals import LEVEL, Interval
 from engine.analytic.schedule import Domain, Plan, PlanError
-from engine.planner import decision
+from engine.planner import decision, traffic
 from engine.planner.costs import CITED_K0, Costs, K0Price, parse_batch_mix, parse_k0
 from engine.planner.inputs import PlanInputs
 from engine.planner.provenance import AlphaSource
@@ -26,6 +26,7 @@ from engine.planner.vllm_config import (
     python_snippet,
     refusal,
     schedule_dropped,
+    schedule_pays,
     serve_command,
     speculative_config,
 )
@@ -72,6 +73,9 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
                        f"up to k + 1 = {costs.k_limit + 1} tokens.")
         k_max = costs.k_limit
     price = k0_price(inputs, costs)
+    if inputs.request_rate is not None and inputs.batch_mix.strip():
+        raise PlanError("give the traffic once: --request-rate or --batch-mix (request_rate "
+                        "or batch_mix), not both")
     mix = parse_batch_mix(inputs.batch_mix) if inputs.batch_mix.strip() else None
     p = schedule.plan(domains, costs.cycle, k_max, inputs.max_num_seqs, fits=costs.fits,
                       k0_overhead=price.overhead(), batch_weights=mix, spread=costs.spread)
@@ -91,9 +95,16 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         notices.insert(0, warning)
     refused = refusal(deployment)
     interval = validate.default_intervals()["speedup"]
-    band = decision.paying_band(p, interval) if mix is None else None
-    chosen = decision.weighted_decision(p.gain_over_off, interval) if mix is not None else (
-        decision.band_decision(band))
+    rate = (at_request_rate(p, domains, costs, price, inputs)
+            if inputs.request_rate is not None and p.ranges else None)
+    band = decision.paying_band(p, interval) if mix is None and rate is None else None
+    if rate is not None:
+        chosen = (decision.weighted_decision(rate["gain"], interval) if "gain" in rate
+                  else decision.DO_NOT)
+    elif mix is not None:
+        chosen = decision.weighted_decision(p.gain_over_off, interval)
+    else:
+        chosen = decision.band_decision(band)
     wanted = p.speculates and chosen != decision.DO_NOT
     checked = inputs.engine in engines.CONFIG_CHECKED
     config = (speculative_config(p, deployment) if refused is None and wanted and checked
@@ -134,7 +145,9 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         notices.append(f"max_num_seqs is {args['max_num_seqs']}, not {inputs.max_num_seqs}: "
                        "no more sequences fit in memory, and vLLM would queue the rest.")
     return {
-        "verdict": verdict(p, refused, price, band, interval, chosen),
+        "verdict": (rate_verdict(rate, interval, chosen, p) if rate is not None and
+                    refused is None else verdict(p, refused, price, band, interval, chosen)),
+        "traffic": rate,
         "decision": chosen if refused is None and p.ranges else decision.DO_NOT,
         "band": None if band is None else {"lo": 1, "hi": band.hi, "best": band.best,
                                             "best_batch": band.best_batch,
@@ -162,6 +175,77 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "notices": notices + p.notices,
         "latency": latency(p, domains, costs, price, p.configure),
     }
+
+
+def at_request_rate(p: Plan, domains: Sequence[Domain], costs: Costs, price: K0Price,
+                    inputs: PlanInputs) -> dict:
+    """The traffic ``inputs.request_rate`` x ``inputs.output_tokens`` priced on both sides
+    (:mod:`engine.planner.traffic`): with no speculative config, a plain step a token; as
+    deployed (the schedule where it clears its margin, else the best fixed k), the cycle over
+    the tokens a row gains a cycle, or a k = 0 step with its price."""
+    rate, tokens, most = inputs.request_rate, inputs.output_tokens, p.largest_batch
+    out: dict = {"request_rate": rate, "output_tokens": tokens,
+                 "assumption": traffic.ASSUMPTION}
+    if costs.step_s is None:
+        out["error"] = "the costs do not know a step's time, so no traffic can be priced"
+        return out
+    step, k0 = costs.step_s, price.overhead()
+    schedule_runs = schedule_pays(p)
+
+    def k_at(batch: int) -> int:
+        return (p.k_at(batch) or 0) if schedule_runs else p.fixed_k
+
+    def tau_plan(batch: int) -> float:
+        batch = min(batch, most)
+        k = k_at(batch)
+        if k == 0:
+            return step(batch) * (1 + k0(batch))
+        return step(batch) * costs.cycle(batch, k) / schedule.mixed_tokens(domains, k)
+
+    def tau_off(batch: int) -> float:
+        return step(min(batch, most))
+
+    sides = {}
+    for name, tau in (("off", tau_off), ("plan", tau_plan)):
+        try:
+            side = traffic.at_rate(rate, tokens, tau, most)
+        except traffic.Overloaded as error:
+            sides[name] = {"overloaded": str(error)}
+            continue
+        sides[name] = {"mean_batch": side.batch, "tpot_ms": side.tpot_s * 1000,
+                       "mix": {str(b): share for b, share in side.mix.items()
+                               if share >= 1e-4}}
+    out |= sides
+    if "tpot_ms" in sides["off"] and "tpot_ms" in sides["plan"]:
+        out["gain"] = sides["off"]["tpot_ms"] / sides["plan"]["tpot_ms"]
+    return out
+
+
+def rate_verdict(rate: dict, interval: Interval, chosen: str, p: Plan) -> str:
+    """The answer for a request rate: the time per output token both ways, at each side's
+    own batch, and what the interval makes of their ratio."""
+    what = f"At {rate['request_rate']:g} requests/s of {rate['output_tokens']} tokens"
+    off, plan = rate["off"], rate["plan"]
+    if "error" in rate:
+        return f"{what}: {rate['error']}."
+    if "overloaded" in plan:
+        return f"{what}: {plan['overloaded']}, with speculation as well as without."
+    if "overloaded" in off:
+        return (f"{what}: without speculation {off['overloaded']}; with it, "
+                f"{plan['mean_batch']:.1f} sequences decode at once and a token takes "
+                f"{plan['tpot_ms']:.2f} ms: configure it (and add capacity).")
+    low, high = interval.of(rate["gain"])
+    both = (f"{what} (Poisson arrivals; Little's law: {off['mean_batch']:.1f} sequences "
+            f"decode at once without speculation, {plan['mean_batch']:.1f} with it), a token "
+            f"takes {off['tpot_ms']:.2f} ms without speculation and {plan['tpot_ms']:.2f} ms "
+            f"with it: {rate['gain']:.2f}× ({LEVEL:.0%} interval {low:.2f}–{high:.2f}×)")
+    k = "the schedule" if schedule_pays(p) else f"k = {p.fixed_k}"
+    if chosen == decision.CONFIGURE:
+        return f"{both}: configure {k}."
+    if chosen == decision.MEASURE_FIRST:
+        return (f"{both}, which straddles 1×: measure first, "
+                f"`{decision.measure_command(p.fixed_k)}`.")
+    return f"{both}: do not configure speculation; serve the target alone."
 
 
 def latency(p: Plan, domains: Sequence[Domain], costs: Costs, price: K0Price,

@@ -33,8 +33,11 @@ from engine.planner.inputs import (
     EDITS,
     K0_HELP,
     NUMBERS,
+    OUTPUT_TOKENS,
     OVERHEADS,
     PLAN_NUMBERS,
+    REQUEST_RATE_HELP,
+    REQUEST_RATE_MAX,
     PlanInputs,
 )
 from engine.planner.provenance import AlphaSource
@@ -116,6 +119,10 @@ def add_parser(sub, d: dict | None = None) -> None:
                             "safe for all, or one engine per class")
     plan.add_argument("--batch-mix", metavar="FILE|b=w,...", help=BATCH_MIX_HELP + " (or a "
                       "file of them: JSON, or batch=weight entries)")
+    plan.add_argument("--request-rate", type=float, metavar="R", help=REQUEST_RATE_HELP)
+    plan.add_argument("--output-tokens", type=int, default=OUTPUT_TOKENS, metavar="N",
+                      help=f"with --request-rate: tokens each request decodes (default "
+                           f"{OUTPUT_TOKENS})")
     for b in PLAN_NUMBERS.values():
         plan.add_argument(b.option, type=int, default=int(b.default),
                           help=f"{b.label} ({_bounds(b)})")
@@ -324,7 +331,13 @@ def inputs_from(args, draft_sample: str) -> PlanInputs:
     batch_mix = args.batch_mix or ""
     if batch_mix and "=" not in batch_mix and not batch_mix.lstrip().startswith(("{", "[")):
         batch_mix = _read_text(Path(batch_mix))
+    if args.request_rate is not None and not 0 < args.request_rate <= REQUEST_RATE_MAX:
+        raise PlanError(f"--request-rate must be above 0 and at most {REQUEST_RATE_MAX:g} "
+                        f"requests/s (got {args.request_rate:g})")
+    if not 1 <= args.output_tokens <= 1_000_000:
+        raise PlanError(f"--output-tokens must be from 1 to 1000000 (got {args.output_tokens})")
     return PlanInputs(**values, alpha=args.alpha, draft_sample=draft_sample,
+                      request_rate=args.request_rate, output_tokens=args.output_tokens,
                       batch_mix=batch_mix, drafter=args.drafter, eagle_head=args.eagle_head,
                       draft_kv_budget=args.draft_kv_budget)
 

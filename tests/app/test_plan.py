@@ -351,3 +351,11 @@ def test_the_pages_plan_says_where_alpha_came_from(client):
     assert html.unescape(source).startswith("Alpha given by hand (the slider model's α)")
     mixed = client.get("/?mix=code:1:0.9").text
     assert "Alpha given by hand (the link&#39;s traffic mix)" in mixed
+
+
+def test_the_api_answers_for_a_request_rate_and_refuses_two_traffics(client):
+    data = client.get("/api/plan?request_rate=50&output_tokens=256").json()
+    assert data["verdict"].startswith("At 50 requests/s of 256 tokens")
+    assert data["traffic"]["plan"]["mean_batch"] < data["traffic"]["off"]["mean_batch"]
+    both = client.get("/api/plan?request_rate=2&batch_mix=1%3D1")
+    assert both.status_code == 422 and "give the traffic once" in both.json()["message"]
