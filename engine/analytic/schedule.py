@@ -409,7 +409,8 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
          max_num_seqs: int = MAX_NUM_SEQS, fits: Fits | None = None,
          k0_overhead: K0Overhead | None = None,
          batch_weights: Mapping[int, float] | None = None,
-         spread: Spread | None = None) -> Plan:
+         spread: Spread | None = None,
+         schedule_cost: K0Overhead | None = None) -> Plan:
     """The schedule for batches ``1..max_num_seqs`` (see the module docstring).
 
     A batch that does not fit even without speculation is left out; a k that does not fit at
@@ -422,13 +423,17 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
     batches, each weighted by ``batch_weights`` (a batch-size histogram of the traffic; None:
     every batch counts once). Ties go to the smaller k; with ``spread`` (measured costs), a
     larger k wins at a batch only when it beats the smaller by more than their two spreads
-    together, so the timings' noise does not turn into a zigzag of ks."""
+    together, so the timings' noise does not turn into a zigzag of ks. ``schedule_cost(B)``:
+    what a per-batch schedule adds to every step, as a share of a plain step, on an engine
+    that pays it at every k (vLLM's V1 model runner): the schedule's speculating ranges pay
+    it, a fixed k never does, so the schedule must beat the fixed k with it counted."""
     check_inputs(domains, k_max, max_num_seqs)
     domains = list(domains)
     tokens = [0.0] + [mixed_tokens(domains, k) for k in range(1, k_max + 1)]
     notices: list[str] = []
     chosen: dict[int, int] = {}
-    speed: dict[int, list[float]] = {}  # batch -> S(B, k) for k = 0..k_max
+    speed: dict[int, list[float]] = {}  # batch -> S(B, k) for k = 0..k_max, a fixed k's
+    sched: dict[int, list[float]] = {}  # the same inside a schedule (its own cost counted)
     best_speculating: dict[int, tuple[float, int]] = {}
     for batch in range(1, max_num_seqs + 1):
         if fits is not None and not fits(batch, 0):
@@ -436,9 +441,12 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
         off = 1.0 / (1.0 + _checked_overhead(k0_overhead(batch), batch)) if k0_overhead else 1.0
         row = [off] + [tokens[k] / _checked(cycle(batch, k), batch, k)
                        for k in range(1, k_max + 1)]
+        extra = _checked_overhead(schedule_cost(batch), batch) if schedule_cost else 0.0
+        in_schedule = [off] + [tokens[k] / (_checked(cycle(batch, k), batch, k) + extra)
+                               for k in range(1, k_max + 1)]
         allowed = [k for k in range(k_max + 1) if k == 0 or fits is None or fits(batch, k)]
-        best = _best(allowed, row, batch, spread)
-        chosen[batch], speed[batch] = best, row
+        best = _best(allowed, in_schedule, batch, spread)
+        chosen[batch], speed[batch], sched[batch] = best, row, in_schedule
         spec = max((k for k in allowed if k > 0), key=lambda k: (row[k], -k), default=None)
         if spec is not None:
             best_speculating[batch] = (row[spec], spec)
@@ -448,7 +456,7 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
     elif planned[-1] < max_num_seqs:
         notices.append(f"Batches above {planned[-1]} do not fit in memory and are left out.")
     if not any(chosen.values()):  # no speculative config at all: k = 0 is plain decoding
-        for row in speed.values():
+        for row in (*speed.values(), *sched.values()):
             row[0] = 1.0
     weights = _batch_weights(planned, batch_weights, notices)
 
@@ -457,7 +465,7 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
         return sum(w * math.log(value(b)) for b, w in weights.items()) / total if total else 0.0
 
     fixed_k = max(range(1, k_max + 1), key=lambda k: (log_mean(lambda b: speed[b][k]), -k))
-    gain = math.exp(log_mean(lambda b: speed[b][chosen[b]]))
+    gain = math.exp(log_mean(lambda b: sched[b][chosen[b]]))
     fixed = math.exp(log_mean(lambda b: speed[b][fixed_k]))
     ranges: list[Range] = []
     start = 0
@@ -466,8 +474,8 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
         if last or chosen[planned[i + 1]] != chosen[batch] or planned[i + 1] != batch + 1:
             members = planned[start:i + 1]
             k = chosen[batch]
-            gains = [speed[b][k] for b in members]
-            versus = [speed[b][k] / speed[b][fixed_k] for b in members]
+            gains = [sched[b][k] for b in members]
+            versus = [sched[b][k] / speed[b][fixed_k] for b in members]
             ranges.append(Range(members[0], batch, k, (min(gains), max(gains)),
                                 (min(versus), max(versus))))
             start = i + 1

