@@ -219,6 +219,7 @@ class SectionPlan:
     off_from: int | None  # the plan's k is 0 from this batch to BATCH_MAX (None: not so)
     pays_to: int | None = None  # speculation pays at batches 1..pays_to (the plan's band)
     largest: int | None = None  # the largest batch that fits
+    pays_end: str = "cost"  # why the band stops: cost, memory (no draft fits above) or plan
 
     def k_at(self, batch: int) -> int:
         return self.ks[batch]
@@ -258,7 +259,7 @@ def section_plan(s: Setting, domains: Sequence[Domain], k_max: int,
             off_from -= 1
     band = paying_band(fitting, default_intervals()["speedup"])
     return SectionPlan(ks, speedups, k_max, off_from, band.hi if band else None,
-                       fitting.largest_batch)
+                       fitting.largest_batch, band.ends if band else "cost")
 
 
 # ---- the chart ---------------------------------------------------------------------------------
@@ -553,6 +554,9 @@ def _plan_headline(s: Setting, fig: Roofline, state: RooflineState, sp: SectionP
         first += ("faster per token" if speed > 1 else
                   "plain decoding's throughput; no k pays here, but inside the schedule a "
                   "k = 0 range would cost more (see the plan's verdict)")
+        if sp.pays_to is not None and sp.pays_end == "memory":
+            return (f"{first}; speculation pays at every batch where the draft fits beside "
+                    f"the target, up to {sp.pays_to} (the plan's verdict below).")
         if sp.pays_to is not None and sp.largest is not None and sp.pays_to < sp.largest:
             return (f"{first}; speculation pays up to batch {sp.pays_to} and costs from "
                     f"{sp.pays_to + 1} on (the plan's verdict below).")

@@ -30,6 +30,8 @@ class Band:
     best_k: int
     sure_hi: int | None
     largest: int
+    ends: str = "cost"  # why the band stops at hi: "cost", "memory" (no draft fits above) or
+    # "plan" (hi is the largest planned batch)
 
 
 def paying_band(plan: Plan, interval: Interval) -> Band | None:
@@ -39,9 +41,14 @@ def paying_band(plan: Plan, interval: Interval) -> Band | None:
         return None
     hi = best = best_batch = best_k = 0
     sure_hi, sure = None, True
+    ends = "plan"
     for batch in range(1, plan.largest_batch + 1):
-        speed, k = plan.best_speculating.get(batch, (0.0, 0))
+        if batch not in plan.best_speculating:
+            ends = "memory"  # the target alone fits here, with no speculating k beside it
+            break
+        speed, k = plan.best_speculating[batch]
         if speed <= 1.0:
+            ends = "cost"
             break
         hi = batch
         if speed > best:
@@ -51,7 +58,7 @@ def paying_band(plan: Plan, interval: Interval) -> Band | None:
             sure_hi = batch
     if hi == 0:
         return None
-    return Band(hi, best, best_batch, best_k, sure_hi, plan.largest_batch)
+    return Band(hi, best, best_batch, best_k, sure_hi, plan.largest_batch, ends)
 
 
 def band_decision(band: Band | None) -> str:
@@ -85,6 +92,9 @@ def band_words(band: Band, interval: Interval) -> str:
     act = "configure it" if band.sure_hi is not None else "measure first, then configure it"
     if band.hi >= band.largest:
         head = f"Speculation pays at every batch that fits, 1–{band.hi} ({at}): {act}."
+    elif band.ends == "memory":
+        head = (f"Speculation pays at every batch where the draft fits beside the target, "
+                f"1–{band.hi} ({at}); above {band.hi} only the target fits in memory: {act}.")
     else:
         head = (f"Speculation pays at batches 1–{band.hi} ({at}) and costs from "
                 f"{band.hi + 1} on: {act} if your server runs mostly below "

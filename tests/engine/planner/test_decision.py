@@ -39,6 +39,21 @@ def test_the_sure_part_of_the_band_is_where_the_intervals_lower_end_clears_1x():
     assert "measure first" in decision.band_words(wide, WIDE)
 
 
+def test_where_no_draft_fits_the_band_ends_for_memory_and_says_so():
+    """Above batch 20 only the target fits (no speculating k is a candidate there): the band
+    stops at 20 for memory, not because speculation costs."""
+    def fits(batch: int, k: int) -> bool:
+        return k == 0 or batch <= 20
+
+    p = schedule.plan(DOMAINS, cycle, 4, 200, fits=fits)
+    band = decision.paying_band(p, TIGHT)
+    assert band.hi == 20 and band.ends == "memory" and band.largest == 200
+    words = decision.band_words(band, TIGHT)
+    assert "where the draft fits beside the target, 1–20" in words
+    assert "above 20 only the target fits in memory" in words and "costs from" not in words
+    assert decision.paying_band(schedule.plan(DOMAINS, cycle, 4, 200), TIGHT).ends == "cost"
+
+
 def test_nothing_pays_no_band():
     def dear(batch: int, k: int) -> float:
         return 10.0 * k
