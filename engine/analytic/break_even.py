@@ -135,10 +135,14 @@ def lookup_break_even_batch(s: Setting, batch_max: int = BATCH_MAX) -> int | Non
 
 
 def _first_losing_batch(s: Setting, batch_max: int, draft: bool) -> int | None:
-    knees, f = _deficit_pieces(s, draft)
-
     def loses(batch: int) -> bool:
         return (speedup_at(s, batch) if draft else lookup_speedup_at(s, batch, 1.0)) <= 1.0
+
+    if s.target.experts or s.draft.experts:
+        # a mixture of experts reads 1 - (1 - k/n)^(B T) of its experts: not linear in B,
+        # so no knees bound the crossings; every batch is tried
+        return next((b for b in range(1, batch_max + 1) if loses(b)), None)
+    knees, f = _deficit_pieces(s, draft)
 
     edges = [1.0] + [x for x in knees if 1.0 < x < batch_max] + [float(batch_max)]
     for lo, hi in zip(edges, edges[1:], strict=False):

@@ -114,15 +114,17 @@ def forward_pass(model: ModelShape, s: Setting, batch: float, tokens: int,
                  gpus: int | None = None) -> Pass:
     """``batch`` sequences of ``tokens`` new tokens each, after ``s.context`` cached tokens,
     split over ``gpus`` tensor-parallel GPUs (``s.gpus`` unless given). Bytes: the weights
-    but an untied input table, the table's rows of the pass's tokens (in the activations'
-    bf16) and the KV cache in its own dtype; FLOPs: the weights' and attention's."""
+    but an untied input table (of a mixture of experts, the experts the pass's tokens reach),
+    the table's rows of the pass's tokens (in the activations' bf16) and the KV cache in its
+    own dtype; FLOPs: the weights' each token multiplies by and attention's."""
     g = s.gpus if gpus is None else gpus
     b = DTYPE_BYTES[s.dtype]
     rows = batch * tokens * model.width * ACTIVATION_BYTES if model.input_table else 0.0
     kv = batch * s.context * model.kv_bytes_per_token(s.kv_cache_dtype, g)
-    read = (model.streamed_params * b + rows) / g + kv
+    # a mixture of experts reads the experts its batch x tokens reach (ModelShape.read_params)
+    read = (model.read_params(batch * tokens) * b + rows) / g + kv
     attention = 4 * s.context * model.heads * model.head_dim * model.layers
-    flops = batch * tokens * (2 * model.streamed_params + attention) / g
+    flops = batch * tokens * (2 * model.active_params + attention) / g
     communication = 2 * model.layers * all_reduce_seconds(s, g, batch, tokens, model.width)
     return Pass(read, flops, read / s.gpu_bandwidth, flops / s.gpu_flops, communication)
 

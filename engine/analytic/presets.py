@@ -58,6 +58,9 @@ class ModelShape:
     source: str = ""
     hidden: int = 0
     input_table: int = 0
+    experts: int = 0  # routed experts of a mixture-of-experts layer (0: a dense model)
+    experts_per_token: int = 0  # the router's top-k
+    expert_params: int = 0  # the routed experts' parameters, every layer's together
 
     @property
     def width(self) -> int:
@@ -65,8 +68,30 @@ class ModelShape:
 
     @property
     def streamed_params(self) -> int:
-        """Parameters every pass reads whole and multiplies by: all but the input table."""
+        """Parameters a pass may read and multiply by: all but the input table."""
         return self.params - self.input_table
+
+    def experts_touched(self, tokens: float) -> float:
+        """The expected share of a layer's routed experts that ``tokens`` tokens reach, each
+        routed to ``experts_per_token`` of ``experts`` independently and uniformly:
+        ``1 - (1 - k/n)^T`` (1 for a dense model)."""
+        if not self.experts:
+            return 1.0
+        return 1.0 - (1.0 - self.experts_per_token / self.experts) ** max(tokens, 0.0)
+
+    def read_params(self, tokens: float) -> float:
+        """Parameters a pass over ``tokens`` tokens reads: the dense ones whole, the routed
+        experts only where a token reached them (verifying k + 1 tokens a row reads more
+        experts than one token does, most of all at a small batch)."""
+        return self.streamed_params - self.expert_params * (1.0 - self.experts_touched(tokens))
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token multiplies by: the dense ones and its top-k experts."""
+        if not self.experts:
+            return self.streamed_params
+        return self.streamed_params - self.expert_params * (
+            1.0 - self.experts_per_token / self.experts)
 
     def kv_heads_per_gpu(self, gpus: int) -> int:
         """KV heads each of ``gpus`` GPUs holds: split while ``gpus <= kv_heads``, then one
@@ -77,6 +102,26 @@ class ModelShape:
         """KV-cache bytes per token of context on one of ``gpus`` GPUs: keys and values of
         every layer, for that GPU's KV heads."""
         return 2 * self.layers * self.kv_heads_per_gpu(gpus) * self.head_dim * DTYPE_BYTES[dtype]
+
+
+def moe_parameters(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int,
+                   vocab: int, tied: bool, experts: int, moe_intermediate: int,
+                   ) -> tuple[int, int]:
+    """Parameters of a Mixtral/Qwen3-MoE decoder (every layer's MLP routed to ``experts``
+    gated experts of ``moe_intermediate``, a router, no shared expert) and those of the
+    routed experts alone."""
+    dense = decoder_parameters(hidden, 0, layers, heads, kv_heads, head_dim, vocab, tied)
+    routed = layers * experts * 3 * hidden * moe_intermediate
+    return dense + routed + layers * hidden * experts, routed
+
+
+def _moe(label: str, source: str, *, hidden: int, layers: int, heads: int, kv_heads: int,
+         head_dim: int, vocab: int, tied: bool, experts: int, top_k: int,
+         moe_intermediate: int) -> ModelShape:
+    params, routed = moe_parameters(hidden, layers, heads, kv_heads, head_dim, vocab, tied,
+                                    experts, moe_intermediate)
+    return ModelShape(label, params, layers, heads, kv_heads, head_dim, source, hidden,
+                      0 if tied else vocab * hidden, experts, top_k, routed)
 
 
 def _shape(label: str, source: str, *, hidden: int, intermediate: int, layers: int, heads: int,
@@ -112,6 +157,24 @@ MODELS: dict[str, ModelShape] = {
         "Qwen2.5 0.5B", "Qwen/Qwen2.5-0.5B config.json",
         hidden=896, intermediate=4864, layers=24, heads=14, kv_heads=2, head_dim=64,
         vocab=151936, tied=True, qkv_bias=True),
+    "qwen3-0.6b": _shape(
+        "Qwen3 0.6B", "Qwen/Qwen3-0.6B config.json",
+        hidden=1024, intermediate=3072, layers=28, heads=16, kv_heads=8, head_dim=128,
+        vocab=151936, tied=True),
+    # Mixtures of experts (num_experts or num_local_experts, num_experts_per_tok,
+    # moe_intermediate_size or intermediate_size of each expert; no shared expert).
+    "qwen3-30b-a3b": _moe(
+        "Qwen3 30B-A3B", "Qwen/Qwen3-30B-A3B config.json",
+        hidden=2048, layers=48, heads=32, kv_heads=4, head_dim=128, vocab=151936, tied=False,
+        experts=128, top_k=8, moe_intermediate=768),
+    "qwen3-235b-a22b": _moe(
+        "Qwen3 235B-A22B", "Qwen/Qwen3-235B-A22B config.json",
+        hidden=4096, layers=94, heads=64, kv_heads=4, head_dim=128, vocab=151936, tied=False,
+        experts=128, top_k=8, moe_intermediate=1536),
+    "mixtral-8x7b": _moe(
+        "Mixtral 8x7B", "mistralai/Mixtral-8x7B-v0.1 config.json",
+        hidden=4096, layers=32, heads=32, kv_heads=8, head_dim=128, vocab=32000, tied=False,
+        experts=8, top_k=2, moe_intermediate=14336),
     "shipped-target": _shape(
         "the shipped target", "models/target/config.json",
         hidden=256, intermediate=768, layers=8, heads=4, kv_heads=4, head_dim=64,
@@ -137,6 +200,10 @@ PAIRS: dict[str, Pair] = {
                         MODELS["llama-3.2-1b"]),
     "qwen-7b-0.5b": Pair("Qwen2.5 7B / Qwen2.5 0.5B", MODELS["qwen2.5-7b"],
                          MODELS["qwen2.5-0.5b"]),
+    "qwen3-30b-a3b-0.6b": Pair("Qwen3 30B-A3B / Qwen3 0.6B (mixture of experts)",
+                               MODELS["qwen3-30b-a3b"], MODELS["qwen3-0.6b"]),
+    "qwen3-235b-a22b-0.6b": Pair("Qwen3 235B-A22B / Qwen3 0.6B (mixture of experts)",
+                                 MODELS["qwen3-235b-a22b"], MODELS["qwen3-0.6b"]),
     "shipped": Pair("shipped pair (8M / 0.7M)", MODELS["shipped-target"],
                     MODELS["shipped-draft"]),
 }

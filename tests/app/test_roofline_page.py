@@ -291,7 +291,7 @@ def test_chart_labels_are_placed_apart_in_every_preset():
         for x0, y0, x1, y1 in boxes:
             assert chart.left <= x0 and x1 <= chart.right and chart.top <= y0 <= y1 <= chart.bottom
         checked += 1
-    assert checked == 4 * 3 * 2 * 3 * 4
+    assert checked == len(PAIRS) * 3 * 2 * 3 * 4
 
 
 def test_each_line_label_sits_by_its_own_line_in_every_preset():
