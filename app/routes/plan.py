@@ -24,6 +24,7 @@ from engine.analytic.schedule import MIX_MAX_DOMAINS, MIX_PATTERN, PlanError, si
 from engine.planner.drafters import KV_BUDGET_MAX, drafter_costs
 from engine.planner.inputs import (
     BATCH_MIX_HELP,
+    BATCH_MIX_K_HELP,
     BATCH_MIX_PATTERN,
     CHOICES,
     K0_HELP,
@@ -196,6 +197,7 @@ def plan_api(
                                       description=K0_HELP)] = "cited",
     batch_mix: Annotated[str, Query(max_length=TEXT_MAX, pattern=BATCH_MIX_PATTERN,
                                     description=BATCH_MIX_HELP)] = "",
+    batch_mix_k: Annotated[int, Query(ge=0, le=16, description=BATCH_MIX_K_HELP)] = 0,
     request_rate: Annotated[float | None, Query(
         gt=0, le=REQUEST_RATE_MAX, description=REQUEST_RATE_HELP)] = None,
     output_tokens: Annotated[int, Query(
@@ -220,7 +222,7 @@ def plan_api(
     inputs = replace(inputs, alpha=None if mix else alpha, mix=tuple(domains) if mix else (),
                      k_max=k_max, max_num_seqs=max_num_seqs, data_parallel=data_parallel,
                      draft_sample=draft_sample.value, k0_overhead=k0_overhead,
-                     batch_mix=batch_mix, request_rate=request_rate,
+                     batch_mix=batch_mix, batch_mix_k=batch_mix_k, request_rate=request_rate,
                      output_tokens=output_tokens, drafter=drafter.value,
                      eagle_head=eagle_head.value if eagle_head else None,
                      draft_kv_budget=draft_kv_budget)

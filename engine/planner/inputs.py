@@ -150,6 +150,10 @@ K0_HELP = ("what a k = 0 range of a schedule costs: 'cited' (the default: what a
            "file's own k0 steps come first), or, to override that for k = 0 ranges alone, a "
            "share of a step such as 0.1, or batch=share,...")
 OUTPUT_TOKENS = 256
+BATCH_MIX_K_HELP = ("the k the server ran while the batch mix was observed (a /watch export of "
+                    "a speculating deployment): 0, the default, for a mix observed without "
+                    "speculation; else the plan converts the mix to the batches the same "
+                    "traffic runs at without speculation (Little's law) before it weighs it")
 REQUEST_RATE_MAX = 1e6
 REQUEST_RATE_HELP = ("the traffic as requests a second (Poisson arrivals) of --output-tokens "
                      "each: the plan prices the time per output token at the batches it "
@@ -209,6 +213,7 @@ class PlanInputs:
     kv_dtype: str = CHOICES["kv_dtype"][0]
     engine: str = CHOICES["engine"][0]
     request_rate: float | None = None  # traffic as requests/s (engine.planner.traffic)
+    batch_mix_k: int = 0  # the k the server ran while batch_mix was observed (0: none)
     output_tokens: int = OUTPUT_TOKENS  # tokens each request decodes, with request_rate
 
     def setting(self, hw: Hardware | None = None, base: Overheads | None = None) -> Setting:

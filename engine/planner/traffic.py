@@ -105,3 +105,28 @@ def at_rate(rate: float, output_tokens: int, tau: Tau, max_num_seqs: int) -> AtR
     served = sum(tokens.values())
     tpot = sum(t * tau(b) for b, t in tokens.items()) / served
     return AtRate(mean, tpot, mix)
+
+
+def unspeculated_mix(mix: dict[int, float], tau_observed: Tau, tau_off: Tau,
+                     max_num_seqs: int) -> dict[int, float]:
+    """A batch mix observed while the server speculated, as the same traffic runs without
+    speculation: each observed batch ``B`` serves requests at the rate ``B / tau_observed(B)``
+    (Little's law), and without speculation that rate needs the batch ``B'`` with
+    ``B' / tau_off(B') = B / tau_observed(B)``; the share of time moves with it (rounded to
+    a whole batch, at most ``max_num_seqs``)."""
+    out: dict[int, float] = {}
+    for batch, share in mix.items():
+        served = batch / tau_observed(batch)
+        lo, hi = 0.0, float(max_num_seqs)
+        if hi / tau_between(tau_off, hi) < served:
+            off = max_num_seqs  # past capacity without speculation: it queues at the top
+        else:
+            for _ in range(60):
+                middle = (lo + hi) / 2
+                if middle / tau_between(tau_off, middle) < served:
+                    lo = middle
+                else:
+                    hi = middle
+            off = min(max_num_seqs, max(1, round(hi)))
+        out[off] = out.get(off, 0.0) + share
+    return out

@@ -29,6 +29,7 @@ from engine.planner.costs import Costs, file_costs, setting_costs, setting_of
 from engine.planner.drafters import DRAFTERS, KV_BUDGET_MAX, drafter_costs
 from engine.planner.inputs import (
     BATCH_MIX_HELP,
+    BATCH_MIX_K_HELP,
     CHOICES,
     EDITS,
     K0_HELP,
@@ -119,6 +120,7 @@ def add_parser(sub, d: dict | None = None) -> None:
                             "safe for all, or one engine per class")
     plan.add_argument("--batch-mix", metavar="FILE|b=w,...", help=BATCH_MIX_HELP + " (or a "
                       "file of them: JSON, or batch=weight entries)")
+    plan.add_argument("--batch-mix-k", type=int, default=0, metavar="K", help=BATCH_MIX_K_HELP)
     plan.add_argument("--request-rate", type=float, metavar="R", help=REQUEST_RATE_HELP)
     plan.add_argument("--output-tokens", type=int, default=OUTPUT_TOKENS, metavar="N",
                       help=f"with --request-rate: tokens each request decodes (default "
@@ -338,6 +340,7 @@ def inputs_from(args, draft_sample: str) -> PlanInputs:
         raise PlanError(f"--output-tokens must be from 1 to 1000000 (got {args.output_tokens})")
     return PlanInputs(**values, alpha=args.alpha, draft_sample=draft_sample,
                       request_rate=args.request_rate, output_tokens=args.output_tokens,
+                      batch_mix_k=args.batch_mix_k,
                       batch_mix=batch_mix, drafter=args.drafter, eagle_head=args.eagle_head,
                       draft_kv_budget=args.draft_kv_budget)
 

@@ -70,3 +70,22 @@ def test_the_traffic_is_given_once_and_its_command_reproduces_it(capsys):
     assert "--request-rate must be above 0" in capsys.readouterr().err
     command = PlanInputs(request_rate=2.5, output_tokens=128).command()
     assert "--request-rate 2.5 --output-tokens 128" in command
+
+
+def test_a_mix_observed_while_speculating_is_converted_to_the_batches_without_it():
+    """Half the time per token with speculation: the same requests need twice the batch
+    without it (Little's law), and the time shares move with them."""
+    off = traffic.unspeculated_mix({4: 0.25, 10: 0.75}, lambda b: 0.005, lambda b: 0.01, 256)
+    assert off == {8: 0.25, 20: 0.75}
+    capped = traffic.unspeculated_mix({200: 1.0}, lambda b: 0.005, lambda b: 0.01, 256)
+    assert capped == {256: 1.0}  # past capacity without speculation: the top batch
+
+
+def test_the_plan_weighs_the_converted_mix_and_says_so(capsys):
+    given = _plan(capsys, "--batch-mix", "8=1,32=2,64=1")
+    observed = _plan(capsys, "--batch-mix", "8=1,32=2,64=1", "--batch-mix-k", "2")
+    said = [n for n in observed["notices"] if n.startswith("The batch mix was observed with")]
+    assert said and "k = 2 running" in said[0]
+    assert observed["plan"]["gain_over_off"] != given["plan"]["gain_over_off"]
+    assert main(["plan", "--alpha", "0.7", "--batch-mix", "8=1", "--batch-mix-k", "40"]) == 2
+    assert "--batch-mix-k must be from 0 to" in capsys.readouterr().err
