@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
-from app.params import Slider, fmt, parse_controls
+from app.params import Slider, fmt, parse_controls, parse_number
 from app.roofline import RooflineState, inputs_of
 from engine.analytic.passes import Setting
 from engine.analytic.schedule import (
@@ -22,7 +22,7 @@ from engine.analytic.schedule import (
     single,
 )
 from engine.planner.costs import K0Price, parse_batch_mix, parse_k0, setting_costs
-from engine.planner.inputs import CHOICES
+from engine.planner.inputs import CHOICES, OUTPUT_TOKENS, REQUEST_RATE_MAX
 from engine.planner.inputs import PLAN_NUMBERS as INPUT_PLAN_NUMBERS
 from engine.planner.provenance import by_hand, from_probe
 from engine.planner.report import report
@@ -32,7 +32,8 @@ PLAN_NUMBERS: dict[str, Slider] = {
     b.name: Slider(b.name, b.label, b.minimum, b.maximum, b.step, b.default, integer=True)
     for b in INPUT_PLAN_NUMBERS.values()
 }
-PLAN_TEXTS = {"k0_overhead": "cited", "batch_mix": ""}
+PLAN_TEXTS = {"k0_overhead": "cited", "batch_mix": "", "request_rate": "",
+              "output_tokens": str(OUTPUT_TOKENS)}
 ALPHA_FROM = re.compile(r"^probe:([A-Za-z0-9_-]{1,64}):([0-9]{1,3}(\.[0-9]{1,6})?)$")
 """``alpha_from``: the saved probe (its id) and temperature the link's alpha came from."""
 TEXT_MAX = 2000  # characters of a text input the link may carry
@@ -47,6 +48,8 @@ class PlanState:
     draft_sample: str = CHOICES["draft_sample"][0]
     k0_overhead: str = "cited"
     batch_mix: str = ""
+    request_rate: str = ""  # requests a second (engine.planner.traffic); empty: not given
+    output_tokens: str = PLAN_TEXTS["output_tokens"]
     alpha_from: str = ""  # "probe:ID:T": where the mix's alphas were measured (ALPHA_FROM)
 
     def items(self) -> list[tuple[str, str]]:
@@ -84,12 +87,20 @@ def parse_plan_state(query: Sequence[tuple[str, str]]) -> tuple[PlanState, list[
         try:
             if name == "k0_overhead":
                 parse_k0(text)
+            elif name == "request_rate" and text:
+                _request_rate(text)
+            elif name == "output_tokens":
+                _output_tokens(text)
             elif text:
                 parse_batch_mix(text)
         except PlanError as error:
             notices.append(f"{name}: {error}; using {fallback or 'none'}.")
             text = fallback
         texts[name] = text
+    if texts["request_rate"] and texts["batch_mix"]:
+        notices.append("request_rate and batch_mix both give the traffic; the batch mix is "
+                       "used.")
+        texts["request_rate"] = ""
     alpha_from = first.get("alpha_from", "")[:TEXT_MAX].strip()
     if alpha_from and not ALPHA_FROM.match(alpha_from):
         notices.append(f"alpha_from={alpha_from[:40]!r} is not probe:ID:TEMPERATURE; the "
@@ -101,6 +112,21 @@ def parse_plan_state(query: Sequence[tuple[str, str]]) -> tuple[PlanState, list[
         alpha_from = ""
     return PlanState(**values, mix=tuple(mix), draft_sample=sample, alpha_from=alpha_from,
                      **texts), notices + mix_notices
+
+
+def _request_rate(text: str) -> float:
+    rate = parse_number(text)
+    if rate is None or not 0 < rate <= REQUEST_RATE_MAX:
+        raise PlanError(f"request_rate must be a number of requests a second above 0 and at "
+                        f"most {REQUEST_RATE_MAX:g}")
+    return rate
+
+
+def _output_tokens(text: str) -> int:
+    tokens = parse_number(text)
+    if tokens is None or tokens != int(tokens) or not 1 <= tokens <= 1_000_000:
+        raise PlanError("output_tokens must be a whole number of tokens from 1 to 1000000")
+    return int(tokens)
 
 
 def plan_planning(state: PlanState, alpha: float) -> tuple[list[Domain], int, K0Price | None]:
@@ -122,7 +148,9 @@ def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
     inputs = replace(inputs_of(rl_state), alpha=None if state.mix else alpha, mix=state.mix,
                      k_max=state.k_max, max_num_seqs=state.max_num_seqs,
                      data_parallel=state.data_parallel, draft_sample=state.draft_sample,
-                     k0_overhead=state.k0_overhead, batch_mix=state.batch_mix)
+                     k0_overhead=state.k0_overhead, batch_mix=state.batch_mix,
+                     request_rate=_request_rate(state.request_rate) if state.request_rate
+                     else None, output_tokens=_output_tokens(state.output_tokens))
     source = by_hand("the link's traffic mix" if state.mix else "the slider model's α",
                      [d.name for d in state.mix])
     if probe is not None and state.probe is not None:

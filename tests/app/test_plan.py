@@ -359,3 +359,15 @@ def test_the_api_answers_for_a_request_rate_and_refuses_two_traffics(client):
     assert data["traffic"]["plan"]["mean_batch"] < data["traffic"]["off"]["mean_batch"]
     both = client.get("/api/plan?request_rate=2&batch_mix=1%3D1")
     assert both.status_code == 422 and "give the traffic once" in both.json()["message"]
+
+
+def test_the_page_plans_for_a_request_rate_in_its_link(client):
+    page = client.get("/?request_rate=50&output_tokens=256").text
+    api = client.get("/api/plan?request_rate=50&output_tokens=256").json()
+    assert api["verdict"] in html.unescape(page)  # one answer, on the page and from the API
+    assert 'name="request_rate" form="controls" value="50"' in page
+    assert "request_rate=50&amp;output_tokens=256" in page  # the link carries the traffic
+    bad = client.get("/?request_rate=fast").text
+    assert "request_rate must be a number of requests a second" in html.unescape(bad)
+    both = client.get("/?request_rate=4&batch_mix=1%3D1").text
+    assert "both give the traffic; the batch mix is used" in both
