@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from app.charts import BarChart, measured_vs_model
 from engine.analytic import published, validate
+from engine.analytic.intervals import INVERSE, KINDS, Interval
 from engine.analytic.published import Series, Source
 from engine.analytic.validate import Report, SeriesResult
 
@@ -32,6 +33,7 @@ class SeriesView:
     labels: list[str]  # each point's name under its bar ("1", "2", ... when words are long)
     numbered: bool  # the bars are numbered: the table's first column says which is which
     chart: BarChart
+    band: tuple[tuple[float, float], ...] = ()  # each point's 80% interval around the model
 
     @property
     def split_words(self) -> str:
@@ -44,6 +46,12 @@ class SeriesView:
     @property
     def misses(self) -> bool:
         return self.result.misses
+
+    @property
+    def inside(self) -> int:
+        """Points whose measured value falls inside the model's interval."""
+        return sum(lo <= p.measured <= hi for p, (lo, hi) in zip(self.result.points, self.band,
+                                                                 strict=True))
 
 
 def point_labels(series: Series) -> tuple[list[str], bool]:
@@ -60,18 +68,32 @@ def point_labels(series: Series) -> tuple[list[str], bool]:
     return [str(i + 1) for i in range(len(series.points))], True
 
 
-def series_view(result: SeriesResult, series: Series, source: Source) -> SeriesView:
+def point_bands(result: SeriesResult, bands: dict[str, Interval]) -> tuple:
+    """Each point's interval for the measured value around the model's: the interval of its
+    kind (speedups; the plain decode speed, inverted for a time), as the page prices it."""
+    kind = next((k for k, quantities in KINDS.items() if result.quantity in quantities), None)
+    if kind is None or kind not in bands:
+        return ()
+    band = bands[kind]
+    if result.quantity in INVERSE:  # a time: the rate's interval turned over
+        return tuple((p.model / band.high, p.model / band.low) for p in result.points)
+    return tuple(band.of(p.model) for p in result.points)
+
+
+def series_view(result: SeriesResult, series: Series, source: Source,
+                bands: dict[str, Interval] | None = None) -> SeriesView:
     labels, numbered = point_labels(series)
     chart = measured_vs_model(labels, [p.measured for p in result.points],
                               [p.model for p in result.points], ceiling=None)
-    return SeriesView(result, source, labels, numbered, chart)
+    return SeriesView(result, source, labels, numbered, chart,
+                      point_bands(result, bands or {}))
 
 
 def page_context(rates: str = validate.DEFAULT_RATES) -> dict:
     r = report(rates)
     sources = {s.id: s for s in r.sources}
     series = published.all_series(list(r.sources))
-    views = [series_view(result, series[result.id], sources[result.source])
+    views = [series_view(result, series[result.id], sources[result.source], r.intervals)
              for result in r.series]
     return {
         "report": r,

@@ -171,3 +171,22 @@ def test_the_intervals_and_their_checked_coverage_are_shown(page):
         shown = f'data-figure="interval-{band.kind}">×{band.low:.2f} to ×{band.high:.2f}: '
         assert shown in page
         assert f"{band.inside} of {band.n} held-out points" in page
+
+
+def test_each_series_shows_every_points_interval_and_whether_it_holds_the_measurement(page):
+    from app.validation import page_context
+
+    views = {v.result.id: v for v in page_context()["views"]}
+    band = REPORT.intervals["speedup"]
+    magicdec = views["magicdec-selfspec-llama-3.1-8b-a100"]
+    for p, (lo, hi) in zip(magicdec.result.points, magicdec.band, strict=True):
+        assert (lo, hi) == pytest.approx(band.of(p.model))
+    tpot = views["vllm-issue20780-llama31-8b-eagle3"]  # a time: the rate's interval turned over
+    speed = REPORT.intervals["speed"]
+    for p, (lo, hi) in zip(tpot.result.points, tpot.band, strict=True):
+        assert (lo, hi) == pytest.approx((p.model / speed.high, p.model / speed.low))
+        assert lo < hi
+    text = section(page, "magicdec-selfspec-llama-3.1-8b-a100")
+    assert magicdec.inside == sum(lo <= p.measured <= hi for p, (lo, hi) in zip(
+        magicdec.result.points, magicdec.band, strict=True))
+    assert f"{magicdec.inside} of 3 measured inside the model's 80% interval" in text
