@@ -371,3 +371,22 @@ def test_the_page_plans_for_a_request_rate_in_its_link(client):
     assert "request_rate must be a number of requests a second" in html.unescape(bad)
     both = client.get("/?request_rate=4&batch_mix=1%3D1").text
     assert "both give the traffic; the batch mix is used" in both
+
+
+@pytest.mark.parametrize("query", ["", "context=0&batch=512", "models=llama-70b-1b&gpus=8"
+                                   "&context=8192&batch=64", "alpha=0.3&batch=256"])
+def test_the_headline_the_stats_and_the_plan_give_one_answer(client, query):
+    """The section's headline, its "best k at this batch" and the plan's verdict agree: where
+    the headline speculates at this batch, the stats name a k that pays and the verdict does
+    not tell the user to serve the target alone; where the verdict says not to configure, the
+    headline does not speculate."""
+    page = html.unescape(client.get(f"/?{query}").text)
+    headline = re.search(r'data-figure="roofline-headline"[^>]*>(.*?)</', page, re.S).group(1)
+    best = re.search(r'data-figure="best_k_b">([^<]*)<', page).group(1)
+    verdict = re.search(r'data-figure="plan-verdict">([^<]*)<', page).group(1)
+    speculates = "the plan speculates k =" in headline
+    if speculates and "faster per token" in headline:
+        assert not best.startswith("none"), (headline, best)
+        assert not verdict.startswith("Do not configure"), (headline, verdict)
+    if verdict.startswith("Do not configure"):
+        assert not speculates or "no k pays here" in headline, (headline, verdict)
