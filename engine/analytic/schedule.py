@@ -421,9 +421,10 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
     The plan is weighed against speculation off and against the best fixed k (the one k in
     ``1..k_max`` with the highest mean) by the geometric mean of ``S`` over the planned
     batches, each weighted by ``batch_weights`` (a batch-size histogram of the traffic; None:
-    every batch counts once). Ties go to the smaller k; with ``spread`` (measured costs), a
-    larger k wins at a batch only when it beats the smaller by more than their two spreads
-    together, so the timings' noise does not turn into a zigzag of ks. ``schedule_cost(B)``:
+    every batch counts once). Ties go to the smaller k; with ``spread`` (measured costs), ks
+    within their two spreads together of the fastest tie, the k of the batch below keeps a
+    tie and else the smaller k takes it, so the timings' noise does not turn into a zigzag
+    of ks. ``schedule_cost(B)``:
     what a per-batch schedule adds to every step, as a share of a plain step, on an engine
     that pays it at every k (vLLM's V1 model runner): the schedule's speculating ranges pay
     it, a fixed k never does, so the schedule must beat the fixed k with it counted."""
@@ -445,7 +446,7 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
         in_schedule = [off] + [tokens[k] / (_checked(cycle(batch, k), batch, k) + extra)
                                for k in range(1, k_max + 1)]
         allowed = [k for k in range(k_max + 1) if k == 0 or fits is None or fits(batch, k)]
-        best = _best(allowed, in_schedule, batch, spread)
+        best = _best(allowed, in_schedule, batch, spread, chosen.get(batch - 1))
         chosen[batch], speed[batch], sched[batch] = best, row, in_schedule
         spec = max((k for k in allowed if k > 0), key=lambda k: (row[k], -k), default=None)
         if spec is not None:
@@ -487,16 +488,18 @@ def plan(domains: Sequence[Domain], cycle: CycleCost, k_max: int = K_MAX,
                 best_speculating=best_speculating)
 
 
-def _best(allowed: list[int], row: list[float], batch: int, spread: Spread | None) -> int:
-    """The fastest k (ties to the smaller); with ``spread``, a larger k replaces the one held
-    only when its speed is above it by more than both spreads."""
+def _best(allowed: list[int], row: list[float], batch: int, spread: Spread | None,
+          below: int | None = None) -> int:
+    """The fastest k (ties to the smaller). With ``spread``, every k within the timings'
+    spread of the fastest (its speed times ``1 + both spreads`` reaches it) ties with it:
+    the k held at the batch below wins a tie if it is in it (noise does not switch k), else
+    the smallest k in it."""
     if spread is None:
         return max(allowed, key=lambda k: (row[k], -k))
-    held = allowed[0]
-    for k in allowed[1:]:
-        if row[k] > row[held] * (1 + spread(batch, k) + spread(batch, held)):
-            held = k
-    return held
+    fastest = max(allowed, key=lambda k: (row[k], -k))
+    ties = [k for k in allowed
+            if row[k] * (1 + spread(batch, k) + spread(batch, fastest)) >= row[fastest]]
+    return below if below in ties else min(ties)
 
 
 def _batch_weights(planned: list[int], given: Mapping[int, float] | None,
