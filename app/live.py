@@ -12,9 +12,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from pydantic_core import PydanticCustomError
 
 from app.params import MAX_SEED, Slider, fmt, parse_controls
+from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.analytic.theory import CURVE_MAX_K
 from engine.decoder.events import GenerationConfig
-from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.settings import Settings
 
 # Prompts of different kinds: acceptance depends on how predictable the text is.

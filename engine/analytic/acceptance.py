@@ -31,6 +31,12 @@ from dataclasses import dataclass
 
 from engine.analytic import theory
 
+DRAFT_SAMPLES = ("probabilistic", "greedy")
+"""How a draft model picks its tokens, as vLLM's ``draft_sample_method``: sample from ``q``
+and accept with ``min(1, p/q)``, or propose the argmax (``q`` one-hot) and accept with
+``p(x)``. Both are lossless; their acceptance rates differ. The engine, the probe, the plan
+and the page all take these two names."""
+
 Count = int | float  # vLLM's Prometheus counters arrive as floats
 
 

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from engine import defaults
+from engine.analytic.acceptance import DRAFT_SAMPLES
 from engine.analytic.theory import ACCEPTED, DISCARDED, KINDS, REJECTED, TARGET
 
 __all__ = [
@@ -34,10 +35,6 @@ __all__ = [
 MAX_DRAFT_K = 32  # a verification pass over more than 33 positions is never worth it
 DEFAULT_SEED = defaults.SEED  # the one default seed of every generation
 GREEDY_BELOW = 1e-4  # temperatures below this are greedy decoding (engine.decoder.sampling)
-DRAFT_SAMPLES = ("probabilistic", "greedy")
-"""How a draft model picks its tokens, as vLLM's ``draft_sample_method``: sample from ``q``
-and accept with ``min(1, p/q)``, or propose the argmax (``q`` one-hot) and accept with
-``p(x)``. Both are lossless; their acceptance rates differ."""
 
 
 @dataclass

@@ -26,11 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
-# Defaults for the shipped pair's 4096-token vocabulary, chosen from the match rates measured
-# on the built-in prompt sets (docs/design.md, "Prompt lookup"). vLLM's own default is
-# min = max = 5, which a short context of a small vocabulary rarely matches.
-PROMPT_LOOKUP_MIN = 2
-PROMPT_LOOKUP_MAX = 4
+from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
+
 MAX_LOOKUP_N = 16  # longer n-grams only find what shorter ones already find
 
 

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, fields, replace
 
 from engine.analytic import engines
+from engine.analytic.acceptance import DRAFT_SAMPLES
 from engine.analytic.break_even import BATCH_MAX
 from engine.analytic.default_overheads import preset_overheads
 from engine.analytic.drafters import STREAMING_BUDGET
@@ -30,7 +31,7 @@ from engine.analytic.presets import (
 from engine.analytic.schedule import K_MAX, MAX_NUM_SEQS, Domain, mix_entry
 from engine.analytic.theory import CURVE_MAX_K
 from engine.planner.drafters import DRAFTERS
-from engine.planner.vllm_config import DEFAULT_DRAFT_SAMPLE, DRAFT_SAMPLES
+from engine.planner.vllm_config import DEFAULT_DRAFT_SAMPLE
 
 
 @dataclass(frozen=True)

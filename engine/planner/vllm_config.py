@@ -40,12 +40,11 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.analytic.acceptance import DRAFT_SAMPLES
 from engine.analytic.schedule import Plan
 
-DRAFT_SAMPLES = ("probabilistic", "greedy")
-"""vLLM's ``draft_sample_method``: "probabilistic" samples the draft from q and accepts with
-``min(1, p/q)``; "greedy" (vLLM's default) drafts the argmax, q one-hot, accepted with
-``p(x)``. Both are lossless; their alpha differs."""
+# vLLM's draft_sample_method: engine.analytic.acceptance.DRAFT_SAMPLES ("greedy" is vLLM's
+# default; "probabilistic" the rule this project's engine and probe measure).
 DRAFT_SAMPLE_WORDS = {
     "probabilistic": "the draft samples from q, accepted with min(1, p/q)",
     "greedy": "the draft's argmax, q one-hot, accepted with p(x)",

@@ -101,3 +101,4 @@ def test_the_command_lines_prompt_lookup_defaults_are_the_drafters():
 
     assert (PROMPT_LOOKUP_MIN, PROMPT_LOOKUP_MAX) == (ngram.PROMPT_LOOKUP_MIN,
                                                       ngram.PROMPT_LOOKUP_MAX) == (2, 4)
+    assert ngram.PROMPT_LOOKUP_MIN is PROMPT_LOOKUP_MIN  # one constant, one home

@@ -264,8 +264,8 @@ def test_vllm_serve_method_ngram_asks_for_prompt_lookup_with_our_defaults():
     n-gram bounds as our engine's drafter, so both engines draft alike."""
     import json
 
+    from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
     from engine.cli import build_parser, defaults
-    from engine.decoder.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
     from engine.serving.cli import serve_spec
 
     parser = build_parser(defaults())
