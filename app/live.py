@@ -12,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from pydantic_core import PydanticCustomError
 
 from app.params import MAX_SEED, Slider, fmt, parse_controls
+from engine.analytic.drafters import DRAFTER_WORDS
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.analytic.theory import CURVE_MAX_K
 from engine.decoder.events import GenerationConfig
@@ -24,7 +25,7 @@ PRESETS: dict[str, str] = {
     "Plain modern English": "The meeting about the new budget was moved to Thursday because",
 }
 DEFAULT_PROMPT = next(iter(PRESETS.values()))
-DRAFTERS = {"model": "draft model", "ngram": "prompt lookup (n-gram)", "eagle": "EAGLE head"}
+DRAFTERS = DRAFTER_WORDS
 # Three quiet measurements of a short run cost about a second on a CPU and show how much it
 # moves; the streamed pass before them is shown, not counted.
 DEFAULT_REPEATS, MAX_REPEATS = 3, 5

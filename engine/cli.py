@@ -38,6 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.analytic.drafters import DRAFTER_NAMES
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.cli_options import add_pair_options
 from engine.decoder.events import (
@@ -222,7 +223,7 @@ EAGLE = "models/eagle"  # the head trained for the shipped target
 
 
 def add_drafter_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--drafter", choices=["model", "ngram", "eagle"], default="model",
+    parser.add_argument("--drafter", choices=DRAFTER_NAMES, default="model",
                         help="model: the draft model; ngram: prompt lookup; eagle: the EAGLE "
                              "head in --eagle (neither loads the draft model)")
     parser.add_argument("--eagle", default=EAGLE,
@@ -491,7 +492,7 @@ def _num(x: float | None, digits: int, unit: str = "") -> str:
     return "n/a" if x is None else f"{x:.{digits}f}{unit}"
 
 
-DRAFTER_NAMES = {"ngram": ", prompt lookup", "eagle": ", EAGLE head"}  # model: the default
+SUMMARY_DRAFTER = {"ngram": ", prompt lookup", "eagle": ", EAGLE head"}  # model: the default
 
 
 def format_summary(s: SummaryEvent) -> str:
@@ -508,7 +509,7 @@ def format_summary(s: SummaryEvent) -> str:
                   f"{s.proposed_per_cycle:.2f} tokens each; c is the lookup's time per cycle"]
     return "\n".join(
         [
-            f"summary (k = {s.k}{DRAFTER_NAMES.get(s.drafter, '')}): {s.tokens} tokens in "
+            f"summary (k = {s.k}{SUMMARY_DRAFTER.get(s.drafter, '')}): {s.tokens} tokens in "
             f"{s.cycles} cycles",
             *lookup,
             f"  alpha                  counted {_num(s.alpha_counted, 3)} "

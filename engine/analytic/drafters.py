@@ -27,6 +27,11 @@ from engine.analytic.overheads import cycle_s, plain_step_s
 from engine.analytic.presets import DTYPE_BYTES, MODELS
 from engine.analytic.roofline import ModelShape, Pass, Setting, forward_pass, target_pass
 
+DRAFTER_WORDS = {"model": "draft model", "ngram": "prompt lookup (n-gram)",
+                 "eagle": "EAGLE head"}
+"""The drafters the engine runs, by their one name (``--drafter``, ``drafter=`` in links and
+the API), in words."""
+DRAFTER_NAMES = tuple(DRAFTER_WORDS)
 STREAMING_BUDGET = 512  # tokens: MagicDec's StreamingLLM budget with a measured acceptance rate
 
 

@@ -13,9 +13,10 @@ import json
 import sys
 from pathlib import Path
 
+from engine.analytic.drafters import DRAFTER_NAMES
 from engine.cli_options import add_pair_options
 
-DRAFTERS = ("model", "ngram", "eagle")
+DRAFTERS = DRAFTER_NAMES
 EAGLE = "models/eagle"  # the head trained for the shipped target
 
 

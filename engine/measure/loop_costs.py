@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from engine.analytic.drafters import DRAFTER_NAMES
 from engine.analytic.schedule import COSTS_FILE_VERSION
 
 
@@ -44,7 +45,7 @@ def add_parser(sub, d: dict, batches_type) -> None:
                        help="batch sizes (default 1,2,4,8,16,32,64)")
     costs.add_argument("--k-max", type=int, default=4, help="the longest draft timed (default 4)")
     add_pair_options(costs, d["target"], d["draft"], k=None)
-    costs.add_argument("--drafter", choices=["model", "ngram", "eagle"], default="model",
+    costs.add_argument("--drafter", choices=DRAFTER_NAMES, default="model",
                        help="the draft model (the default), prompt lookup or the EAGLE head")
     costs.add_argument("--eagle", default="models/eagle",
                        help="the EAGLE head's folder (--drafter eagle; default models/eagle)")

@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from engine.analytic.drafters import DRAFTER_NAMES
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.cli_options import add_pair_options
 from engine.measure.commands import measure, prepare_probe, read_text, report
@@ -141,7 +142,7 @@ def add_parser(sub, d: dict) -> None:
     ours.add_argument("--prompts", default=None,
                       help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
                            "pair's held-out prompts)")
-    ours.add_argument("--drafter", choices=["model", "ngram", "eagle"], default="model",
+    ours.add_argument("--drafter", choices=DRAFTER_NAMES, default="model",
                       help="who proposes: the draft model (the default), prompt lookup "
                            "(each row proposes 0..k tokens from its own context) or the EAGLE "
                            "head in --eagle (neither loads the draft model)")
