@@ -222,10 +222,6 @@ class TimedCosts:
         return ((k * self.time_draft(batch) + self.time_target(batch, k + 1)
                  + self.time_loop(batch, k)) / self.step(batch))
 
-    def extrapolated_past(self) -> int:
-        """The largest timed batch: costs past it follow the last two timed batches' line."""
-        return self.batches[-1]
-
 
 def timed_costs(passes: Sequence[dict], loop: Sequence[dict] = ()) -> TimedCosts:
     """:class:`TimedCosts` from a costs file's ``passes`` (``specscope roofline``, ``specscope

@@ -40,7 +40,7 @@ def acceptance(cycles: Sequence[CycleEvent]) -> Acceptance:
 
 
 @dataclass(frozen=True)
-class Costs:
+class MeasuredCosts:
     """What a cycle's parts cost, in ms and in target decode steps (docs/design.md, "The
     estimators"). Means, not medians: the measured speedup is a ratio of total times, so the
     costs the theory is given are totals too (a draft step's mean counts the first step of
@@ -55,7 +55,7 @@ class Costs:
 
 def costs(
     draft_step_ms: Sequence[float], verify_ms: Sequence[float], baseline_step_ms: Sequence[float]
-) -> Costs:
+) -> MeasuredCosts:
     """``c`` and ``v`` from every draft step, every verification pass and every target-only
     step timed: total time over count for each, so ``k c + v`` target steps is the mean
     cycle and ``1 / step_ms`` the target-only rate the measured speedup divides by."""
@@ -63,10 +63,10 @@ def costs(
         raise ValueError("no timings to cost")
     draft, verify = statistics.fmean(draft_step_ms), statistics.fmean(verify_ms)
     step = statistics.fmean(baseline_step_ms)
-    return Costs(draft, verify, step, draft / step, verify / step)
+    return MeasuredCosts(draft, verify, step, draft / step, verify / step)
 
 
-def cycle_costs(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> Costs:
+def cycle_costs(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -> MeasuredCosts:
     """The costs of these cycles: a draft model's steps, or prompt lookup's one lookup a
     cycle; with prompt lookup v prices the cycles that verify a proposal (the others are plain
     target steps, priced as such by engine.analytic.lookup)."""
