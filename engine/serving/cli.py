@@ -121,8 +121,10 @@ def add_parser(sub, d: dict) -> None:
                             "here, for specscope plan --costs (with the 0 policy, also what "
                             "a k = 0 range costs beside off)")
     rates = sweep.add_argument_group(
-        "--engine vllm --rates (latency at a request rate, instead of --batch)")
-    rates.add_argument("--rates", type=_rates, default=None,
+        "--engine vllm --request-rates (latency at a request rate, instead of --batch)")
+    rates.add_argument("--rates", dest="old_rates", type=_rates, default=None,
+                       help=argparse.SUPPRESS)  # the old spelling, for one release
+    rates.add_argument("--request-rates", dest="rates", type=_rates, default=None,
                        help="open-loop request rates (requests/s), e.g. 0.5,1,2,4: Poisson "
                             "arrivals, each request sent at its time whatever is in flight; "
                             "TPOT p50/p99, TTFT p50 and tokens/s per rate and policy "
@@ -175,11 +177,15 @@ def _rates(text: str) -> list[float]:
 
 
 def run(args) -> int:
+    if getattr(args, "old_rates", None) is not None:
+        print("specscope sweep: --rates is now --request-rates (--rates is `specscope "
+              "validate`'s; the old spelling goes in the next release)", file=sys.stderr)
+        args.rates = args.rates or args.old_rates
     try:
         if args.command == "sweep" and args.rates is not None:
             if args.engine != "vllm":
-                raise VllmError("--rates drives vLLM (--engine vllm); our engine has no "
-                                "open-loop server")
+                raise VllmError("--request-rates drives vLLM (--engine vllm); our engine has "
+                                "no open-loop server")
             from engine.serving.open_loop_cli import open_loop
 
             return open_loop(args)

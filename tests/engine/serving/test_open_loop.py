@@ -101,7 +101,7 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path, monkeypatch, cap
 
     monkeypatch.setenv("FAKE_VLLM_MODE", "serve")
     out = tmp_path / "open-loop" / "result.json"
-    code = main(sweep("--rates", "40,20", "--requests", "4", "--new-tokens", "3",
+    code = main(sweep("--request-rates", "40,20", "--requests", "4", "--new-tokens", "3",
                       "--policies", "off,2", "--python", str(fake_python(tmp_path)),
                       "--out", str(out)))
     assert code == 0
@@ -121,8 +121,8 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path, monkeypatch, cap
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--rates", "0,1"], "more than 0"),
-    (["--rates", "fast"], "must be a number of requests per second"),
+    (["--request-rates", "0,1"], "more than 0"),
+    (["--request-rates", "fast"], "must be a number of requests per second"),
 ])
 def test_bad_rates_are_refused_before_anything_starts(args, message, capsys):
     from engine.cli import main
@@ -140,11 +140,23 @@ def test_bad_rates_are_refused_before_anything_starts(args, message, capsys):
     (["--new-tokens", "1"], "--new-tokens must be at least 2"),
     (["--policies", "off,two"], "policies are 'off' or a whole k"),
     (["--url", "http://127.0.0.1:9"], "leave out --url"),
-    (["--engine", "specscope"], "--rates drives vLLM"),
+    (["--engine", "specscope"], "--request-rates drives vLLM"),
 ])
 def test_bad_options_get_a_message_not_a_traceback(args, message, capsys, tmp_path):
     from engine.cli import main
 
-    code = main([*sweep("--rates", "1"), *args, "--python", str(tmp_path / "missing")])
+    code = main([*sweep("--request-rates", "1"), *args, "--python", str(tmp_path / "missing")])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_old_spelling_rates_still_works_for_one_release_and_says_so(capsys, tmp_path):
+    """--rates is `specscope validate`'s (achieved or datasheet shares); a sweep's request
+    rates are --request-rates, and the old spelling still runs, with a deprecation message."""
+    from engine.cli import main
+
+    code = main([*sweep("--rates", "1"), "--engine", "specscope", "--python",
+                 str(tmp_path / "missing")])
+    err = capsys.readouterr().err
+    assert "--rates is now --request-rates" in err
+    assert code == 2 and "--request-rates drives vLLM" in err  # read as the new option

@@ -23,9 +23,9 @@ def test_open_loop_through_vllm(tmp_path, capsys):
 
     assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON} is missing: run `make install-vllm`"
     out = tmp_path / "open-loop.json"
-    code = main(["sweep", "--engine", "vllm", "--rates", "2,32", "--requests", str(REQUESTS),
-                 "--new-tokens", str(NEW_TOKENS), "--policies", "off,2", "--seed", "0",
-                 "--out", str(out)])
+    code = main(["sweep", "--engine", "vllm", "--request-rates", "2,32", "--requests",
+                 str(REQUESTS), "--new-tokens", str(NEW_TOKENS), "--policies", "off,2",
+                 "--seed", "0", "--out", str(out)])
     assert code == 0
     text = capsys.readouterr().out
     assert "k = 2 against off, TPOT p50 speedup: 2 req/s" in text
