@@ -142,8 +142,11 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     bench.add_argument("--temperatures", type=_float_list, default=[0.0, 1.0],
                        help="comma-separated (default 0,1; 0 = greedy)")
     bench.add_argument("--max-new-tokens", type=int, default=64)
-    bench.add_argument("--prompts", type=int, default=4,
-                       help="how many prompts (the pair's held-out prompts when it has them)")
+    bench.add_argument("--max-prompts", type=int, default=4,
+                       help="how many prompts (the pair's held-out prompts when it has them; "
+                            "default 4)")
+    bench.add_argument("--prompts", dest="old_prompts", type=int, default=None,
+                       help=argparse.SUPPRESS)  # the old spelling of --max-prompts, one release
     bench.add_argument("--prompts-file", type=Path,
                        help="a JSON list of prompts to use instead")
     bench.add_argument("--repeats", type=int, default=3)
@@ -409,8 +412,13 @@ def _bench(args, argv: list[str] | None) -> int:
 
     if not args.ks or min(args.ks) < 1 or max(args.ks) > MAX_DRAFT_K:
         raise ValueError(f"--ks must be draft lengths in 1..{MAX_DRAFT_K}")
-    if args.max_new_tokens < 1 or args.repeats < 1 or args.prompts < 1:
-        raise ValueError("--max-new-tokens, --repeats and --prompts must be at least 1")
+    if args.old_prompts is not None:
+        print("specscope bench: --prompts is now --max-prompts (as in specscope probe; "
+              "--prompts names a file elsewhere); the old spelling goes in the next release",
+              file=sys.stderr)
+        args.max_prompts = args.old_prompts
+    if args.max_new_tokens < 1 or args.repeats < 1 or args.max_prompts < 1:
+        raise ValueError("--max-new-tokens, --repeats and --max-prompts must be at least 1")
     if any(t < 0 for t in args.temperatures):
         raise ValueError("--temperatures must be >= 0")
     if args.prompts_file:
@@ -420,8 +428,8 @@ def _bench(args, argv: list[str] | None) -> int:
     else:
         from engine.measure.prompt_sets import pair_prompts
 
-        prompts = pair_prompts(args.target, per_domain=args.prompts)
-    prompts = prompts[: args.prompts]
+        prompts = pair_prompts(args.target, per_domain=args.max_prompts)
+    prompts = prompts[: args.max_prompts]
     lookup = lookup_of(args)
     set_threads(args.threads, args.device)
     hf_logging.disable_progress_bar()

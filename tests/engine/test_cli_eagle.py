@@ -32,7 +32,7 @@ def test_a_missing_head_is_a_clear_error(capsys, tmp_path):
 
 
 def test_bench_runs_the_head_on_our_engine_only(capsys, tmp_path):
-    argv = ["bench", *SHIPPED, "--drafter", "eagle", "--ks", "2", "--prompts", "1",
+    argv = ["bench", *SHIPPED, "--drafter", "eagle", "--ks", "2", "--max-prompts", "1",
             "--repeats", "1", "--max-new-tokens", "8", "--temperatures", "0", "--quiet"]
     assert cli.main(argv) == 2
     assert "--ours-only" in capsys.readouterr().err

@@ -72,7 +72,7 @@ def test_cli_generate_and_bench_with_the_ngram_drafter(capsys, model_dirs):
     assert cycles and all(c["drafter"] == "ngram" for c in cycles)
     assert events[-2]["event"] == "summary" and events[-2]["drafter"] == "ngram"
     argv = ["bench", "--target", model_dirs["target"], "--drafter", "ngram", "--device", "cpu",
-            "--ks", "2", "--temperatures", "0", "--max-new-tokens", "6", "--prompts", "1",
+            "--ks", "2", "--temperatures", "0", "--max-new-tokens", "6", "--max-prompts", "1",
             "--repeats", "1", "--quiet", "--threads", "1"]
     assert cli.main(argv) == 0
     assert "hf-prompt-lookup" in capsys.readouterr().out
