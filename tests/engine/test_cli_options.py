@@ -55,3 +55,21 @@ def test_every_command_with_a_pair_has_the_same_options():
         assert actions["draft"].help.startswith(MODEL_HELP), name
         if "k" in actions:
             assert actions["k"].type is int, name
+
+
+def test_a_run_dtype_has_the_plans_short_names_and_torchs_are_still_read():
+    import torch
+
+    from engine.cli import torch_dtype
+    from engine.cli_options import TORCH_DTYPES
+    from engine.serving.cli import add_parser as add_vllm
+    from engine.serving.cli import serve_spec
+
+    assert torch_dtype("bf16") is torch.bfloat16 is torch_dtype("bfloat16")
+    assert torch_dtype("fp32") is torch.float32 and torch_dtype(None) is None
+    parser = argparse.ArgumentParser()
+    add_vllm(parser.add_subparsers(dest="command"), {"target": "t", "draft": "d",
+                                                     "vllm_url": None, "pairs": {}})
+    for given, sent in (("fp16", "float16"), ("float32", "float32")):
+        args = parser.parse_args(["vllm", "serve", "--dtype", given])
+        assert serve_spec(args).dtype == sent == TORCH_DTYPES.get(given, given)
