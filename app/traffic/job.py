@@ -84,8 +84,11 @@ def probe_job(
                                cfg) for cfg in configs]
         else:
             client = VllmClient(vllm_url, timeout_s=60.0)
-            results = [probe_and_compare(client, pair, fitted, config, measure,
-                                         notices=notices + cut, steps=True).vllm]
+            try:  # reading the server's k happens before any measure: say whose error it is
+                results = [probe_and_compare(client, pair, fitted, config, measure,
+                                             notices=notices + cut, steps=True).vllm]
+            except VllmError as error:
+                raise RunStopped(f"the vLLM server: {error}") from None
         both = results[1] if len(results) == 2 else None
         run.post(RunMessage(MessageKind.PROBE, probe=results[0], probe_ngram=both))
         if keep is not None:
