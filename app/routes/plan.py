@@ -123,8 +123,10 @@ class BandOut(BaseModel):
     best: float = Field(description="the highest speedup in the band, over no config")
     best_batch: int
     best_k: int
-    sure_hi: int | None = Field(description="the interval's lower end clears 1x at batches "
-                                            "1..sure_hi (null: nowhere)")
+    sure_lo: int | None = Field(None, description="the interval's lower end clears 1x at "
+                                                  "batches sure_lo..sure_hi, its first run "
+                                                  "(null: nowhere)")
+    sure_hi: int | None = Field(description="the end of that run")
 
 
 class IntervalOut(BaseModel):

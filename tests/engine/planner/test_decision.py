@@ -67,3 +67,27 @@ def test_with_the_traffic_given_the_interval_decides():
     assert decision.weighted_decision(1.2, WIDE) == MEASURE_FIRST  # 0.72-1.44
     assert decision.weighted_decision(0.8, WIDE) == DO_NOT  # 0.48-0.96
     assert decision.weighted_decision(1.2, TIGHT) == CONFIGURE
+
+
+def test_a_band_sure_only_above_some_batch_says_so_and_configures():
+    """A mixture of experts gains more as the batch grows: the interval's lower end clears 1x
+    only from some batch on; the band is configured and says where it straddles."""
+    def rising(batch: int, k: int) -> float:  # pays a little below batch 10, much above
+        return (1 + 0.7 * k) * (0.5 if batch >= 10 else 1.2) / 1.4
+
+    p = schedule.plan(DOMAINS, rising, 4, 40)
+    band = decision.paying_band(p, WIDE)
+    assert (band.lo, band.sure_lo, band.sure_hi, band.hi) == (1, 10, 40, 40)
+    assert decision.band_decision(band) == CONFIGURE
+    assert "straddles 1× outside batches 10–40" in decision.band_words(band, WIDE)
+
+
+def test_where_speculation_pays_only_from_a_larger_batch_the_band_starts_there():
+    def rising(batch: int, k: int) -> float:  # costs below batch 10, pays above
+        return (1 + 0.7 * k) * (0.5 if batch >= 10 else 2.0) / 1.4
+
+    band = decision.paying_band(schedule.plan(DOMAINS, rising, 4, 40), WIDE)
+    assert (band.lo, band.hi) == (10, 40)
+    words = decision.band_words(band, WIDE)
+    assert words.startswith("Speculation costs at batches 1–9 (verifying k + 1 tokens")
+    assert "and pays at every batch that fits from 10 to 40" in words
