@@ -28,7 +28,7 @@ from app.streams import KEEPALIVE_S, STREAM_HEADERS
 from app.templating import templates
 from app.watch import Deployment, WatchService
 from app.watch_charts import time_chart
-from engine.serving.watch import CSV_COLUMNS, batch_mix, batch_mix_text
+from engine.serving.watch import CSV_COLUMNS, batch_mix, batch_mix_k, batch_mix_text
 
 router = APIRouter(tags=["watch"])
 UNKNOWN = {404: {"model": Problem, "description": "no deployment of that name is watched here "
@@ -75,6 +75,7 @@ def deployment_context(service: WatchService, d: Deployment) -> dict:
         "charts": [alpha_chart, length_chart, batch_chart],
         "rows": list(reversed(history[-TABLE_ROWS:])),
         "mix": batch_mix_text(batch_mix(history)),
+        "mix_k": batch_mix_k(history),
         "positions": (last_measured or {}).get("per_position_acceptance") or [],
     }
 
@@ -131,7 +132,8 @@ def watch_json(request: Request, name: str) -> JSONResponse:
     mix = batch_mix(history)
     return JSONResponse({"deployment": d.name, "url": d.url, "notices": d.notices,
                          "batch_mix": {str(b): w for b, w in mix.items()},
-                         "batch_mix_text": batch_mix_text(mix), "intervals": history},
+                         "batch_mix_text": batch_mix_text(mix),
+                         "batch_mix_k": batch_mix_k(history), "intervals": history},
                         headers={"Content-Disposition": f'inline; filename="{d.name}.json"'})
 
 

@@ -595,6 +595,14 @@ def batch_mix(intervals: Sequence[dict]) -> dict[int, float]:
     return {b: round(s / total, 4) for b, s in sorted(seconds.items())} if total else {}
 
 
+def batch_mix_k(intervals: Sequence[dict]) -> int:
+    """The k the server ran while :func:`batch_mix` was observed (its per-position counters':
+    the last interval that drafted says it), 0 when it did not speculate: what ``specscope
+    plan --batch-mix-k`` takes to convert the mix to the batches without speculation."""
+    drafted = [iv for iv in intervals if iv.get("drafts") and iv.get("k")]
+    return int(drafted[-1]["k"]) if drafted else 0
+
+
 def batch_mix_text(mix: dict[int, float]) -> str:
     """``"1=0.25,4=0.75"``: the mix as ``--batch-mix`` takes it on the command line."""
     return ",".join(f"{b}={w:g}" for b, w in mix.items())

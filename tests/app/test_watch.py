@@ -112,6 +112,11 @@ def test_the_exports_hold_every_stored_interval(tmp_path, vllm_page):
         intervals = wait_for(client, lambda ivs: moving(ivs))
         data = client.get("/watch/prod.json").json()
         assert data["batch_mix"] == {"1": 1.0} and data["batch_mix_text"] == "1=1"
+        # the server drafted with its k = 4 (four per-position counters): the mix was
+        # observed with speculation on
+        assert data["batch_mix_k"] == len(START.accepted_per_position) == 4
+        html = client.get("/watch?deployment=prod").text
+        assert "specscope plan --batch-mix 1=1 --batch-mix-k 4</code>" in html
         rows = list(csv.DictReader(io.StringIO(client.get("/watch/prod.csv").text)))
         assert len(rows) >= len(intervals)
         row = next(r for r in rows if r["state"] == "moving")
