@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.rules import verify, verify_greedy
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -28,7 +29,6 @@ from engine.decoder.forward import (
     rollback,
 )
 from engine.decoder.sampling import greedy, sample, warp
-from engine.decoder.verify import verify, verify_greedy
 
 SHAPE = dict(
     vocab_size=300,

@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 from scipy.stats import chisquare
+from support.rules import residual, verify
 
 from engine.decoder.sampling import greedy, sample
-from engine.decoder.verify import residual, verify, verify_batch
+from engine.decoder.verify import verify_batch
 
 V = 4
 START = V  # the "previous token" of the first position

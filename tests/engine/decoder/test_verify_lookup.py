@@ -3,7 +3,8 @@
 The toy language of test_verify (next-token tables that depend on the position and the
 previous token). The drafter is the real prompt lookup over a fixed prefix plus the output
 so far, so cycles propose k tokens, fewer, or none; ``q`` is one-hot at the proposal and the
-rule is :func:`engine.decoder.verify.verify`, unchanged. Chi-square compares the first two
+rule is :func:`support.rules.verify` (the engine's batched rule on one row), unchanged.
+Chi-square compares the first two
 and the first three tokens with the target's own joint distribution; the same harness must
 reject broken rules.
 """
@@ -16,10 +17,10 @@ from itertools import product
 import pytest
 import torch
 from scipy.stats import chisquare
+from support.rules import verify, verify_greedy
 
 from engine.decoder.ngram import one_hot_q, propose
 from engine.decoder.sampling import greedy, sample
-from engine.decoder.verify import verify, verify_greedy
 
 V = 4
 POSITIONS = 6
