@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 
 MAX_LOOKUP_N = 16  # longer n-grams only find what shorter ones already find
@@ -87,12 +85,3 @@ def propose(context: Sequence[int], k: int, min_n: int, max_n: int) -> Proposal:
             if tokens[j : j + n] == suffix:
                 return Proposal(tokens[j + n : min(j + n + k, total)], n, j)
     return NO_PROPOSAL
-
-
-def one_hot_q(tokens: torch.Tensor, vocab: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The lookup's ``q``: ``[m, V]`` rows one-hot at the proposed tokens ``[m]``. Through
-    :func:`engine.decoder.verify.verify` it accepts ``x`` with probability
-    ``min(1, p(x) / 1) = p(x)`` and corrects from ``norm(max(0, p - q))``: ``p`` with ``x``
-    removed, renormalised."""
-    q = torch.zeros(tokens.shape[0], vocab, dtype=dtype, device=tokens.device)
-    return q.scatter_(1, tokens.view(-1, 1), 1.0)

@@ -49,3 +49,12 @@ def verify_greedy(draft_tokens: list[int], target_tokens: list[int]) -> tuple[in
     while n < len(draft_tokens) and draft_tokens[n] == target_tokens[n]:
         n += 1
     return n, target_tokens[n]
+
+
+def one_hot_q(tokens: torch.Tensor, vocab: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The lookup's ``q``: ``[m, V]`` rows one-hot at the proposed tokens ``[m]``. Through
+    :func:`verify` it accepts ``x`` with probability
+    ``min(1, p(x) / 1) = p(x)`` and corrects from ``norm(max(0, p - q))``: ``p`` with ``x``
+    removed, renormalised."""
+    q = torch.zeros(tokens.shape[0], vocab, dtype=dtype, device=tokens.device)
+    return q.scatter_(1, tokens.view(-1, 1), 1.0)

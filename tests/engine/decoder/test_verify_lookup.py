@@ -17,9 +17,9 @@ from itertools import product
 import pytest
 import torch
 from scipy.stats import chisquare
-from support.rules import verify, verify_greedy
+from support.rules import one_hot_q, verify, verify_greedy
 
-from engine.decoder.ngram import one_hot_q, propose
+from engine.decoder.ngram import propose
 from engine.decoder.sampling import greedy, sample
 
 V = 4
