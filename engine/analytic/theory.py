@@ -88,15 +88,6 @@ def accepted_sd(alpha: float, k: int) -> float:
     return math.sqrt(max(sum(a * a * p for a, p in enumerate(pmf)) - mean * mean, 0.0))
 
 
-def compute_tax(alpha: float, k: int, c_flops: float) -> float:
-    """Arithmetic relative to plain decoding (Leviathan, Theorem 3.11).
-
-    ``c_flops`` is the draft/target FLOP ratio. Each cycle spends ``k c_flops`` on drafts and
-    ``k + 1`` target positions, and yields ``expected_tokens`` tokens.
-    """
-    return (k * c_flops + k + 1) / expected_tokens(alpha, k)
-
-
 @dataclass(frozen=True)
 class CurvePoint:
     k: int

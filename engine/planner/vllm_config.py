@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.analytic.acceptance import DRAFT_SAMPLES
@@ -202,20 +201,3 @@ def serve_command(args: dict) -> str:
         text = json_text(value) if isinstance(value, dict) else str(value)
         parts += [f"--{key.replace('_', '-')}", shlex.quote(text)]
     return " ".join(parts)
-
-
-def dense_lookup(ranges: Sequence[Sequence[int]], max_batch: int, k_cap: int) -> list[int]:
-    """The k vLLM uses at every batch ``1..max_batch`` for ``ranges`` (index 0 unused),
-    following ``build_dynamic_sd_schedule_lookup`` (vllm/v1/spec_decode/dynamic/utils.py):
-    ranges sorted by start, a gap takes the previous range's k, batches past the last range
-    take the last k, and every k is capped at ``num_speculative_tokens``."""
-    table = [0] * (max_batch + 1)
-    k = None
-    spans = sorted(ranges)
-    for batch in range(1, max_batch + 1):
-        for lo, hi, rk in spans:
-            if lo <= batch <= hi:
-                k = rk
-                break
-        table[batch] = min(k_cap, k if k is not None else 0)
-    return table

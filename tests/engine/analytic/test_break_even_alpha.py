@@ -13,7 +13,6 @@ from engine.analytic.break_even_alpha import (
     planned_k,
     step_costs,
 )
-from engine.planner.vllm_config import dense_lookup
 
 
 def costs(ms: dict[int, tuple[float, float, float]], k: int = 4) -> dict:
@@ -97,8 +96,11 @@ def test_a_file_that_is_not_costs_is_refused_saying_why(data, message):
 
 
 def test_the_planned_k_is_the_one_vllm_looks_up():
+    """vLLM's build_dynamic_sd_schedule_lookup: the range holding the batch; in a gap the
+    previous range's k; past the last range the last k (the slow test in
+    tests/engine/serving/test_plan_cli.py holds planned_k against vLLM's own function)."""
     ranges = [[1, 1, 4], [2, 3, 2], [6, 13, 3], [15, 19, 0], [20, 64, 1]]
-    table = dense_lookup(ranges, 100, 4)
-    assert [planned_k(ranges, b, 4) for b in range(1, 101)] == table[1:]
+    expected = [4] + [2] * 4 + [3] * 9 + [0] * 5 + [1] * 81  # batches 1..100
+    assert [planned_k(ranges, b, 4) for b in range(1, 101)] == expected
     assert planned_k([[4, 8, 3]], 2) == 0  # before the first range
     assert planned_k([[1, 8, 6]], 3, k_cap=4) == 4

@@ -118,7 +118,6 @@ def test_edge_alpha_one_accepts_every_draft():
     for k in KS:
         assert theory.expected_tokens(1.0, k) == k + 1
         assert theory.acceptance_length_pmf(1.0, k)[-1] == 1.0
-        assert theory.compute_tax(1.0, k, c_flops=0.0) == 1.0
 
 
 def test_edge_k_one():
@@ -151,13 +150,6 @@ def test_best_k_is_the_argmax_of_the_curve():
 def test_verification_cost_enters_the_cycle_cost():
     assert theory.cycle_cost(4, 0.18, v=1.5) == pytest.approx(2.22)
     assert theory.speedup(0.7, 4, 0.18, v=2.0) < theory.speedup(0.7, 4, 0.18, v=1.0)
-
-
-def test_compute_tax_matches_theorem_3_11():
-    alpha, k, c_flops = 0.7, 4, 0.05
-    expected = (1 - alpha) * (k * c_flops + k + 1) / (1 - alpha ** (k + 1))
-    assert theory.compute_tax(alpha, k, c_flops) == pytest.approx(expected)
-    assert theory.compute_tax(alpha, k, c_flops) > 1
 
 
 def test_rates_and_times():

@@ -14,6 +14,7 @@ import pytest
 
 from engine.analytic import engines, schedule
 from engine.analytic.break_even import step_s
+from engine.analytic.break_even_alpha import planned_k
 from engine.analytic.default_overheads import fitted
 from engine.analytic.overheads import Overheads, schedule_overhead_s
 from engine.analytic.roofline import (
@@ -29,7 +30,6 @@ from engine.cli import main
 from engine.measure.probe import ProbeRow
 from engine.planner import vllm_config
 from engine.planner.costs import CITED_K0, memory_fits, spec_step_k0
-from engine.planner.vllm_config import dense_lookup
 from engine.serving.calibrate import calibrate
 from engine.serving.cli import spec_from_plan
 from engine.serving.client import VllmError
@@ -410,8 +410,9 @@ def test_vllm_builds_the_printed_config_on_1_2_and_8_gpus_and_looks_up_the_plann
         if "num_speculative_tokens_per_batch_size" in config:  # the schedule, batch by batch
             planned = [0] + [r["k"] for r in printed["plan"]["ranges"]
                              for _ in range(r["lo"], r["hi"] + 1)]
-            assert dense_lookup(config["num_speculative_tokens_per_batch_size"],
-                                args["max_num_seqs"], config["num_speculative_tokens"]) == planned
+            schedule_ = config["num_speculative_tokens_per_batch_size"]
+            assert [0] + [planned_k(schedule_, b, config["num_speculative_tokens"])
+                          for b in range(1, args["max_num_seqs"] + 1)] == planned
         else:  # the best fixed k at every batch
             planned = [0] + [printed["plan"]["fixed_k"]] * args["max_num_seqs"]
             assert config["num_speculative_tokens"] == printed["plan"]["fixed_k"]
