@@ -216,13 +216,6 @@ def speculate_batch(
                             clock or Clock(pair.device), eagle)
 
 
-def run_batch(pair: ModelPair, config: BatchConfig, lookup: PromptLookup | None = None,
-              eagle: EagleHead | None = None) -> tuple[list[BatchStepEvent], BatchDoneEvent]:
-    """:func:`speculate_batch` run to the end."""
-    *steps, done = speculate_batch(pair, config, lookup=lookup, eagle=eagle)
-    return steps, done
-
-
 def check_batchable(name: str, model) -> None:
     """Raise ``ValueError`` unless the engine's own forward pass runs ``model`` (a batch
     needs per-row lengths, positions and masks, which transformers' cache does not keep)."""

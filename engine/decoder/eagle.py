@@ -341,30 +341,6 @@ def propose(
     return torch.stack(drafts, 1), (torch.stack(qs, 1) if qs else None)
 
 
-@torch.inference_mode()
-def draft_after_prompt(
-    target: PreTrainedModel,
-    head: EagleHead,
-    prompt: torch.Tensor,
-    k: int,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-) -> tuple[int, torch.Tensor, torch.Tensor | None]:
-    """One cycle's proposal from scratch: the target reads ``prompt [n]`` and chooses its
-    next token (argmax, or sampled at ``temperature``), then the head drafts ``k`` tokens
-    after it from the target's hidden states. Returns that token, the drafts ``[k]`` and
-    their distributions ``q [k, V]`` (None when greedy)."""
-    features = target_features(target, prompt[None])  # [1, n, H]
-    p = warp(target.lm_head(features[0, -1]).float(), temperature)
-    nxt = int(p.argmax()) if temperature == 0.0 else int(
-        torch.multinomial(p, 1, generator=generator))
-    tokens = torch.cat([prompt[1:], torch.tensor([nxt])])[None]
-    positions = torch.arange(len(prompt))[None]
-    drafts, q = propose(head, head.new_cache(1, len(prompt) + k), tokens, features, positions,
-                        k, temperature, generator)
-    return nxt, drafts[0], (q[0] if q is not None else None)
-
-
 # ---- the head as a drafter of a speculative loop ---------------------------------------------
 
 

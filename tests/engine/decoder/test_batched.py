@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 from scipy.stats import chisquare
+from support.runs import run_batch
 from support.tiny_models import CORPUS, build_mistral, build_tokenizer, save
 
 import engine.decoder.batched as batched
 import engine.decoder.step as step_module
 from engine.decoder.baseline import run_target_only
-from engine.decoder.batched import BatchConfig, BatchDoneEvent, BatchStepEvent, run_batch
+from engine.decoder.batched import BatchConfig, BatchDoneEvent, BatchStepEvent
 from engine.decoder.common import encode_prompt
 from engine.decoder.events import GenerationConfig
 from engine.decoder.forward import forward, new_cache

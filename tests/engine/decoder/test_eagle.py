@@ -322,7 +322,7 @@ def test_a_row_leaving_the_batch_leaves_the_others_drafting_as_before(head, targ
 
 
 def test_drafting_after_a_prompt_starts_from_the_targets_own_next_token(head, target):
-    from engine.decoder.eagle import draft_after_prompt
+    from support.runs import draft_after_prompt
 
     prompt = torch.tensor([5, 17, 42, 9, 100, 7])
     nxt, drafts, q = draft_after_prompt(target, head, prompt, k=3)

@@ -15,6 +15,7 @@ import dataclasses
 import pytest
 import torch
 from support.lossless import chi_square_pvalue, target_marginals, token_counts
+from support.runs import run_batch
 from support.tiny_models import (
     CORPUS,
     build_linear_attention,
@@ -27,7 +28,7 @@ from support.tiny_models import (
 
 from engine.decoder import loading
 from engine.decoder.baseline import run_target_only
-from engine.decoder.batched import BatchConfig, run_batch
+from engine.decoder.batched import BatchConfig
 from engine.decoder.events import GenerationConfig
 from engine.decoder.forward import FastDecoder
 from engine.decoder.loading import PairError, load_pair
