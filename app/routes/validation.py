@@ -45,9 +45,12 @@ def validation_page(request: Request) -> HTMLResponse:
 def validation_api(
     rates: Annotated[Rates, Query(description=RATES_HELP)] = validate.DEFAULT_RATES,
 ) -> dict[str, Any]:
-    """What ``specscope validate --json`` prints: the fitted overhead terms (every pass:
-    ``launch_s_per_layer`` times its model's layers; once a step: ``sample_s_per_row`` B; a
-    speculative step: ``spec_fixed_s`` + ``spec_per_row_s`` B) and their fits, then every
+    """What ``specscope validate --json`` prints: the fitted ``terms`` and each engine's
+    ``overheads`` built from them (every pass: ``launch_s_per_layer`` times its model's
+    layers; once a step: ``step_fixed_s``; a draft pass: ``draft_fixed_s``; a speculative
+    cycle: ``spec_fixed_s`` + ``spec_per_row_s`` B; a schedule's step: ``schedule_fixed_s`` +
+    ``schedule_per_row_s`` B), the ``fits`` that found them and ``left_out`` (each fit source
+    left out in turn), then every
     fitted and held-out series with its source, table, split, each point's setting, measured
     and model values, how the number was read and its error ``(model - measured) /
     measured``, the median absolute error, whether a held-out series misses (median above

@@ -1,17 +1,21 @@
 """The cost model held against published measurements (``specscope validate``; standard
 library only).
 
-1. Fit the pass terms (:mod:`engine.analytic.overheads`) on the series marked ``fit`` in
-   ``measurements/published``: gpt-fast's bf16 steps of four models on 1 to 8 A100s (14 steps,
-   one source, all at batch 1) fix the launch time a layer and the all-reduce's latency a
-   doubling of the GPUs, weighted by relative error; the speculative-step terms come from vLLM
-   issue 49548's k = 0 report (``spec_step_fit``). MagicDec's one quoted step time at batch 32
-   is held out: one number never decides a term.
-2. Predict every ``fit`` and ``held_out`` point with the roofline plus those overheads, and
-   report the error per point, ``(model - measured) / measured``, and the median absolute
-   error per series. A series with a ``calibration`` (EAGLE-3 in SGLang at batch 64, a tree
-   draft: reference only until trees are priced) takes the acceptance it needs from
-   measurements at another batch (:func:`eagle_tokens_per_cycle`).
+1. Fit the terms (:mod:`engine.analytic.overheads`, :mod:`engine.analytic.engines`) on the
+   series ``measurements/published/split.json`` marks ``fit``, each term on the source that
+   identifies it: gpt-fast's bf16 steps of four models on 1 to 8 A100s (14 steps, all at
+   batch 1) fix the launch time a layer and the all-reduce's latency a doubling of the GPUs,
+   weighted by relative error; vLLM's batch-1 reports (issue 20780's plain step and EAGLE-3
+   chains, PR 17202's plain step) fix vLLM's own time a step, a draft pass and a cycle; vLLM
+   issue 49548's k = 0 report (``schedule_fit``) what a per-batch schedule adds. MagicDec's
+   one quoted step time at batch 32 is held out: one number never decides a term.
+2. Predict every ``fit`` and ``held_out`` point with the roofline plus the overheads of the
+   series' engine, and report the error per point, ``(model - measured) / measured``, and the
+   median absolute error per series. A series with a ``calibration`` (EAGLE-3 in SGLang at
+   batch 64, a tree draft: reference only until trees are priced) takes the acceptance it
+   needs from measurements at another batch (:func:`eagle_tokens_per_cycle`).
+3. Fit again without each fit source in turn and predict its series from the others' terms
+   (:func:`leave_one_source_out`): how much each term rests on the one source that decides it.
 
 The roofline runs at the page's achieved rates (0.685 of the bandwidth, 0.801 of the FLOP/s) by
 default, so the report prices what the page prices; ``datasheet`` runs it at the datasheet's,
