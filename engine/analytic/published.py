@@ -123,14 +123,20 @@ def _point(raw: dict, where: str) -> Point:
     return Point(float(value), raw["reading"], raw.get("batch"), raw.get("context"), extra)
 
 
-def load_split(path: Path = SPLIT_FILE) -> dict[str, dict[str, str]]:
-    """``{source id: {series id: role}}`` from the split file, each role checked."""
+def _read(path: Path, schema: str) -> dict:
+    """A data file's JSON, of ``schema`` (a :class:`PublishedError` says what is wrong)."""
     try:
         raw = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise PublishedError(f"{path.name}: not readable JSON ({error})") from error
-    if raw.get("schema") != SPLIT_SCHEMA:
-        raise PublishedError(f"{path.name}: 'schema' must be {SPLIT_SCHEMA!r}")
+    if not isinstance(raw, dict) or raw.get("schema") != schema:
+        raise PublishedError(f"{path.name}: 'schema' must be {schema!r}")
+    return raw
+
+
+def load_split(path: Path = SPLIT_FILE) -> dict[str, dict[str, str]]:
+    """``{source id: {series id: role}}`` from the split file, each role checked."""
+    raw = _read(path, SPLIT_SCHEMA)
     for source, roles in raw["sources"].items():
         for series, role in roles.items():
             if role not in SPLITS:
@@ -170,12 +176,7 @@ def _series(raw: dict, source_id: str, where: str, split: dict[str, dict[str, st
 def load_source(path: Path, split: dict[str, dict[str, str]] | None = None) -> Source:
     """One file, checked against the schema (a :class:`PublishedError` names what is wrong)."""
     where = path.name
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise PublishedError(f"{where}: not readable JSON ({error})") from error
-    if raw.get("schema") != SCHEMA:
-        raise PublishedError(f"{where}: 'schema' must be {SCHEMA!r}")
+    raw = _read(path, SCHEMA)
     _require(raw, ("id", "source", "hardware", "software", "series"), where)
     _require(raw["source"], SOURCE_FIELDS, f"{where} source")
     not_found = tuple(raw.get("not_found", ()))
