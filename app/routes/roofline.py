@@ -33,7 +33,7 @@ def roofline_api(
     verification pass is memory- or compute-bound, the best k at this batch, and the curve
     over batch 1, 2, 4, ..., 1024 (each point says whether it fits in memory). Memory per GPU:
     ``fits``, ``memory_gb_per_gpu`` (weights + KV cache of both models), ``memory_gb_available``
-    (device memory x ``usable_fraction``), ``max_batch_that_fits`` (searched up to 65,536; null
+    (device memory x ``usable``), ``max_batch_that_fits`` (searched up to 65,536; null
     when batch 1 does not fit) and ``max_batch_without_draft``. Tensor parallelism:
     ``target_pass``, ``verify_pass`` and ``draft_pass`` give each pass's memory, compute and
     communication times on one GPU (two ring all-reduces a layer when ``gpus`` > 1), its total
@@ -52,9 +52,9 @@ def roofline_api(
     result["hardware"] = {"label": hw.label, "bandwidth_tb_s": s.gpu_bandwidth / 1e12,
                           "tflops": s.gpu_flops / 1e12, "peak_bandwidth_tb_s": hw.bandwidth / 1e12,
                           "peak_tflops": hw.peak_flops(s.dtype) / 1e12,
-                          "achieved": {"bandwidth": s.bandwidth_fraction if not hw.achieved
+                          "achieved": {"bandwidth": s.bw_share if not hw.achieved
                                        else 1.0,
-                                       "flops": s.flops_fraction if not hw.achieved else 1.0},
+                                       "flops": s.flops_share if not hw.achieved else 1.0},
                           "memory_gb": hw.memory / 1e9,
                           "link_gb_s": hw.link_bandwidth / 1e9, "source": hw.source}
     if math.isinf(result["memory_gb_available"]):  # a machine whose memory the model does not know

@@ -21,11 +21,11 @@ from engine.analytic.passes import Setting
 
 
 @functools.lru_cache(maxsize=64)
-def fitted(bandwidth_fraction: float, flops_fraction: float,
+def fitted(bw_share: float, flops_share: float,
            engine: str = engines.DEFAULT) -> Overheads:
     """The published fit's overheads for ``engine`` at these fractions
     (:func:`engine.analytic.validate.fit` on every source in ``measurements/published``)."""
-    return validate.fit(published.load_all(), (bandwidth_fraction, flops_fraction)).overheads(
+    return validate.fit(published.load_all(), (bw_share, flops_share)).overheads(
         engine)
 
 
@@ -36,4 +36,4 @@ def preset_overheads(s: Setting, engine: str = engines.DEFAULT) -> Overheads:
     a costs file."""
     if s.hardware.achieved:
         return NONE
-    return fitted(s.bandwidth_fraction, s.flops_fraction, engine)
+    return fitted(s.bw_share, s.flops_share, engine)

@@ -45,9 +45,9 @@ def _weights_and_kv_per_sequence(s: Setting, with_draft: bool = True) -> tuple[f
 
 def memory_at(s: Setting, batch: float) -> Memory:
     """What one GPU holds at batch ``B``: ``(N_p + N_q) b / G + B (L + k + 1)(kv_p + kv_q)``
-    with the KV bytes per GPU, against ``memory x usable_fraction``."""
+    with the KV bytes per GPU, against ``memory x usable``."""
     weights, per_sequence = _weights_and_kv_per_sequence(s)
-    return Memory(weights, batch * per_sequence, s.hardware.memory * s.usable_fraction)
+    return Memory(weights, batch * per_sequence, s.hardware.memory * s.usable)
 
 
 def max_batch_that_fits(s: Setting, limit: int = FIT_SEARCH_MAX,
@@ -56,7 +56,7 @@ def max_batch_that_fits(s: Setting, limit: int = FIT_SEARCH_MAX,
     when even batch 1 does not. ``with_draft=False`` asks the same of plain decoding (the
     target alone), so the difference is the capacity price of speculating."""
     weights, per_sequence = _weights_and_kv_per_sequence(s, with_draft)
-    available = s.hardware.memory * s.usable_fraction
+    available = s.hardware.memory * s.usable
 
     def fits(batch: int) -> bool:
         return weights + batch * per_sequence <= available

@@ -23,7 +23,7 @@ class Setting:
     bf16 (None: bf16, or fp32 beside fp32 weights, as a CPU runs them).
     ``draft_sharded``: the draft runs at the target's tensor-parallel degree, as vLLM 0.32
     requires (its ``draft_model.py`` refuses any other); False puts it whole on one GPU.
-    ``bandwidth_fraction`` and ``flops_fraction``: the share of the datasheet a real decoder
+    ``bw_share`` and ``flops_share``: the share of the datasheet a real decoder
     reaches (ignored for hardware whose figures are already measured). ``overheads``: what a
     pass and a speculative step cost beyond bytes and FLOPs (:mod:`engine.analytic.overheads`;
     none by default: the ideal roofline)."""
@@ -36,11 +36,11 @@ class Setting:
     context: int = 2048
     alpha: float = 0.7
     k: int = 4
-    usable_fraction: float = USABLE_FRACTION
+    usable: float = USABLE_FRACTION
     link_latency_s: float = LINK_LATENCY_S
     draft_sharded: bool = True
-    bandwidth_fraction: float = 1.0
-    flops_fraction: float = 1.0
+    bw_share: float = 1.0
+    flops_share: float = 1.0
     overheads: Overheads = NONE
     kv_dtype: str | None = None
 
@@ -57,13 +57,13 @@ class Setting:
     @property
     def gpu_bandwidth(self) -> float:
         """One GPU's achieved memory bandwidth, bytes/s."""
-        share = 1.0 if self.hardware.achieved else self.bandwidth_fraction
+        share = 1.0 if self.hardware.achieved else self.bw_share
         return self.hardware.bandwidth * share
 
     @property
     def gpu_flops(self) -> float:
         """One GPU's achieved dense FLOP/s in this dtype."""
-        share = 1.0 if self.hardware.achieved else self.flops_fraction
+        share = 1.0 if self.hardware.achieved else self.flops_share
         return self.hardware.peak_flops(self.dtype) * share
 
     @property

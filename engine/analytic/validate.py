@@ -173,7 +173,7 @@ def setting_for(series: Series, point: Point, rates: Rates = DEFAULT_RATES,
         gpus=series.setting(point, "gpus", 1),
         context=series.setting(point, "context"),
         k=series.setting(point, "k", 1),
-        bandwidth_fraction=bandwidth, flops_fraction=flops, overheads=o)
+        bw_share=bandwidth, flops_share=flops, overheads=o)
 
 
 def target_step_s(series: Series, point: Point, rates: Rates = DEFAULT_RATES,

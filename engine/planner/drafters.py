@@ -70,7 +70,7 @@ def eagle_costs(s: Setting, head: EagleHead) -> Costs:
 def self_spec_fits(s: Setting, budget: int) -> Fits:
     """``fits(batch, k)``: the target's weights once, and per sequence its full KV cache of
     ``context + k + 1`` tokens plus the draft's bounded one."""
-    available = s.hardware.memory * s.usable_fraction
+    available = s.hardware.memory * s.usable
 
     def fits(batch: int, k: int) -> bool:
         weights, per_sequence = drafters.self_spec_bytes(replace(s, k=k), budget)

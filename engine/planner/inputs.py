@@ -233,10 +233,10 @@ class PlanInputs:
                                          else self.link_gb_s * 1e9))
         pair = PAIRS[self.models]
         s = Setting(hw, self._edited(pair.target, "target"), self._edited(pair.draft, "draft"),
-                    self.dtype, self.gpus, self.context, usable_fraction=self.usable,
+                    self.dtype, self.gpus, self.context, usable=self.usable,
                     link_latency_s=self.latency_us / 1e6,
                     draft_sharded=self.draft_placement == "sharded",
-                    bandwidth_fraction=self.bw_share, flops_fraction=self.flops_share,
+                    bw_share=self.bw_share, flops_share=self.flops_share,
                     kv_dtype=None if self.kv_dtype == "auto" else self.kv_dtype)
         return replace(s, overheads=self.overheads(
             preset_overheads(s, self.engine) if base is None else base))

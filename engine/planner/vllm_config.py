@@ -73,7 +73,7 @@ class Deployment:
     draft: str
     gpus: int = 1
     data_parallel: int = 1
-    usable_fraction: float | None = None
+    usable: float | None = None
     context: int | None = None
     draft_sharded: bool = True
     draft_sample: str = DEFAULT_DRAFT_SAMPLE
@@ -156,8 +156,8 @@ def engine_args(p: Plan, d: Deployment, config: dict | None) -> dict:
     if d.data_parallel > 1:
         args["data_parallel_size"] = d.data_parallel
     args["max_num_seqs"] = min(p.max_num_seqs, largest)
-    if d.usable_fraction is not None:
-        args["gpu_memory_utilization"] = round(d.usable_fraction, 4)
+    if d.usable is not None:
+        args["gpu_memory_utilization"] = round(d.usable, 4)
     if d.context is not None:
         # vLLM needs room for one token at least; the plan's context is the KV cache's length
         args["max_model_len"] = max(d.context, 1)

@@ -38,7 +38,7 @@ def expected(alpha=0.7, hardware="h100-sxm", pair="llama-8b-1b", dtype="bf16", g
 
 def achieved(s: Setting, bw_share: float = ACHIEVED_BANDWIDTH) -> Setting:
     """``s`` at the page's achieved shares, with the overheads fitted at them."""
-    return replace(s, bandwidth_fraction=bw_share, flops_fraction=ACHIEVED_FLOPS,
+    return replace(s, bw_share=bw_share, flops_share=ACHIEVED_FLOPS,
                    overheads=fitted(bw_share, ACHIEVED_FLOPS))
 
 
@@ -74,7 +74,7 @@ def test_without_overheads_the_plan_deploys_its_config(client):
     data = client.get(f"/api/plan?{NO_OVERHEADS}").json()
     p = PAIRS["llama-8b-1b"]
     s = Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 1, 512,
-                bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+                bw_share=ACHIEVED_BANDWIDTH, flops_share=ACHIEVED_FLOPS)
     plan = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(s), 8, 256,
                          fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))

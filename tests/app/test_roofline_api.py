@@ -16,8 +16,8 @@ from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
 from engine.settings import Settings
 
 # The page's and the API's defaults: achieved shares of the datasheet
-ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
-            "flops_fraction": NUMBERS["flops_share"].default,
+ACHIEVED = {"bw_share": NUMBERS["bw_share"].default,
+            "flops_share": NUMBERS["flops_share"].default,
             # and the overheads fitted to the published measurements at those shares
             "overheads": fitted(NUMBERS["bw_share"].default, NUMBERS["flops_share"].default)}
 KEYS = {"t_target_ms", "t_verify_ms", "t_draft_ms", "c", "v", "speedup", "tok_s_base",

@@ -22,8 +22,8 @@ from engine.settings import SHIPPED_MEASUREMENTS, Settings
 
 NO_OVERHEADS = ("launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0"
                 "&spec_overhead_ms=0&spec_row_overhead_us=0&step_overhead_us=0&draft_overhead_us=0")
-ACHIEVED = {"bandwidth_fraction": NUMBERS["bw_share"].default,
-            "flops_fraction": NUMBERS["flops_share"].default,
+ACHIEVED = {"bw_share": NUMBERS["bw_share"].default,
+            "flops_share": NUMBERS["flops_share"].default,
             # and the overheads fitted to the published measurements at those shares
             "overheads": fitted(NUMBERS["bw_share"].default, NUMBERS["flops_share"].default)}
 MACHINE_COSTS = SHIPPED_MEASUREMENTS / "schedule" / "shipped-cpu-costs.json"
@@ -554,8 +554,8 @@ def test_the_engine_that_serves_is_a_choice_in_the_link_and_prices_the_section(c
     assert re.search(r'<option value="gpt-fast" selected>gpt-fast</option>', html)
     pair = PAIRS["llama-8b-1b"]
     r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, context=512, **(
-        ACHIEVED | {"overheads": fitted(ACHIEVED["bandwidth_fraction"],
-                                         ACHIEVED["flops_fraction"], "gpt-fast")})), 16)
+        ACHIEVED | {"overheads": fitted(ACHIEVED["bw_share"],
+                                         ACHIEVED["flops_share"], "gpt-fast")})), 16)
     assert figure(html, "s_b") == f"{r.speedup:.2f}×"
     assert figure(client.get("/?batch_k=slider&batch=16").text, "s_b") != figure(html, "s_b")
     state, notices = parse_roofline_state(parse_qsl("engine=gpt-fast"))

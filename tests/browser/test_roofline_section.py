@@ -39,7 +39,7 @@ def expected(hardware="h100-sxm", models="llama-8b-1b", dtype="bf16", gpus=1, co
     pair = PAIRS[models]
     shares = NUMBERS["bw_share"].default, NUMBERS["flops_share"].default
     return roofline(Setting(HARDWARE[hardware], pair.target, pair.draft, dtype, gpus, context,
-                            alpha, k, bandwidth_fraction=shares[0], flops_fraction=shares[1],
+                            alpha, k, bw_share=shares[0], flops_share=shares[1],
                             overheads=replace(fitted(*shares), **given)), batch)
 
 

@@ -23,7 +23,7 @@ PASS_TERMS = fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, "gpt-fast")
 def setting(pair: str = "llama-8b-1b", hardware: str = "h100-sxm", **changes) -> Setting:
     p = PAIRS[pair]
     return replace(Setting(HARDWARE[hardware], p.target, p.draft, alpha=0.8, k=4,
-                           bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS,
+                           bw_share=ACHIEVED_BANDWIDTH, flops_share=ACHIEVED_FLOPS,
                            overheads=DEFAULTS), **changes)
 
 
@@ -85,8 +85,8 @@ def test_tensor_parallelism_speeds_a_small_model_less_than_a_big_one():
     def scaling(model: str) -> float:
         m = MODELS[model]
         one, eight = (Setting(HARDWARE["h100-sxm"], m, m, gpus=g, context=512,
-                              bandwidth_fraction=ACHIEVED_BANDWIDTH,
-                              flops_fraction=ACHIEVED_FLOPS, overheads=DEFAULTS)
+                              bw_share=ACHIEVED_BANDWIDTH,
+                              flops_share=ACHIEVED_FLOPS, overheads=DEFAULTS)
                       for g in (1, 8))
         return step_s(one, 1) / step_s(eight, 1)
 

@@ -320,7 +320,7 @@ def test_the_largest_batch_that_fits_equals_a_scan():
         s = setting(pair=rng.choice(list(PAIRS)), hardware=rng.choice(list(HARDWARE)[:5]),
                     dtype=rng.choice(["bf16", "fp8", "int4", "fp32"]),
                     gpus=rng.choice([1, 2, 4, 8]), context=rng.choice([0, 512, 8192, 131072]),
-                    usable_fraction=rng.uniform(0.5, 1.0))
+                    usable=rng.uniform(0.5, 1.0))
         most = max_batch_that_fits(s, limit=4096)
         scanned = [b for b in range(1, 4097) if memory_at(s, b).fits]
         assert most == (scanned[-1] if scanned else None), s
@@ -442,13 +442,13 @@ def test_achieved_fractions_scale_memory_and_compute_times_and_leave_measured_ra
     assert round(model.ACHIEVED_BANDWIDTH * 2039) == 1397  # GB/s: gpt-fast, A100 80 GB
     assert round(model.ACHIEVED_FLOPS * 989) == 792  # TFLOP/s: MAMF, H100 SXM (792.1)
     peak = setting(context=1024)
-    real = replace(peak, bandwidth_fraction=0.5, flops_fraction=0.25)
+    real = replace(peak, bw_share=0.5, flops_share=0.25)
     p, r = forward_pass(peak.target, peak, 512, 5), forward_pass(real.target, real, 512, 5)
     assert r.memory_s == pytest.approx(2 * p.memory_s)
     assert r.compute_s == pytest.approx(4 * p.compute_s)
     assert ridge_tokens(real) == pytest.approx(ridge_tokens(peak) / 2)
     mine = setting("shipped", "this-machine")
-    assert forward_pass(mine.target, replace(mine, bandwidth_fraction=0.5), 8, 1) == \
+    assert forward_pass(mine.target, replace(mine, bw_share=0.5), 8, 1) == \
         forward_pass(mine.target, mine, 8, 1)
 
 

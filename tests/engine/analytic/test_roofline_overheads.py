@@ -29,8 +29,8 @@ from engine.analytic.theory import expected_tokens
 
 PAIR = PAIRS["llama-8b-1b"]
 A100_8 = Setting(HARDWARE["a100-80gb"], PAIR.target, PAIR.draft, gpus=8, context=4000,
-                 alpha=0.7, k=4, bandwidth_fraction=ACHIEVED_BANDWIDTH,
-                 flops_fraction=ACHIEVED_FLOPS)
+                 alpha=0.7, k=4, bw_share=ACHIEVED_BANDWIDTH,
+                 flops_share=ACHIEVED_FLOPS)
 KNOWN = Overheads(launch_s_per_layer=20e-6, sample_s_per_row=3e-6, spec_fixed_s=0.5e-3,
                   spec_per_row_s=10e-6)
 L_P, L_Q = 32 * 20e-6, 16 * 20e-6  # the 8B's 32 layers, the 1B's 16
@@ -121,7 +121,7 @@ def test_a_launch_time_makes_a_cheap_draft_dearer_and_can_change_the_best_k():
 def test_a_presets_default_is_the_published_fit_at_its_own_fractions():
     for shares in ((ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS), (1.0, 1.0), (0.5, 0.6)):
         got = default_overheads.preset_overheads(replace(
-            A100_8, bandwidth_fraction=shares[0], flops_fraction=shares[1]))
+            A100_8, bw_share=shares[0], flops_share=shares[1]))
         fit = validate.fit(published.load_all(), shares).overheads("vllm")
         assert replace(got, source="") == replace(fit, source="")
         assert f"{shares[0]:g} of the bandwidth" in got.source

@@ -21,7 +21,7 @@ from engine.planner.vllm_config import SELF_SPEC
 def setting(pair: str = "llama-8b-1b", gpus: int = 1, context: int = 512) -> Setting:
     p = PAIRS[pair]
     return Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", gpus, context,
-                   bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+                   bw_share=ACHIEVED_BANDWIDTH, flops_share=ACHIEVED_FLOPS)
 
 
 def test_the_draft_model_is_the_roofline_of_the_pair():
@@ -69,7 +69,7 @@ def test_self_speculation_prices_the_bounded_draft_and_keeps_its_cache_beside_th
     weights, per_sequence = analytic.self_spec_bytes(replace(s, k=3), 512)
     assert weights == s.target.params * 2 / 8
     assert per_sequence == (32000 + 4 + 512) * s.target.kv_bytes_per_token("bf16", 8)
-    most = int((s.hardware.memory * s.usable_fraction - weights) // per_sequence)
+    most = int((s.hardware.memory * s.usable - weights) // per_sequence)
     assert costs.fits(most, 3) and not costs.fits(most + 1, 3)
     # a larger budget reads more a draft step
     assert drafter_costs(s, SELF_SPEC, budget=4096).cycle(64, 3) > costs.cycle(64, 3)

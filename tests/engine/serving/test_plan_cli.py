@@ -76,7 +76,7 @@ NO_OVERHEADS = ["--launch-us-per-layer", "0", "--allreduce-us-per-log2", "0",
 def llama_setting(context: int = 512, gpus: int = 8) -> Setting:
     p = PAIRS["llama-70b-1b"]
     return Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", gpus, context,
-                   bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS,
+                   bw_share=ACHIEVED_BANDWIDTH, flops_share=ACHIEVED_FLOPS,
                    overheads=fitted(ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS))
 
 
@@ -429,7 +429,7 @@ def test_vllm_builds_the_printed_config_on_1_2_and_8_gpus_and_looks_up_the_plann
 def test_batches_that_do_not_fit_in_memory_are_left_out_of_the_plan(capsys):
     pair = PAIRS["llama-70b-1b"]
     setting = Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, "bf16", 8, 32768,
-                      bandwidth_fraction=ACHIEVED_BANDWIDTH, flops_fraction=ACHIEVED_FLOPS)
+                      bw_share=ACHIEVED_BANDWIDTH, flops_share=ACHIEVED_FLOPS)
     data = plan_json(capsys, "--alpha", "0.7", *LLAMA, "--context", "32768",
                      "--max-num-seqs", "1024")
     ranges = data["plan"]["ranges"]
