@@ -37,7 +37,7 @@ class Setting:
     alpha: float = 0.7
     k: int = 4
     usable: float = USABLE_FRACTION
-    link_latency_s: float = LINK_LATENCY_S
+    latency_s: float = LINK_LATENCY_S
     draft_sharded: bool = True
     bw_share: float = 1.0
     flops_share: float = 1.0
@@ -106,7 +106,7 @@ def all_reduce_seconds(s: Setting, gpus: int, batch: float, tokens: int, hidden:
         return 0.0
     size = batch * tokens * hidden * ACTIVATION_BYTES
     depth = s.overheads.allreduce_s_per_log2 * math.log2(gpus)
-    return (2 * (gpus - 1) / gpus * size / s.hardware.link_bandwidth + s.link_latency_s
+    return (2 * (gpus - 1) / gpus * size / s.hardware.link_bandwidth + s.latency_s
             + depth)
 
 

@@ -234,7 +234,7 @@ class PlanInputs:
         pair = PAIRS[self.models]
         s = Setting(hw, self._edited(pair.target, "target"), self._edited(pair.draft, "draft"),
                     self.dtype, self.gpus, self.context, usable=self.usable,
-                    link_latency_s=self.latency_us / 1e6,
+                    latency_s=self.latency_us / 1e6,
                     draft_sharded=self.draft_placement == "sharded",
                     bw_share=self.bw_share, flops_share=self.flops_share,
                     kv_dtype=None if self.kv_dtype == "auto" else self.kv_dtype)

@@ -151,7 +151,7 @@ def test_tensor_parallelism_reports_three_times_per_pass(client):
     data = client.get("/api/roofline?pair=qwen-7b-0.5b&gpus=8&batch=1&link_latency_us=5").json()
     pair = PAIRS["qwen-7b-0.5b"]
     r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=512,
-                         link_latency_s=5e-6, **ACHIEVED), 1)
+                         latency_s=5e-6, **ACHIEVED), 1)
     assert data["draft_pass"]["communication_ms"] == pytest.approx(
         r.draft_pass.communication_ms)
     assert data["draft_pass"]["bound"] == "communication"

@@ -244,7 +244,7 @@ def test_the_table_shows_memory_compute_and_communication_for_each_pass(client):
                       "&batch_k=slider").text
     pair = PAIRS["qwen-7b-0.5b"]
     r = roofline(Setting(HARDWARE["h100-sxm"], pair.target, pair.draft, gpus=8, context=512,
-                         link_latency_s=20e-6, **ACHIEVED), 1)
+                         latency_s=20e-6, **ACHIEVED), 1)
     for key, p in (("target", r.target_pass), ("verify", r.verify_pass), ("draft", r.draft_pass)):
         assert figure(html, f"{key}_memory") == f"{p.memory_ms:.3g} ms"
         assert figure(html, f"{key}_compute") == f"{p.compute_ms:.3g} ms"

@@ -250,7 +250,7 @@ def test_the_link_latency_is_a_parameter_and_a_slow_link_costs_more():
     s = setting(gpus=8, context=1024)
     slow = replace(s, hardware=replace(s.hardware, link_bandwidth=s.hardware.link_bandwidth / 10))
     assert roofline(slow, 64).t_target_ms > roofline(s, 64).t_target_ms
-    zero = replace(s, link_latency_s=0.0)
+    zero = replace(s, latency_s=0.0)
     assert roofline(s, 1).target_pass.communication_ms - roofline(zero, 1).target_pass \
         .communication_ms == pytest.approx(2 * 32 * 0.010)
 
