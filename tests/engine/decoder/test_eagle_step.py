@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 from support.lossless import chi_square_pvalue, target_marginals, token_counts
+from support.runs import run_batch
 
 import engine.decoder.batched as batched
 import engine.decoder.step as step_module
 from engine.decoder.baseline import run_target_only
-from engine.decoder.batched import BatchConfig, run_batch
+from engine.decoder.batched import BatchConfig
 from engine.decoder.common import encode_prompt
 from engine.decoder.eagle import EagleHead, head_config, load_head_for, target_features
 from engine.decoder.events import CycleEvent, GenerationConfig
