@@ -206,7 +206,7 @@ def _unspeculated(mix: dict[int, float], k: int, domains: Sequence[Domain], cost
     step = costs.step_s
 
     def tau_observed(batch: int) -> float:
-        return step(batch) * costs.cycle(batch, k) / schedule.mixed_tokens(domains, k)
+        return step(batch) / schedule.throughput(domains, costs.cycle, batch, k)
 
     off = traffic.unspeculated_mix(mix, tau_observed, step, max_num_seqs)
 
@@ -244,7 +244,7 @@ def at_request_rate(p: Plan, domains: Sequence[Domain], costs: Costs, price: K0P
         k = k_at(batch)
         if k == 0:
             return step(batch) * (1 + k0(batch))
-        return step(batch) * costs.cycle(batch, k) / schedule.mixed_tokens(domains, k)
+        return step(batch) / schedule.throughput(domains, costs.cycle, batch, k)
 
     def tau_off(batch: int) -> float:
         return step(min(batch, most))

@@ -116,17 +116,10 @@ def unspeculated_mix(mix: dict[int, float], tau_observed: Tau, tau_off: Tau,
     a whole batch, at most ``max_num_seqs``)."""
     out: dict[int, float] = {}
     for batch, share in mix.items():
-        served = batch / tau_observed(batch)
-        lo, hi = 0.0, float(max_num_seqs)
-        if hi / tau_between(tau_off, hi) < served:
-            off = max_num_seqs  # past capacity without speculation: it queues at the top
-        else:
-            for _ in range(60):
-                middle = (lo + hi) / 2
-                if middle / tau_between(tau_off, middle) < served:
-                    lo = middle
-                else:
-                    hi = middle
-            off = min(max_num_seqs, max(1, round(hi)))
+        try:  # the same fixed point as mean_batch: B' = (B / tau_observed(B)) tau_off(B')
+            off = mean_batch(batch / tau_observed(batch), 1, tau_off, max_num_seqs)
+        except Overloaded:  # past capacity without speculation: it queues at the top
+            off = max_num_seqs
+        off = min(max_num_seqs, max(1, round(off)))
         out[off] = out.get(off, 0.0) + share
     return out
