@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 from app.params import Slider, fmt, parse_controls, parse_number
 from app.roofline import RooflineState, inputs_of
+from engine.analytic import engines
 from engine.analytic.passes import Setting
 from engine.analytic.schedule import (
     MIX_MAX_DOMAINS,
@@ -171,6 +172,7 @@ def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
         "plan_numbers": PLAN_NUMBERS,
         "plan_samples": {name: f"{name}: {words}" for name, words in DRAFT_SAMPLE_WORDS.items()},
         "plan_alpha": alpha,
+        "plan_engine": engines.LABELS[inputs.engine],
         "plan_mix": bool(state.mix),
         "plan_config_json": json.dumps(config) if config else None,
         "plan_api": f"/api/plan?{api}",

@@ -390,3 +390,8 @@ def test_the_headline_the_stats_and_the_plan_give_one_answer(client, query):
         assert not verdict.startswith("Do not configure"), (headline, verdict)
     if verdict.startswith("Do not configure"):
         assert not speculates or "no k pays here" in headline, (headline, verdict)
+
+
+def test_the_plans_heading_names_the_engine_it_prices_for(client):
+    assert ">A schedule for vLLM: k at each batch size<" in client.get("/").text
+    assert ">A schedule for SGLang: k at each batch size<" in client.get("/?engine=sglang").text
