@@ -25,7 +25,6 @@ PRESETS: dict[str, str] = {
     "Plain modern English": "The meeting about the new budget was moved to Thursday because",
 }
 DEFAULT_PROMPT = next(iter(PRESETS.values()))
-DRAFTERS = DRAFTER_WORDS
 # Three quiet measurements of a short run cost about a second on a CPU and show how much it
 # moves; the streamed pass before them is shown, not counted.
 DEFAULT_REPEATS, MAX_REPEATS = 3, 5
@@ -68,7 +67,7 @@ BODY_DESCRIPTIONS = {
 def offered_drafters(settings: Settings) -> dict[str, str]:
     """The drafters this server offers: the EAGLE head only where some pair names one."""
     has_head = any(spec.eagle for spec in settings.pairs.values())
-    return {key: label for key, label in DRAFTERS.items() if key != "eagle" or has_head}
+    return {key: label for key, label in DRAFTER_WORDS.items() if key != "eagle" or has_head}
 
 
 def run_request_model(settings: Settings) -> type[BaseModel]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from engine.analytic import lookup
+from engine.analytic.drafters import DRAFTER_WORDS
 from engine.analytic.theory import CURVE_MAX_K, Figures, figures
 from engine.decoder.events import DEFAULT_SEED
 from engine.planner.inputs import Bound
@@ -75,7 +76,6 @@ SLIDERS: dict[str, Slider] = {
 # step costs c; prompt lookup proposes in a share pi of cycles and its lookup costs c once a
 # cycle (engine.analytic.lookup). The preset sets c (the page's script moves the c slider).
 # In the link it is ``preset``: ``drafter`` is the live run's.
-SLIDER_DRAFTERS = {"model": "draft model", "ngram": "prompt lookup", "eagle": "EAGLE head"}
 PRESET_C = {
     "model": SLIDERS["c"].default,
     # The EAGLE head proposes k every cycle (the draft model's formula); the probe measured its
@@ -123,7 +123,7 @@ class PageState:
     tokens: int
     seed: int
     held: HeldCosts | None = None
-    drafter: str = "model"  # a key of SLIDER_DRAFTERS; "preset" in the link (the live run's
+    drafter: str = "model"  # a key of DRAFTER_WORDS; "preset" in the link (the live run's
     # own drafter is "drafter")
     pi: float = LOOKUP_SLIDERS["pi"].default  # prompt lookup only
 
@@ -229,10 +229,10 @@ def parse_drafter(query: Sequence[tuple[str, str]]) -> tuple[str, list[str]]:
     raws = [raw.strip() for key, raw in query if key == "preset"]
     if not raws or raws[0] in ("", "model"):
         return "model", []
-    if raws[0] in SLIDER_DRAFTERS:
+    if raws[0] in DRAFTER_WORDS:
         return raws[0], []
     return "model", [f"preset={_short(raws[0])!r} is not one of "
-                     f"{', '.join(SLIDER_DRAFTERS)}; using the draft model."]
+                     f"{', '.join(DRAFTER_WORDS)}; using the draft model."]
 
 
 def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[str]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from app.run_messages import MessageKind, RunMessage, timeline_scale_ms
 from engine.decoder.common import encode_prompt
+from engine.decoder.drafter_spec import DRAFT_MODEL, DrafterSpec
 from engine.decoder.events import (
     CycleEvent,
     DoneEvent,
@@ -29,7 +30,6 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.decoder.loading import ModelPair
-from engine.decoder.ngram import PromptLookup
 from engine.decoder.stats import acceptance
 from engine.measure.interleaved import interleaved, measured_summary, pair_up
 
@@ -70,8 +70,7 @@ class LiveRun:
     job: Callable[[LiveRun, ModelPair, Callable], None] | None = None
     timeout_s: float | None = None  # None: the server's run timeout
     stop_message: str = ""  # why the run was stopped, for its client ("": it went away)
-    lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
-    eagle: object | None = None  # draft with this EAGLE head (engine.decoder.eagle.EagleHead)
+    drafter: DrafterSpec = DRAFT_MODEL
 
     def post(self, message: RunMessage) -> None:
         try:
@@ -98,8 +97,7 @@ class FinishedRun:
     cycles: list[CycleEvent]
     baseline_step_ms: list[float]
     summary: SummaryEvent
-    lookup: PromptLookup | None = None  # the run drafted by prompt lookup
-    eagle: bool = False  # the run drafted with the pair's EAGLE head
+    drafter: DrafterSpec = DRAFT_MODEL
 
 
 class RunManager:
@@ -127,7 +125,7 @@ class RunManager:
 
     def submit(
         self, pair_name: str, config: GenerationConfig | None, repeats: int = 1, job=None,
-        timeout_s=None, lookup: PromptLookup | None = None, eagle=None,
+        timeout_s=None, drafter: DrafterSpec = DRAFT_MODEL,
     ) -> LiveRun:
         """Queue a run (or a ``job``, see :class:`LiveRun`); raise ``QueueFull`` when the
         queue is at its bound, ``Stopping`` when the server is shutting down."""
@@ -139,8 +137,7 @@ class RunManager:
             if len(self.waiting) - (self.active is None) >= self.queue_size:
                 raise QueueFull
             run = LiveRun(next(self._ids), pair_name, config, asyncio.get_running_loop(),
-                          repeats=repeats, job=job, timeout_s=timeout_s, lookup=lookup,
-                          eagle=eagle)
+                          repeats=repeats, job=job, timeout_s=timeout_s, drafter=drafter)
             self.waiting.append(run)
             position = len(self.waiting) if self.active else 0
             self._wake.notify()
@@ -149,15 +146,13 @@ class RunManager:
         return run
 
     def check(
-        self, pair_name: str, config: GenerationConfig, lookup: PromptLookup | None = None,
-        eagle=None,
+        self, pair_name: str, config: GenerationConfig, drafter: DrafterSpec = DRAFT_MODEL,
     ) -> None:
         """Raise ``ValueError`` (a message for a person) for a run the engine would refuse,
         before it is queued: bad settings, a prompt that does not fit in the context, a
         draft-model run on a pair without a draft."""
         pair = self.pairs[pair_name]
-        if lookup is None and eagle is None and pair.draft is None:
-            raise ValueError(f"pair {pair_name!r} has no draft model: choose prompt lookup")
+        drafter.check(pair, config.k)
         encode_prompt(pair, config.validate(), lookahead=config.k)
 
     def cancel(self, run: LiveRun) -> None:
@@ -238,7 +233,7 @@ class RunManager:
         step_ms: list[float] = []
         pending, pending_ms, pending_steps = None, 0.0, 0  # the newest cycle, until its steps
         def one_pass():
-            events = interleaved(pair, run.config, run.lookup, run.eagle)
+            events = interleaved(pair, run.config, run.drafter)
             return self._guarded(run, events, deadline)
 
         for event in one_pass():
@@ -265,7 +260,7 @@ class RunManager:
         run.post(RunMessage.summary(summary))
         if self.on_finished is not None:
             finished = FinishedRun(run.pair_name, pair, run.config, cycles, step_ms, summary,
-                                   run.lookup, run.eagle is not None)
+                                   run.drafter)
             run.post(self.on_finished(finished))
 
     def _quiet(self, run: LiveRun, message: RunMessage, deadline: float) -> None:

@@ -38,9 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.analytic.drafters import DRAFTER_NAMES
-from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
-from engine.cli_options import TORCH_DTYPES, add_pair_options
+from engine.cli_options import TORCH_DTYPES, add_drafter_options, add_pair_options
 from engine.decoder.events import (
     ACCEPTED,
     DEFAULT_SEED,
@@ -118,7 +116,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     g = GenerationConfig  # its field defaults are the generation defaults
     add_pair_options(gen, d["target"], d["draft"], k=g.k)
     gen.add_argument("--no-draft", action="store_true", help="run the target alone")
-    add_drafter_arguments(gen)
+    add_drafter_options(gen)
     gen.add_argument("--temperature", type=float, default=g.temperature, help="0 = greedy")
     gen.add_argument("--top-p", type=float, default=g.top_p)
     gen.add_argument("--top-k", type=int, default=g.top_k, help="0 = off")
@@ -163,7 +161,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
         help="the dtype the models run in (default: bf16 on CUDA, else fp32; torch's names "
              "bfloat16, float16, float32 are read too)"
     )
-    add_drafter_arguments(bench)
+    add_drafter_options(bench)
     bench.add_argument("--ours-only", action="store_true", help="skip transformers' runs")
     bench.add_argument("--json", action="store_true", help="print the JSON result instead")
     bench.add_argument("--out", type=Path, help="also write the JSON result to this file")
@@ -228,21 +226,6 @@ def _validate(args: argparse.Namespace) -> int:
     return validate.run_command(args)
 
 
-EAGLE = "models/eagle"  # the head trained for the shipped target
-
-
-def add_drafter_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--drafter", choices=DRAFTER_NAMES, default="model",
-                        help="model: the draft model; ngram: prompt lookup; eagle: the EAGLE "
-                             "head in --eagle (neither loads the draft model)")
-    parser.add_argument("--eagle", default=EAGLE,
-                        help=f"the EAGLE head's folder (eagle; default {EAGLE})")
-    parser.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
-                        help=f"smallest n-gram to match (ngram; default {PROMPT_LOOKUP_MIN})")
-    parser.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
-                        help=f"largest n-gram to match (ngram; default {PROMPT_LOOKUP_MAX})")
-
-
 def lookup_of(args) -> PromptLookup | None:
     """The prompt-lookup drafter the arguments ask for (None: the draft model), checked."""
     if args.drafter != "ngram":
@@ -252,13 +235,11 @@ def lookup_of(args) -> PromptLookup | None:
     return PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
 
 
-def eagle_of(args, pair):
-    """The EAGLE head the arguments ask for, loaded for ``pair`` (None: another drafter)."""
-    if getattr(args, "drafter", "model") != "eagle":
-        return None
-    from engine.decoder.eagle import load_head_for
+def drafter_of(args, pair):
+    """The drafter the arguments ask for, built for ``pair`` (the EAGLE head loaded)."""
+    from engine.decoder.drafter_spec import spec_for
 
-    return load_head_for(pair, args.eagle)
+    return spec_for(pair, lookup_of(args), args.eagle if args.drafter == "eagle" else None)
 
 
 def loads_draft(args) -> bool:
@@ -354,11 +335,9 @@ def _generate(args, config: GenerationConfig) -> int:
 
     hf_logging.disable_progress_bar()
     set_threads(None, args.device)
-    lookup = lookup_of(args)
     draft = args.draft if loads_draft(args) and not args.no_draft else None
     pair = load_pair(args.target, draft, device=args.device, dtype=torch_dtype(args.dtype),
                      cuda_graphs=args.cuda_graphs)
-    eagle = None if args.no_draft else eagle_of(args, pair)
     color = args.color == "always" or (
         args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     )
@@ -368,7 +347,7 @@ def _generate(args, config: GenerationConfig) -> int:
     else:
         steps, _ = run_target_only(pair, config)
         events = speculate(pair, config, baseline_step_ms=[s.step_ms for s in steps],
-                           lookup=lookup, eagle=eagle)
+                           drafter=drafter_of(args, pair))
     if not args.json:
         out.write(config.prompt)
     for event in events:

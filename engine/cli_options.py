@@ -27,3 +27,32 @@ def add_pair_options(parser: argparse.ArgumentParser, target: str | None, draft:
                         help=MODEL_HELP + ("" if draft is not None else picked))
     if k is not None:
         parser.add_argument("--k", type=int, default=k, help=k_help)
+
+
+EAGLE_FOLDER = "models/eagle"  # the EAGLE head trained for the shipped target
+
+
+def add_drafter_options(parser, *, several: bool = False, help_note: str = "") -> None:
+    """Add ``--drafter`` (one of ``DRAFTER_NAMES``, or with ``several`` a comma-separated
+    list of them), ``--eagle`` and ``--prompt-lookup-min/max``: every command that runs a
+    drafter takes these, with these defaults. ``help_note``: what the command adds."""
+    from engine.analytic.drafters import DRAFTER_NAMES, DRAFTER_WORDS
+    from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
+
+    words = "; ".join(f"{name}: {DRAFTER_WORDS[name]}" for name in DRAFTER_NAMES)
+    if several:
+        parser.add_argument("--drafter", default="model",
+                            help=f"{words}; or several comma-separated ({','.join(DRAFTER_NAMES)})"
+                                 f", side by side (default model){help_note}")
+    else:
+        parser.add_argument("--drafter", choices=DRAFTER_NAMES, default="model",
+                            help=f"{words} (default model; only model loads the draft model)"
+                                 f"{help_note}")
+    parser.add_argument("--eagle", default=EAGLE_FOLDER,
+                        help=f"the EAGLE head's folder (--drafter eagle; default {EAGLE_FOLDER})")
+    parser.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
+                        help="smallest n-gram prompt lookup matches (--drafter ngram; default "
+                             f"{PROMPT_LOOKUP_MIN})")
+    parser.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
+                        help="largest n-gram prompt lookup matches (--drafter ngram; default "
+                             f"{PROMPT_LOOKUP_MAX})")

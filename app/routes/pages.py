@@ -14,7 +14,6 @@ from app.measurements import measurement_store
 from app.params import (
     LOOKUP_SLIDERS,
     PRESET_C,
-    SLIDER_DRAFTERS,
     SLIDERS,
     PageState,
     page_figures,
@@ -30,6 +29,7 @@ from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
 from app.traffic.state import parse_traffic_state, traffic_context
 from engine.analytic import lookup
+from engine.analytic.drafters import DRAFTER_WORDS
 from engine.analytic.theory import accepted_sd, simulate_cycles
 from engine.settings import Settings
 
@@ -103,7 +103,7 @@ def slider_page(request: Request) -> HTMLResponse:
         "strip_spread": _strip_sd(state) / SIMULATED_CYCLES**0.5,
         "sliders": SLIDERS,
         "lookup_sliders": LOOKUP_SLIDERS,
-        "slider_drafters": SLIDER_DRAFTERS,
+        "slider_drafters": DRAFTER_WORDS,
         "preset_c": PRESET_C,
         "page_title": f"{slider_title(fig)} · specscope",
         "rl_state": rl_state,

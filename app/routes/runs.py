@@ -17,8 +17,8 @@ from app.render import render_page_message
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.run_queue import QueueFull, RunManager, Stopping
 from app.streams import engine_busy, event_stream
+from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.events import GenerationConfig
-from engine.decoder.ngram import PromptLookup
 from engine.settings import Settings
 
 
@@ -40,26 +40,26 @@ async def _stream(
     request: Request, body: BaseModel, render: Callable[[RunMessage], Any]
 ) -> StreamingResponse | JSONResponse:
     config = _config(body)
-    lookup = PromptLookup() if body.drafter == "ngram" else None
     manager = _manager(request)
     if manager is None or body.pair not in manager.pairs:
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
         return JSONResponse(status_code=503, content={
             "message": f"live runs are unavailable on this server: {reason}"})
-    eagle = manager.heads.get(body.pair) if body.drafter == "eagle" else None
-    if body.drafter == "eagle" and eagle is None:
+    head = manager.heads.get(body.pair)
+    if body.drafter == "eagle" and head is None:
         raise _reject("drafter", f"pair {body.pair!r} has no EAGLE head: choose the draft model "
                                  "(\"model\") or prompt lookup (\"ngram\")", body.drafter)
-    if lookup is None and eagle is None and manager.pairs[body.pair].draft is None:
+    if body.drafter == "model" and manager.pairs[body.pair].draft is None:
         raise _reject("drafter", f"pair {body.pair!r} has no draft model: choose prompt lookup "
                                  "(\"ngram\")", body.drafter)
+    drafter = DrafterSpec(body.drafter, head=head if body.drafter == "eagle" else None)
     try:
         # tokenizes: a prompt too long is refused here
-        manager.check(body.pair, config, lookup, eagle)
+        manager.check(body.pair, config, drafter)
     except ValueError as error:
         raise _reject("prompt", str(error), f"{len(body.prompt)} characters") from None
     try:
-        run = manager.submit(body.pair, config, body.repeats, lookup=lookup, eagle=eagle)
+        run = manager.submit(body.pair, config, body.repeats, drafter=drafter)
     except Stopping:
         return JSONResponse(status_code=503, content={
             "message": "the server is shutting down; please try again in a moment"})

@@ -13,8 +13,8 @@ from app.run_queue import FinishedRun
 from app.saved.cards import run_preview_svg
 from app.saved.machine import describe_machine
 from app.store import RunStore, RunTooLarge, StoreUnavailable, Unsavable
+from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.loading import ModelPair
-from engine.decoder.ngram import PromptLookup
 from engine.settings import Settings
 
 log = logging.getLogger("specscope.saved")
@@ -24,7 +24,7 @@ def run_record(finished: FinishedRun, settings: Settings) -> dict[str, Any]:
     return {
         "kind": "live",
         "pair": pair_record(finished.pair_name, finished.pair, settings),
-        "settings": asdict(finished.config) | drafter_record(finished.lookup, finished.eagle),
+        "settings": asdict(finished.config) | drafter_record(finished.drafter),
         "machine": describe_machine(finished.pair),
         "cycles": [asdict(c) for c in finished.cycles],
         "summary": asdict(finished.summary),
@@ -71,14 +71,12 @@ class Archiver:
         return RunMessage.saved(probe_id, f"/probes/{probe_id}")
 
 
-def drafter_record(lookup: PromptLookup | None, eagle: bool = False) -> dict[str, Any]:
+def drafter_record(drafter: DrafterSpec) -> dict[str, Any]:
     """The drafter of a run, as its saved settings keep it (older records have none: the
     draft model)."""
-    if eagle:
-        return {"drafter": "eagle"}
-    if lookup is None:
-        return {"drafter": "model"}
-    return {"drafter": "ngram", **asdict(lookup)}
+    if drafter.kind == "ngram":
+        return {"drafter": "ngram", **asdict(drafter.lookup)}
+    return {"drafter": drafter.kind}
 
 
 def pair_record(pair_name: str, pair: ModelPair, settings: Settings) -> dict[str, str]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from app.params import Slider, parse_controls
+from engine.analytic.drafters import DRAFTER_WORDS
 from engine.analytic.theory import CURVE_MAX_K
 from engine.measure.prompt_sets import BUILTIN_SETS
 from engine.settings import Settings
@@ -27,7 +28,7 @@ DEFAULT_TEMPERATURES = (0.0, 0.7, 1.0)
 
 # The drafters a probe measures: "both" runs the draft model and prompt lookup on the same
 # prompts and names the winner of each domain (engine.measure.probe_compare).
-PROBE_DRAFTERS = {"model": "the draft model", "ngram": "prompt lookup (n-gram)",
+PROBE_DRAFTERS = {"model": DRAFTER_WORDS["model"], "ngram": DRAFTER_WORDS["ngram"],
                   "both": "both, side by side"}
 
 ENGINES = {"specscope": "specscope's engine", "vllm": "vLLM (this server's SPECSCOPE_VLLM_URL)"}

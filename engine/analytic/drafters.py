@@ -36,7 +36,7 @@ STREAMING_BUDGET = 512  # tokens: MagicDec's StreamingLLM budget with a measured
 
 
 @dataclass(frozen=True)
-class EagleHead:
+class HeadShape:
     """An EAGLE-style head's config.json values and what it feeds on.
 
     ``fc_inputs``: feature vectors concatenated into ``fc`` (2 for EAGLE-1: embedding and top
@@ -77,18 +77,18 @@ class EagleHead:
                           self.source, self.hidden)
 
 
-EAGLE_HEADS: dict[str, EagleHead] = {
+EAGLE_HEADS: dict[str, HeadShape] = {
     # The head trained here for the shipped target (models/eagle/config.json): hidden 256,
     # intermediate 768, 1 layer, 4 heads, 4 KV heads, the target's 4096-row LM head; its fc
     # has no bias.
-    "shipped-eagle": EagleHead(
+    "shipped-eagle": HeadShape(
         "the EAGLE head trained here (models/eagle)", "models/eagle/config.json",
         "shipped-target", hidden=256, intermediate=768, heads=4, kv_heads=4,
         lm_head_vocab=4096, fc_bias=False, checkpoint="models/eagle"),
     # yuhuili/EAGLE-llama2-chat-7B config.json (huggingface.co, revision ed8213c): hidden 4096,
     # intermediate 11008, 1 layer, 32 heads, 32 KV heads, vocab 32000. EAGLE-1 reuses the
     # target's LM head.
-    "eagle-llama2-chat-7b": EagleHead(
+    "eagle-llama2-chat-7b": HeadShape(
         "EAGLE head of Llama 2 7B chat (yuhuili/EAGLE-llama2-chat-7B)",
         "yuhuili/EAGLE-llama2-chat-7B config.json", "llama-2-7b",
         hidden=4096, intermediate=11008, heads=32, kv_heads=32, lm_head_vocab=32000,
@@ -100,7 +100,7 @@ EAGLE_HEADS: dict[str, EagleHead] = {
     # The config of yuhuili/EAGLE3-LLaMA3.1-Instruct-8B (the EAGLE-3 authors' head, which
     # vLLM's config/speculative.py names as its example of an "eagle3" checkpoint) was not in
     # the stored material; it drafts for Llama 3.1 8B Instruct, the base model's shape.
-    "eagle3-llama-3.1-8b": EagleHead(
+    "eagle3-llama-3.1-8b": HeadShape(
         "EAGLE-3 head of Llama 3.1 8B (SpecForge's llama3-8B-eagle3 config)",
         "SpecForge configs/llama3-8B-eagle3.json", "llama-3.1-8b",
         hidden=4096, intermediate=14336, heads=32, kv_heads=8, lm_head_vocab=32000,
@@ -109,12 +109,12 @@ EAGLE_HEADS: dict[str, EagleHead] = {
 }
 
 
-def eagle_heads_of(target: ModelShape) -> list[EagleHead]:
+def eagle_heads_of(target: ModelShape) -> list[HeadShape]:
     """The head presets drafting for ``target`` (none for most targets)."""
     return [h for h in EAGLE_HEADS.values() if MODELS.get(h.target) == target]
 
 
-def eagle_draft_pass(s: Setting, head: EagleHead, batch: float, gpus: int | None = None) -> Pass:
+def eagle_draft_pass(s: Setting, head: HeadShape, batch: float, gpus: int | None = None) -> Pass:
     """One draft step of an EAGLE head for ``batch`` rows after ``s.context`` tokens: its
     weights, and one layer's KV cache over the whole context. ``gpus``: its tensor-parallel
     degree (the target's unless given; vLLM 0.32 lets an EAGLE head run on fewer)."""

@@ -19,9 +19,10 @@ stream, :func:`engine.decoder.speculative.speculate`) and for ``B`` rows. Each r
 step a row's tokens are those of ``speculate`` with its seed, whatever its companions (up to
 the ~1e-6 rounding by which batched logits differ).
 
-With prompt lookup as the drafter (``lookup``, :mod:`engine.decoder.ngram`) there is no draft
-model: each row proposes its own 0..k tokens from its own context, the target verifies every
-row's ``[last_b, x_b1..x_bm_b]`` in one ragged pass (rows padded to the longest proposal).
+The drafter is a :class:`engine.decoder.drafter_spec.DrafterSpec`. With prompt lookup
+(:mod:`engine.decoder.ngram`) there is no draft model: each row proposes its own 0..k tokens
+from its own context, the target verifies every row's ``[last_b, x_b1..x_bm_b]`` in one ragged
+pass (rows padded to the longest proposal).
 
 The per-row state sits in :class:`engine.decoder.forward.RaggedCache` (lengths, scattered
 writes, masks); models the engine's fast forward pass does not cover decode one row only.
@@ -36,8 +37,7 @@ import torch
 
 from engine import defaults
 from engine.decoder.common import Clock, encode_prompt, new_generator
-from engine.decoder.drafters import DraftModel, Lookup
-from engine.decoder.eagle import Eagle, EagleHead
+from engine.decoder.drafter_spec import DRAFT_MODEL, DrafterSpec
 from engine.decoder.events import (
     DEFAULT_SEED,
     GREEDY_BELOW,
@@ -47,7 +47,6 @@ from engine.decoder.events import (
 )
 from engine.decoder.forward import FastDecoder
 from engine.decoder.loading import ModelPair
-from engine.decoder.ngram import PromptLookup
 from engine.decoder.rows import survivors_order
 from engine.decoder.step import Sampling, Stepper, StepResult
 
@@ -179,8 +178,7 @@ VerifyHook = Callable[[int, list[int], list[int], torch.Tensor, torch.Tensor, in
 
 def speculate_batch(
     pair: ModelPair, config: BatchConfig, *, on_verify: VerifyHook | None = None,
-    lookup: PromptLookup | None = None, clock: Clock | None = None,
-    eagle: EagleHead | None = None,
+    drafter: DrafterSpec = DRAFT_MODEL, clock: Clock | None = None,
 ) -> Iterator[BatchStepEvent | BatchDoneEvent]:
     """Decode ``config.prompts`` together: a :class:`BatchStepEvent` per step, then a
     :class:`BatchDoneEvent`. Bad settings raise ``ValueError`` here, before anything runs.
@@ -188,32 +186,20 @@ def speculate_batch(
     ``on_verify(row, context_ids, drafts, q, p, n_accepted)`` sees each speculative cycle of
     each row (``q [m, V]``, ``p [m+1, V]``) after the step (tests, debugging).
 
-    ``lookup``: each row drafts by prompt lookup (0..k tokens) instead of with the pair's
-    draft model (which may be None); ``q`` and ``p`` of a row then have its own length.
+    ``drafter``: what proposes (the pair's draft model by default; prompt lookup proposes
+    0..k tokens a row, so ``q`` and ``p`` of a row then have its own length).
     ``clock``: what the events' times are read from (default: wall time).
-    ``eagle``: each row drafts with this EAGLE head (:class:`engine.decoder.eagle.Eagle`),
-    sharing the target's embedding and LM head, instead of the pair's draft model.
     """
     config.validate()
     k_max = config.k_max()
-    if lookup is not None and eagle is not None:
-        raise ValueError("one drafter at a time: prompt lookup or the EAGLE head, not both")
-    if lookup is not None:
-        lookup.validate()
-    elif k_max > 0 and pair.draft is None and eagle is None:
-        raise ValueError("speculative decoding needs a draft model; this pair has none "
-                         "(k = 0 on every step decodes with the target alone; prompt lookup "
-                         "needs none)")
-    models = [(pair.target_name or "the target", pair.target)]
-    if k_max > 0 and lookup is None and eagle is None:
-        models.append((pair.draft_name or "the draft", pair.draft))
+    drafter.check(pair, k_max)
     if len(config.prompts) > 1:
-        for name, model in models:
+        for name, model in drafter.models(pair, k_max):
             check_batchable(name, model)
     prompt_ids = [encode_prompt(pair, config.row(b), lookahead=k_max)
                   for b in range(len(config.prompts))]
-    return _speculate_batch(pair, config, prompt_ids, k_max, on_verify, lookup,
-                            clock or Clock(pair.device), eagle)
+    return _speculate_batch(pair, config, prompt_ids, k_max, on_verify, drafter,
+                            clock or Clock(pair.device))
 
 
 def check_batchable(name: str, model) -> None:
@@ -230,11 +216,9 @@ def check_batchable(name: str, model) -> None:
 
 
 def new_stepper(pair: ModelPair, config: BatchConfig, prompt_ids: list[list[int]], k_max: int,
-                lookup: PromptLookup | None, clock: Clock, distributions: bool = False,
-                eagle: EagleHead | None = None) -> Stepper:
-    """The step's state for these rows, prefilled: the drafter (prompt lookup, the EAGLE
-    head ``eagle``, the draft model, or none when k is 0 throughout), the target's cache and
-    each row's generator."""
+                drafter: DrafterSpec, clock: Clock, distributions: bool = False) -> Stepper:
+    """The step's state for these rows, prefilled: the drafter (none when k is 0
+    throughout), the target's cache and each row's generator."""
     size = len(prompt_ids)
     limits = config.per_row(config.max_new_tokens)
     capacity = max(map(len, prompt_ids)) + max(limits) + k_max + 1
@@ -242,19 +226,10 @@ def new_stepper(pair: ModelPair, config: BatchConfig, prompt_ids: list[list[int]
     draft_sampling = dict(temperature=config.temperature, top_k=config.top_k,
                           top_p=config.top_p)
     draft_greedy = config.greedy or config.draft_sample == "greedy"
-    if lookup is not None:
-        drafter = Lookup(lookup, pair.device)
-    elif eagle is not None and k_max > 0:
-        drafter = Eagle(eagle, pair.shared_vocab_size, capacity, size, pair.device,
-                        draft_sampling, greedy=draft_greedy)
-    elif k_max > 0:
-        drafter = DraftModel(
-            pair.draft, pair.shared_vocab_size, capacity, size, k_max, pair.device,
-            draft_sampling, greedy=draft_greedy)
-    else:
-        drafter = None
+    proposer = drafter.build(pair, capacity, size, k_max, pair.device, draft_sampling,
+                             draft_greedy)
     generators = [new_generator(pair, seed) for seed in config.per_row(config.seeds)]
-    stepper = Stepper(pair, drafter, sampling, generators, capacity, k_max, clock,
+    stepper = Stepper(pair, proposer, sampling, generators, capacity, k_max, clock,
                       distributions)
     stepper.prefill(prompt_ids)
     return stepper
@@ -313,11 +288,11 @@ class Decoding:
             step += 1
 
 
-def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify, lookup, clock,
-                     eagle=None):
+def _speculate_batch(pair, config: BatchConfig, prompt_ids, k_max, on_verify,
+                     drafter: DrafterSpec, clock):
     start = clock()
-    stepper = new_stepper(pair, config, prompt_ids, k_max, lookup, clock,
-                          distributions=on_verify is not None, eagle=eagle)
+    stepper = new_stepper(pair, config, prompt_ids, k_max, drafter, clock,
+                          distributions=on_verify is not None)
     prefill_ms = clock() - start
     decoding = Decoding(stepper, config.per_row(config.max_new_tokens), pair.stop_token_ids)
     tally = _Tally()

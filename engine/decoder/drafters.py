@@ -10,7 +10,10 @@ The step (:mod:`engine.decoder.step`) calls a drafter the same way whatever it i
 ``q`` is None when every proposal is one-hot (prompt lookup, or a draft model that proposes its
 argmax): the rule then accepts ``x`` with probability ``p(x)``. ``target_hidden`` is the
 target's final hidden states at the verified positions, for drafters that read them (an EAGLE
-head); the two drafters here ignore it.
+head, ``reads_target_hidden``); the drafters here ignore it. A step with ``k = 0`` calls no
+``propose`` (its drafts are :func:`no_drafts`) but still ``commit``.
+
+- :class:`NoDraft`: proposes nothing (k = 0 throughout: the target alone).
 
 - :class:`DraftModel`: a small causal LM drafts ``k`` tokens in lockstep for every row, with
   its own ragged KV cache. The cache holds every token of the sequence but what the draft has
@@ -23,6 +26,7 @@ head); the two drafters here ignore it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -58,6 +62,65 @@ class Drafts:
         return self.tokens.shape[1]
 
 
+def no_drafts(batch: int, device: torch.device) -> Drafts:
+    """A step's drafts when nothing is proposed: ``tokens [B, 0]``, no marks."""
+    return Drafts(torch.zeros((batch, 0), dtype=torch.long, device=device), None,
+                  torch.zeros(batch, dtype=torch.long, device=device), [0] * batch, None, [])
+
+
+class Drafter(Protocol):
+    """What the step calls (see the module's docstring); built by
+    :meth:`engine.decoder.drafter_spec.DrafterSpec.build`."""
+
+    reads_target_hidden: bool
+
+    def uniforms_needed(self, k: int) -> int:
+        """Uniforms a row needs before proposing ``k`` tokens (0 unless it samples)."""
+
+    def prefill(self, prompt_ids: list[list[int]], target_hidden: torch.Tensor | None = None
+                ) -> None:
+        """Every prompt but its last token; ``target_hidden [B, n, H]`` when read."""
+
+    def propose(self, k: int, uniforms: torch.Tensor | None, clock, keep_logits: bool = False
+                ) -> Drafts:
+        """Up to ``k`` tokens a row; ``uniforms [B, uniforms_needed(k)]``."""
+
+    def commit(self, k: int, accepted: list[int], next_tokens: list[int], drafts: Drafts,
+               target_hidden: torch.Tensor | None = None) -> None:
+        """After the rule: ``accepted[b]`` of row ``b``'s drafts kept, then its next token."""
+
+    def keep_rows(self, order: list[int]) -> None:
+        """Keep the rows at positions ``order``, in that order."""
+
+
+class NoDraft:
+    """The drafter of a run whose k is 0 at every step: it proposes nothing."""
+
+    reads_target_hidden = False
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.batch = 0
+
+    def uniforms_needed(self, k: int) -> int:
+        return 0
+
+    def prefill(self, prompt_ids: list[list[int]], target_hidden: torch.Tensor | None = None
+                ) -> None:
+        self.batch = len(prompt_ids)
+
+    def propose(self, k: int, uniforms: torch.Tensor | None, clock, keep_logits: bool = False
+                ) -> Drafts:
+        return no_drafts(self.batch, self.device)
+
+    def commit(self, k: int, accepted: list[int], next_tokens: list[int], drafts: Drafts,
+               target_hidden: torch.Tensor | None = None) -> None:
+        pass
+
+    def keep_rows(self, order: list[int]) -> None:
+        self.batch = len(order)
+
+
 def choose(logits: torch.Tensor, greedy: bool, sampling: dict, uniforms: torch.Tensor | None,
            i: int, winners: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Draft step ``i``'s tokens ``[B]`` from ``logits [B, V]`` and the row kept for ``q``: the
@@ -88,6 +151,8 @@ def distributions(rows: list[torch.Tensor], winners: list[torch.Tensor], greedy:
 class DraftModel:
     """A draft model's lockstep drafting for ``B`` rows."""
 
+    reads_target_hidden = False
+
     def __init__(self, model, vocab: int, capacity: int, batch: int, k_max: int,
                  device: torch.device, sampling: dict, greedy: bool):
         """``k_max``: the most tokens a step drafts; ``sampling``: ``warp``'s temperature,
@@ -102,7 +167,8 @@ class DraftModel:
         """Uniforms a row needs before proposing: one a drafted token when it samples."""
         return 0 if self.greedy else k
 
-    def prefill(self, prompt_ids: list[list[int]]) -> None:
+    def prefill(self, prompt_ids: list[list[int]], target_hidden: torch.Tensor | None = None
+                ) -> None:
         prefixes = [ids[:-1] for ids in prompt_ids]  # the cache holds all but the newest
         if max(map(len, prefixes)) > 0:
             self.rows.run(padded(prefixes, self.device), [len(p) for p in prefixes], 1)
@@ -129,7 +195,7 @@ class DraftModel:
         return Drafts(torch.stack(tokens, dim=1), q, lengths, [k] * batch, finite, marks,
                       logits)
 
-    def commit(self, k: int, accepted: list[int], next_tokens: list[int], drafts: Drafts | None,
+    def commit(self, k: int, accepted: list[int], next_tokens: list[int], drafts: Drafts,
                target_hidden: torch.Tensor | None = None) -> None:
         """After the rule: each row's cache back to its accepted prefix. ``k = 0`` (a plain
         step): the draft saw nothing, so the target's token waits in ``pending``."""
@@ -152,6 +218,8 @@ class DraftModel:
 class Lookup:
     """Prompt lookup for ``B`` rows, each over its own context (prompt and output so far)."""
 
+    reads_target_hidden = False
+
     def __init__(self, lookup: PromptLookup, device: torch.device):
         self.lookup, self.device = lookup, device
         self.contexts: list[list[int]] = []
@@ -159,7 +227,8 @@ class Lookup:
     def uniforms_needed(self, k: int) -> int:
         return 0
 
-    def prefill(self, prompt_ids: list[list[int]]) -> None:
+    def prefill(self, prompt_ids: list[list[int]], target_hidden: torch.Tensor | None = None
+                ) -> None:
         self.contexts = [list(ids) for ids in prompt_ids]
 
     def propose(self, k: int, uniforms: torch.Tensor | None, clock, keep_logits: bool = False
@@ -172,10 +241,10 @@ class Lookup:
         return Drafts(tokens, None, torch.tensor(lengths, device=self.device), lengths, None,
                       marks, matches=matches)
 
-    def commit(self, k: int, accepted: list[int], next_tokens: list[int], drafts: Drafts | None,
+    def commit(self, k: int, accepted: list[int], next_tokens: list[int], drafts: Drafts,
                target_hidden: torch.Tensor | None = None) -> None:
         for b, (n, token) in enumerate(zip(accepted, next_tokens, strict=True)):
-            kept = drafts.matches[b].tokens[:n] if drafts is not None else []
+            kept = drafts.matches[b].tokens[:n] if drafts.matches is not None else []
             self.contexts[b] += [*kept, token]
 
     def keep_rows(self, order: list[int]) -> None:

@@ -36,8 +36,7 @@ from torch import nn
 from transformers import LlamaConfig, PreTrainedModel
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
-from engine.decoder.drafters import Drafts, choose, distributions
-from engine.decoder.sampling import warp
+from engine.decoder.drafters import Drafts, choose, distributions, no_drafts
 
 PADDING = -1  # a position that marks a padded entry of a ragged batch: written nowhere
 
@@ -295,129 +294,7 @@ def target_features(target: PreTrainedModel, ids: torch.Tensor) -> torch.Tensor:
     return target.model(input_ids=ids, use_cache=False).last_hidden_state
 
 
-# ---- drafting ---------------------------------------------------------------------------------
-
-
-@torch.inference_mode()
-def propose(
-    head: EagleHead,
-    cache: EagleCache,
-    tokens: torch.Tensor,
-    features: torch.Tensor,
-    positions: torch.Tensor,
-    k: int,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Draft ``k`` tokens per row after the newly verified entries.
-
-    ``tokens [B, n]``, ``features [B, n, H]``, ``positions [B, n]``: the entries since the
-    last call, as :meth:`EagleHead.forward` reads them (token ``x_{t+1}`` beside the target's
-    feature ``f_t`` at position t, the last one's token being the target's own next token);
-    ragged rows are padded at the end with ``PADDING`` positions. The head re-runs over them
-    (overwriting its cache there), then drafts from its own features. Returns the drafts
-    ``[B, k]`` and, when sampling, their distributions ``q [B, k, V]`` (None when greedy).
-    After the call the cache holds the k - 1 drafted entries too; the caller rolls it back to
-    the verified length before the next call.
-    """
-    out = head(tokens, features, positions, cache)
-    last = (positions >= 0).sum(dim=1) - 1  # each row's last real entry
-    rows = torch.arange(tokens.shape[0])
-    feature = out[rows, last][:, None]  # [B, 1, H]
-    position = positions[rows, last][:, None]
-    drafts, qs = [], []
-    for i in range(k):
-        logits = head.logits(feature[:, 0]).float()
-        if temperature == 0.0:
-            token = logits.argmax(-1)
-        else:
-            q = warp(logits, temperature)
-            token = torch.multinomial(q, 1, generator=generator)[:, 0]
-            qs.append(q)
-        drafts.append(token)
-        if i + 1 < k:
-            position = position + 1
-            feature = head(token[:, None], feature, position, cache)
-    return torch.stack(drafts, 1), (torch.stack(qs, 1) if qs else None)
-
-
-# ---- the head as a drafter of a speculative loop ---------------------------------------------
-
-
-class EagleDrafter:
-    """The head driven by a loop that verifies ``B`` rows: ``start`` once with the prompt,
-    then per cycle ``propose(k)`` and ``commit`` with what the target's pass verified.
-
-    What it needs from the loop is the target's final hidden states (after its final norm)
-    at the positions it verified: for a cycle that drafted ``d_1 .. d_k`` after the row's
-    last token, the target's pass over ``[last, d_1 .. d_k]`` gives ``hidden [B, k + 1, H]``;
-    with ``a`` drafts accepted and ``x`` the token the target chose after them, the head's new
-    entries are ``(d_1, hidden_0) .. (d_a, hidden_{a-1}), (x, hidden_a)``. They are run at the
-    start of the next ``propose``, overwriting the head's own drafted entries there (vLLM's
-    proposer does the same), so the head's cache holds target features at every verified
-    position and its own only past them.
-    """
-
-    def __init__(self, head: EagleHead, batch: int, capacity: int = 1024):
-        self.head = head
-        self.cache = head.new_cache(batch, capacity)
-        self.verified = torch.zeros(batch, dtype=torch.long)  # head entries from the target
-        self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-        self.drafts: torch.Tensor | None = None
-
-    def start(self, tokens: torch.Tensor, hidden: torch.Tensor, lengths: torch.Tensor,
-              next_tokens: torch.Tensor) -> None:
-        """The prompt: ``tokens [B, n]`` (row b's first ``lengths[b]`` real, padded on the
-        right), the target's ``hidden [B, n, H]`` over them and ``next_tokens [B]``, the
-        token the target chose after each prompt."""
-        b, n = tokens.shape
-        lengths = torch.as_tensor(lengths, dtype=torch.long)
-        shifted = torch.cat([tokens[:, 1:], tokens[:, :1]], 1).clone()
-        shifted[torch.arange(b), lengths - 1] = next_tokens  # entry t reads x_{t+1}
-        index = torch.arange(n)[None]
-        positions = torch.where(index < lengths[:, None], index, PADDING)
-        self.pending = (shifted, hidden, positions)
-        self.verified = torch.zeros(b, dtype=torch.long)
-        self.cache.rollback(torch.zeros(b, dtype=torch.long))
-
-    @torch.inference_mode()
-    def propose(self, k: int, temperature: float = 0.0,
-                generator: torch.Generator | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """``(tokens [B, k], q [B, k, V] or None when greedy, lengths [B])``: k drafts for
-        every row (the head always proposes k)."""
-        assert self.pending is not None, "start() first, and commit() after every propose()"
-        tokens, features, positions = self.pending
-        self.cache.rollback(self.verified)
-        drafts, q = propose(self.head, self.cache, tokens, features, positions, k,
-                            temperature, generator)
-        self.verified = torch.where(positions >= 0, positions + 1, 0).max(dim=1).values
-        self.pending, self.drafts = None, drafts
-        return drafts, q, torch.full((drafts.shape[0],), k, dtype=torch.long)
-
-    def commit(self, accepted: torch.Tensor, hidden: torch.Tensor,
-               next_tokens: torch.Tensor) -> None:
-        """The verification of the last proposal: ``accepted [B]`` drafts kept per row, the
-        target's ``hidden [B, k + 1, H]`` over ``[last, d_1 .. d_k]`` and ``next_tokens [B]``
-        (the correction or bonus token of each row)."""
-        assert self.drafts is not None, "propose() before commit()"
-        accepted = torch.as_tensor(accepted, dtype=torch.long)
-        b, k = self.drafts.shape
-        index = torch.arange(k + 1)[None]
-        tokens = torch.cat([self.drafts, self.drafts[:, :1]], 1).clone()
-        tokens[torch.arange(b), accepted] = next_tokens
-        positions = torch.where(index <= accepted[:, None], self.verified[:, None] + index,
-                                PADDING)
-        self.pending, self.drafts = (tokens, hidden, positions), None
-
-    def keep_rows(self, rows: list[int]) -> None:
-        """Keep only the rows ``rows`` (finished rows leave the batch), between a
-        ``commit`` and the next ``propose``."""
-        assert self.pending is not None, "keep_rows() goes between commit() and propose()"
-        index = torch.tensor(rows, dtype=torch.long)
-        self.cache.keep_rows(rows)
-        self.verified = self.verified[index]
-        self.pending = tuple(t[index] for t in self.pending)
+# ---- the head as a drafter of the engine's step ---------------------------------------------
 
 
 class Eagle:
@@ -478,9 +355,7 @@ class Eagle:
         counts = [len(tokens) for tokens, _, _ in self.pending]
         real = torch.tensor([n > 0 for n in counts], device=self.device)
         if not any(counts):  # every row is a one-token prompt: nothing to draft from yet
-            zeros = torch.zeros(batch, dtype=torch.long, device=self.device)
-            return Drafts(torch.zeros((batch, 0), dtype=torch.long, device=self.device), None,
-                          zeros, [0] * batch, None, [])
+            return no_drafts(batch, self.device)
         tokens, positions, features = self._pending_batch(max(counts))
         self.cache.rollback(self.verified)
         self.verified = [v + n for v, n in zip(self.verified, counts, strict=True)]
@@ -524,12 +399,12 @@ class Eagle:
                 features[b, :n] = torch.cat(chunks).to(dtype)
         return tokens, positions, features
 
-    def commit(self, k: int, accepted: list[int], next_tokens: list[int], drafts: Drafts | None,
+    def commit(self, k: int, accepted: list[int], next_tokens: list[int], drafts: Drafts,
                target_hidden: torch.Tensor | None = None) -> None:
         """``target_hidden [B, m + 1, H]``: the target over ``[last, d_1 .. d_m]`` (row ``b``'s
         real positions first). Row ``b``'s new entries are its ``accepted[b]`` drafts and its
         next token, beside the target's features at ``last, d_1 .. d_a``."""
-        proposals = drafts.tokens.tolist() if drafts is not None and drafts.width else None
+        proposals = drafts.tokens.tolist() if drafts.width else None
         for b, (a, token) in enumerate(zip(accepted, next_tokens, strict=True)):
             ids, where, chunks = self.pending[b]
             start = self.verified[b] + len(ids)

@@ -12,8 +12,8 @@ The cycle is the batched loop's step (:class:`engine.decoder.step.Stepper`) with
 module turns each step into the single stream's richer :class:`CycleEvent` (each token's kind,
 the cycle's times, the overlap ``sum_x min(p, q)`` at each verified position).
 
-With prompt lookup as the drafter (``lookup``, :mod:`engine.decoder.ngram`) there is no draft
-model: a cycle looks up ``m`` in ``0..k`` tokens in the context, ``q`` is one-hot at them, and
+With prompt lookup as the drafter (:mod:`engine.decoder.ngram`) there is no draft model: a
+cycle looks up ``m`` in ``0..k`` tokens in the context, ``q`` is one-hot at them, and
 the same target pass and rule judge them; ``m = 0`` is a plain target step.
 """
 
@@ -32,7 +32,7 @@ from engine.decoder.common import (
     done_event,
     encode_prompt,
 )
-from engine.decoder.eagle import EagleHead
+from engine.decoder.drafter_spec import DRAFT_MODEL, DrafterSpec
 from engine.decoder.events import (
     ACCEPTED,
     DISCARDED,
@@ -45,7 +45,7 @@ from engine.decoder.events import (
     Token,
 )
 from engine.decoder.loading import ModelPair
-from engine.decoder.ngram import NO_PROPOSAL, PromptLookup, Proposal
+from engine.decoder.ngram import NO_PROPOSAL, Proposal
 from engine.decoder.stats import summarize
 
 
@@ -55,8 +55,7 @@ def speculate(
     *,
     baseline_step_ms: Sequence[float] | None = None,
     on_verify: Callable[[list[int], Outcome], None] | None = None,
-    lookup: PromptLookup | None = None,
-    eagle: EagleHead | None = None,
+    drafter: DrafterSpec = DRAFT_MODEL,
 ) -> Iterator[CycleEvent | SummaryEvent | DoneEvent]:
     """Speculative decoding: a :class:`CycleEvent` per cycle, then a :class:`SummaryEvent`
     when ``baseline_step_ms`` (the target-only run's step times) is given, then a
@@ -65,19 +64,12 @@ def speculate(
     Bad settings raise ``ValueError`` here, before anything runs. The iterator may be closed
     between cycles; it holds nothing but its own caches. ``on_verify`` sees each
     cycle's :class:`Outcome` with the token ids before it (for tests and debugging).
-    ``lookup``: draft by prompt lookup instead of the pair's draft model (which may be None).
-    ``eagle``: draft with this EAGLE head (sharing the target's embedding and LM head).
+    ``drafter``: what proposes (the pair's draft model by default).
     """
-    if lookup is not None and eagle is not None:
-        raise ValueError("one drafter at a time: prompt lookup or the EAGLE head, not both")
-    if lookup is None and eagle is None and pair.draft is None:
-        raise ValueError("speculative decoding needs a draft model; this pair has none "
-                         "(prompt lookup needs none, nor does an EAGLE head)")
-    if lookup is not None:
-        lookup.validate()
     config.validate()
+    drafter.check(pair, config.k)
     prompt_ids = encode_prompt(pair, config, lookahead=config.k)
-    return _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup, eagle)
+    return _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, drafter)
 
 
 @dataclass
@@ -97,22 +89,20 @@ class Outcome:
     match: Proposal = NO_PROPOSAL  # prompt lookup: the n-gram that matched, and where
 
 
-def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup, eagle=None):
+def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, drafter: DrafterSpec):
     clock = Clock(pair.device)
     one = BatchConfig([config.prompt], k=config.k, temperature=config.temperature,
                       top_p=config.top_p, top_k=config.top_k,
                       max_new_tokens=config.max_new_tokens, seeds=config.seed,
                       draft_sample=config.draft_sample)
     start = clock()
-    stepper = new_stepper(pair, one, [prompt_ids], config.k, lookup, clock, distributions=True,
-                          eagle=eagle)
+    stepper = new_stepper(pair, one, [prompt_ids], config.k, drafter, clock, distributions=True)
     prefill_ms = clock() - start
 
     decoder = TextDecoder(detokenizer(pair.tokenizer), prompt_ids)
     decoding = Decoding(stepper, [config.max_new_tokens], pair.stop_token_ids)
     cycles: list[CycleEvent] = []
     decode_ms = 0.0
-    drafter = "ngram" if lookup is not None else "eagle" if eagle is not None else "model"
     for emitted in decoding.steps(lambda _step, _live: config.k):
         result, times = emitted.result, emitted.result.times
         m = len(result.drafts[0])
@@ -128,7 +118,7 @@ def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, lookup, ea
         outcome = _usable_part(outcome, usable)
         decode_ms += real_ms
         event = _cycle_event(len(cycles), outcome, emitted.kept[0], decoder, outcome.cycle_ms,
-                             config.k, drafter)
+                             config.k, drafter.kind)
         cycles.append(event)
         yield event
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.decoder.common import Clock
-from engine.decoder.drafters import Drafts
+from engine.decoder.drafters import Drafter, no_drafts
 from engine.decoder.rows import padded, rows_for
 from engine.decoder.sampling import greedy as greedy_probs
 from engine.decoder.sampling import row_uniforms, warp
@@ -98,8 +98,9 @@ class Stepper:
     """The rows of a batch between steps: the target's cache, each row's newest token (in
     neither cache yet), each row's generator, and the drafter."""
 
-    def __init__(self, pair, drafter, sampling: Sampling, generators: list[torch.Generator],
-                 capacity: int, k_max: int, clock: Clock, distributions: bool = False):
+    def __init__(self, pair, drafter: Drafter, sampling: Sampling,
+                 generators: list[torch.Generator], capacity: int, k_max: int, clock: Clock,
+                 distributions: bool = False):
         """``k_max``: the most drafts a step verifies; ``distributions``: keep ``q``, ``p``
         and the overlaps in every result (the single stream's events and the hooks of tests
         and probes)."""
@@ -111,7 +112,7 @@ class Stepper:
         self.last: list[int] = []
         # A drafter that reads the target's final hidden states (an EAGLE head) gets them
         # from every target pass: [B, n, H] in the pass's input order.
-        self.wants_hidden = bool(getattr(drafter, "reads_target_hidden", False))
+        self.wants_hidden = drafter.reads_target_hidden
 
     @torch.inference_mode()
     def prefill(self, prompt_ids: list[list[int]]) -> None:
@@ -121,18 +122,14 @@ class Stepper:
         if max(map(len, prefixes)) > 0:
             self.target.run(padded(prefixes, self.device), [len(p) for p in prefixes], 1,
                             hidden)
-        if self.drafter is not None:
-            if self.wants_hidden:  # [B, n, H] over each prompt but its last token
-                self.drafter.prefill(prompt_ids, target_hidden=hidden[0] if hidden else None)
-            else:
-                self.drafter.prefill(prompt_ids)
+        # [B, n, H] over each prompt but its last token, for a drafter that reads it
+        self.drafter.prefill(prompt_ids, target_hidden=hidden[0] if hidden else None)
         self.last = [ids[-1] for ids in prompt_ids]
 
     def keep_rows(self, order: list[int]) -> None:
         """Keep the rows at positions ``order``, in that order."""
         self.target.keep_rows(order)
-        if self.drafter is not None:
-            self.drafter.keep_rows(order)
+        self.drafter.keep_rows(order)
         self.last = [self.last[i] for i in order]
         self.generators = [self.generators[i] for i in order]
 
@@ -141,8 +138,7 @@ class Stepper:
         clock, device, sampling = self.clock, self.device, self.sampling
         batch = len(self.last)
         start = clock.mark()
-        drafts: Drafts | None = None
-        u_rule = None
+        drafts, u_rule = no_drafts(batch, device), None
         if k > 0:
             before = self.drafter.uniforms_needed(k)
             u_draft = None
@@ -151,15 +147,9 @@ class Stepper:
                                  device)
                 u_draft, u_rule = u[:, :before], u[:, before:]
             drafts = self.drafter.propose(k, u_draft, clock, keep_logits=self.distributions)
-        lengths = drafts.length_list if drafts is not None else [0] * batch
-        width = drafts.width if drafts is not None else 0
+        lengths, width, m, tokens = drafts.length_list, drafts.width, drafts.lengths, drafts.tokens
         if u_rule is None and not sampling.greedy:
-            u_rule = row_uniforms(self.generators, [m + 1 for m in lengths], width + 1, device)
-        m = drafts.lengths if drafts is not None else torch.zeros(batch, dtype=torch.long,
-                                                                  device=device)
-        tokens = drafts.tokens if drafts is not None else torch.zeros((batch, 0),
-                                                                      dtype=torch.long,
-                                                                      device=device)
+            u_rule = row_uniforms(self.generators, [n + 1 for n in lengths], width + 1, device)
 
         last = torch.tensor(self.last, device=device)[:, None]
         ids = torch.cat([last, tokens], dim=1)  # [B, width + 1]
@@ -182,10 +172,10 @@ class Stepper:
         else:
             p = sampling.warp(logits)  # [B, width + 1, V]
             finite = torch.isfinite(p).all()
-            n, next_tokens = verify_batch(tokens, drafts.q if drafts else None, p, m, u_rule)
-        if drafts is not None and drafts.finite is not None:
+            n, next_tokens = verify_batch(tokens, drafts.q, p, m, u_rule)
+        if drafts.finite is not None:
             finite = finite & drafts.finite
-        q = self._q(drafts) if self.distributions and drafts is not None else None
+        q = self._q(drafts) if self.distributions else None
         overlap = self._overlap(tokens, q, p, width) if self.distributions else None
         # The step's one wait for the device: everything the host needs, in one read.
         parts = [n.double(), next_tokens.double(), finite.double().view(1)]
@@ -200,16 +190,14 @@ class Stepper:
 
         # The target's cache holds ..., last, x_1..x_m of each row; keep ..., last, x_1..x_n.
         self.target.rollback([mb - nb for mb, nb in zip(lengths, accepted, strict=True)])
-        if self.drafter is not None:
-            self.drafter.commit(k, accepted, next_list, drafts,
-                                target_hidden=hidden[0] if hidden else None)
+        self.drafter.commit(k, accepted, next_list, drafts,
+                            target_hidden=hidden[0] if hidden else None)
         self.last = next_list
         end = clock.mark()
 
-        draft_marks = drafts.marks if drafts is not None else []
-        spans = clock.spans([start, *draft_marks, after_target, after_rule, end])
-        drafted, (target_ms, rule_ms, commit_ms) = spans[: len(draft_marks)], spans[-3:]
-        if drafts is not None and drafts.matches is None:  # a pass, then its sampling
+        spans = clock.spans([start, *drafts.marks, after_target, after_rule, end])
+        drafted, (target_ms, rule_ms, commit_ms) = spans[: len(drafts.marks)], spans[-3:]
+        if drafts.matches is None:  # a pass, then its sampling
             passes, other = drafted[0::2], drafted[1::2]
             step_ms = [a + b for a, b in zip(passes, other, strict=True)]
         else:
@@ -221,10 +209,10 @@ class Stepper:
             n_accepted=accepted, next_tokens=next_list, times=times, draft_step_ms=step_ms,
             q=q, p=p, overlap=self._rows_overlap(values, batch, width, lengths, accepted)
             if overlap is not None else None,
-            matches=drafts.matches if drafts is not None else None,
+            matches=drafts.matches,
         )
 
-    def _q(self, drafts: Drafts) -> torch.Tensor:
+    def _q(self, drafts) -> torch.Tensor:
         """``q [B, m, V]`` for hooks: one-hot where the drafter proposed argmaxes or looked
         the tokens up."""
         if drafts.q is not None:

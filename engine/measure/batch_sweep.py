@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.decoder.batched import BatchConfig, BatchStepEvent, speculate_batch
+from engine.decoder.drafter_spec import DRAFT_MODEL, DrafterSpec
 from engine.decoder.loading import ModelPair
-from engine.decoder.ngram import PromptLookup
 from engine.measure import sweep_results
 from engine.measure.sweep_results import Policy, parse_policies, read_schedule, spread
 
@@ -39,17 +39,16 @@ class Cell:
 
 def time_batch(pair: ModelPair, prompts: Sequence[str], batch: int, policy: Policy,
                new_tokens: int, temperature: float, seed: int,
-               lookup: PromptLookup | None = None, eagle=None) -> tuple[float, float, int, int]:
-    """Tokens/s of wall and of CPU time, accepted drafts and trials, for one batch
-    (``lookup``: every row drafts by prompt lookup instead of with the draft model;
-    ``eagle``: with this EAGLE head)."""
+               drafter: DrafterSpec = DRAFT_MODEL) -> tuple[float, float, int, int]:
+    """Tokens/s of wall and of CPU time, accepted drafts and trials, for one batch, every
+    row drafting with ``drafter``."""
     # Each repeat (seed) takes the next B prompts, so a small batch meets every domain over
     # the repeats as a large one does; every policy of a repeat decodes the same rows.
     rows = [prompts[(seed * batch + i) % len(prompts)] for i in range(batch)]
     config = BatchConfig(rows, k=policy.k_at,
                          temperature=temperature, max_new_tokens=new_tokens,
                          seeds=[seed * 1000 + i for i in range(batch)])
-    events = speculate_batch(pair, config, lookup=lookup, eagle=eagle)
+    events = speculate_batch(pair, config, drafter=drafter)
     next(events)  # the prefill and the first step
     wall, cpu, tokens = time.perf_counter(), time.thread_time(), 0
     done = None
@@ -65,18 +64,17 @@ def time_batch(pair: ModelPair, prompts: Sequence[str], batch: int, policy: Poli
 def sweep(pair: ModelPair, prompts: Sequence[str], batches: Sequence[int],
           policies: Sequence[Policy], new_tokens: int, repeats: int, temperature: float,
           log: Callable[[str], None] = lambda message: None,
-          lookup: PromptLookup | None = None, eagle=None) -> dict[tuple[str, int], Cell]:
+          drafter: DrafterSpec = DRAFT_MODEL) -> dict[tuple[str, int], Cell]:
     pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # fixed tokens per row
     cells = {(p.name, b): Cell([], []) for p in policies for b in batches}
     for policy in policies:  # warm-up: caches, rope tables, the allocator
         time_batch(pair, prompts, max(batches), policy, min(new_tokens, 8), temperature, 0,
-                   lookup, eagle)
+                   drafter)
     for repeat in range(repeats):
         for batch in batches:
             for policy in policies:
                 wall, cpu, accepted, trials = time_batch(
-                    pair, prompts, batch, policy, new_tokens, temperature, repeat + 1, lookup,
-                    eagle)
+                    pair, prompts, batch, policy, new_tokens, temperature, repeat + 1, drafter)
                 cell = cells[policy.name, batch]
                 cell.wall.append(wall)
                 cell.cpu.append(cpu)
@@ -139,19 +137,24 @@ def sweep_prompts(args) -> list[str]:
             else pair_prompts(args.target, per_domain=20))
 
 
-def load_drafting(args) -> tuple[int, ModelPair, PromptLookup | None, object | None]:
-    """``(threads, pair, lookup, eagle)`` for ``--drafter``: torch's threads set, the pair loaded
-    (with its draft model for ``model`` only), prompt lookup for ``ngram``, the EAGLE head for
-    ``eagle`` (the others None)."""
-    from engine.decoder.eagle import load_head_for
+def load_drafting(args) -> tuple[int, ModelPair, DrafterSpec, str]:
+    """``(threads, pair, drafter, what drafts)`` for ``--drafter``: torch's threads set, the
+    pair loaded (with its draft model for ``model`` only), the drafter built (vLLM's default
+    n-gram bounds for ``ngram``, the head in ``--eagle`` for ``eagle``) and its words."""
+    from engine.decoder.drafter_spec import spec_for
     from engine.decoder.loading import load_pair, set_threads
+    from engine.decoder.ngram import PromptLookup
 
     threads = set_threads(args.threads, args.device)
-    lookup = PromptLookup() if args.drafter == "ngram" else None
     pair = load_pair(args.target, args.draft if args.drafter == "model" else None,
                      device=args.device)
-    eagle = load_head_for(pair, args.eagle) if args.drafter == "eagle" else None
-    return threads, pair, lookup, eagle
+    lookup = (PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
+              if args.drafter == "ngram" else None)
+    drafter = spec_for(pair, lookup, args.eagle if args.drafter == "eagle" else None)
+    words = {"ngram": f"prompt lookup (n = {drafter.lookup.prompt_lookup_min}.."
+                      f"{drafter.lookup.prompt_lookup_max})",
+             "eagle": f"EAGLE head {args.eagle}"}.get(drafter.kind, args.draft)
+    return threads, pair, drafter, words
 
 
 def run_sweep(args) -> int:
@@ -180,11 +183,11 @@ def run_sweep(args) -> int:
     except ValueError as error:  # an unknown set, a missing or malformed file
         print(f"specscope: error: {error}", file=sys.stderr)
         return 2
-    threads, pair, lookup, eagle = load_drafting(args)
+    threads, pair, drafter, draft = load_drafting(args)
     log(f"{len(policies)} policies x {len(args.batch)} batch sizes x {args.repeats} repeats, "
         f"{args.new_tokens} new tokens per row, {threads} thread(s)")
     cells = sweep(pair, prompts, args.batch, policies, args.new_tokens, args.repeats,
-                  args.temperature, log, lookup, eagle)
+                  args.temperature, log, drafter)
     for which, clock in (("wall", "wall time"), ("cpu", "CPU time of the decoding thread")):
         print(f"\ntokens/s per second of {clock}: median (interquartile range)\n")
         print(table(cells, policies, args.batch, which))
@@ -193,8 +196,6 @@ def run_sweep(args) -> int:
     dtype = str(pair.dtype).removeprefix("torch.")
     hardware = args.hardware or (f"this machine ({where}, {dtype}, {threads} torch thread(s), "
                                  "specscope engine)")
-    draft = (f"prompt lookup (n = {lookup.prompt_lookup_min}..{lookup.prompt_lookup_max})"
-             if lookup else f"EAGLE head {args.eagle}" if eagle is not None else args.draft)
     meta = {"hardware": hardware, "target": args.target, "draft": draft,
             "drafter": args.drafter, "prompts": args.prompts or "the pair's held-out prompts",
             "temperature": args.temperature, "new_tokens": args.new_tokens,

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.decoder.baseline import run_target_only
-from engine.decoder.eagle import load_head_for
+from engine.decoder.drafter_spec import spec_for
 from engine.decoder.events import DoneEvent, GenerationConfig
 from engine.decoder.loading import ModelPair
 from engine.decoder.speculative import speculate
@@ -73,14 +73,11 @@ class Bench(BenchRecord):
     """Runs the contenders and keeps every run, every cycle and every target-only step."""
 
     def __init__(self, pair: ModelPair, config: BenchConfig, log: Callable[[str], None]):
-        if pair.draft is None and config.lookup is None and not config.eagle:
-            raise ValueError("the benchmark needs a draft model, --drafter ngram or --drafter "
-                             "eagle; this pair has no draft")
         if config.eagle and config.transformers:
             raise ValueError("transformers has no EAGLE head to compare with: bench the head "
                              "with our engine only (--ours-only)")
         super().__init__(config)
-        self.head = load_head_for(pair, config.eagle) if config.eagle else None
+        self.spec = spec_for(pair, config.lookup, config.eagle).check(pair, max(config.ks))
         self.pair = pair
         self.log = log
         # End of sequence never stops our runs (transformers' side: eos_token_id=[]).
@@ -153,8 +150,7 @@ class Bench(BenchRecord):
     def _ours_spec(self, k: int):
         def run(prompt, ids, temperature, seed):
             config = self._config(prompt, temperature, seed, k)
-            *events, done = speculate(self.ours, config, lookup=self.config.lookup,
-                                      eagle=self.head)
+            *events, done = speculate(self.ours, config, drafter=self.spec)
             assert isinstance(done, DoneEvent)
             return done.token_ids, done.prefill_ms, events
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from engine.decoder.drafter_spec import kind_of
 from engine.decoder.events import CycleEvent, StepEvent
 from engine.decoder.ngram import PromptLookup
 from engine.measure.prompt_sets import FALLBACK_PROMPTS
@@ -32,7 +33,7 @@ class BenchConfig:
 
     @property
     def drafter(self) -> str:
-        return "ngram" if self.lookup is not None else "eagle" if self.eagle else "model"
+        return kind_of(self.lookup, self.eagle)
 
 
 @dataclass

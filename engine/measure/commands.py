@@ -14,23 +14,19 @@ import sys
 from pathlib import Path
 
 from engine.analytic.drafters import DRAFTER_NAMES
-from engine.cli_options import add_pair_options
-
-DRAFTERS = DRAFTER_NAMES
-EAGLE = "models/eagle"  # the head trained for the shipped target
+from engine.cli_options import add_drafter_options, add_pair_options
 
 
 def drafter_list(text: str) -> list[str]:
     """"model", "ngram", "eagle", or several comma-separated ("model,ngram,eagle")."""
     names = list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
-    if not names or any(n not in DRAFTERS for n in names):
+    if not names or any(n not in DRAFTER_NAMES for n in names):
         raise ValueError(f"--drafter takes model, ngram or eagle, or several comma-separated "
                          f"(model,ngram,eagle); got {text!r}")
     return names
 
 
 def add_parsers(sub, d: dict, float_list) -> None:
-    from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
     from engine.measure.prompt_sets import BUILTIN_SETS
 
     probe = sub.add_parser(
@@ -42,16 +38,7 @@ def add_parsers(sub, d: dict, float_list) -> None:
                        help="built-in set names or prompt files (default: all built-in sets)")
     probe.add_argument("--pair", help=f"a pair from SPECSCOPE_PAIRS ({', '.join(d['pairs'])})")
     add_pair_options(probe, None, None)
-    probe.add_argument("--drafter", default="model",
-                       help="model (the draft model), ngram (prompt lookup), eagle (an EAGLE "
-                            "head) or several comma-separated (model,ngram,eagle): side by "
-                            "side, with the winner of each domain")
-    probe.add_argument("--eagle", default=EAGLE,
-                       help=f"the EAGLE head's folder for --drafter eagle (default {EAGLE})")
-    probe.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
-                       help=f"smallest n-gram prompt lookup matches (default {PROMPT_LOOKUP_MIN})")
-    probe.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
-                       help=f"largest n-gram prompt lookup matches (default {PROMPT_LOOKUP_MAX})")
+    add_drafter_options(probe, several=True, help_note=", with the winner of each domain")
     probe.add_argument("--draft-sample", choices=["probabilistic", "greedy"],
                        default="probabilistic",
                        help="how the draft model picks its tokens, as vLLM's "
@@ -128,7 +115,7 @@ def _probe(args, argv: list[str] | None, d: dict) -> int:
     results = []
     for name in drafters:
         cfg = replace(config, lookup=lookup if name == "ngram" else None,
-                      eagle=args.eagle if name == "eagle" else None)
+                      eagle=args.eagle if name == "eagle" else None)  # the record's options
         result = measure(probe(pair, prompts, cfg), prompts, cfg, args, "specscope", target,
                          draft or "", notices)
         if result is None:

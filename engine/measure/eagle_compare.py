@@ -29,7 +29,8 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from engine.decoder.eagle import EagleDrafter, EagleHead, target_features
+from engine.decoder.common import Clock
+from engine.decoder.eagle import Eagle, EagleHead, target_features
 from engine.decoder.forward import forward, new_cache, rollback
 from engine.decoder.sampling import warp
 from engine.measure.probe import bootstrap_ratio
@@ -38,26 +39,38 @@ from engine.measure.probe import bootstrap_ratio
 
 
 class HeadDrafter:
-    """The EAGLE head behind :class:`EagleDrafter`, one row: fed only the target's hidden
-    states at the positions each cycle verified, as a speculative loop feeds it."""
+    """The engine's EAGLE drafter (:class:`engine.decoder.eagle.Eagle`), one row: fed only
+    the target's hidden states at the positions each cycle verified, as the step feeds it."""
 
     def __init__(self, head: EagleHead, capacity: int = 1024):
-        self.head = head
-        self.drafter = EagleDrafter(head, 1, capacity)
+        self.head, self.capacity = head, capacity
+        self.clock = Clock(torch.device("cpu"))
+        self.drafter: Eagle | None = None
+        self.drafts = None
 
     def start(self, prompt: torch.Tensor, hidden: torch.Tensor, first: int) -> None:
-        self.drafter.start(prompt[None], hidden[None], torch.tensor([len(prompt)]),
-                           torch.tensor([first]))
+        """``prompt [n]`` and the target's ``hidden [n, H]`` over it; ``first``: the token the
+        target chose after it (the newest, which the target has not run yet)."""
+        self.prompt, self.hidden = [*prompt.tolist(), first], hidden[None]
+        self.drafter = None  # built at the first proposal, which knows the temperature
 
     def propose(self, k: int, temperature: float, gen: torch.Generator
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        tokens, q, _ = self.drafter.propose(k, temperature, gen)
-        if q is None:  # greedy: the draft's distribution is its argmax
-            return tokens[0], F.one_hot(tokens[0], self.head.config.vocab_size).float()
-        return tokens[0], q[0]
+        if self.drafter is None:
+            self.drafter = Eagle(self.head, self.head.config.vocab_size, self.capacity, 1,
+                                 torch.device("cpu"), dict(temperature=temperature),
+                                 greedy=temperature == 0.0)
+            self.drafter.prefill([self.prompt], target_hidden=self.hidden)
+        uniforms = None if temperature == 0.0 else torch.rand((1, k), generator=gen)
+        self.drafts = self.drafter.propose(k, uniforms, self.clock)
+        tokens = self.drafts.tokens[0]
+        if self.drafts.q is None:  # greedy: the draft's distribution is its argmax
+            return tokens, F.one_hot(tokens, self.head.config.vocab_size).float()
+        return tokens, self.drafts.q[0]
 
     def commit(self, accepted: int, hidden: torch.Tensor, next_token: int) -> None:
-        self.drafter.commit(torch.tensor([accepted]), hidden[None], torch.tensor([next_token]))
+        self.drafter.commit(len(self.drafts.tokens[0]), [accepted], [next_token], self.drafts,
+                            target_hidden=hidden[None])
 
 
 class ModelDrafter:

@@ -18,9 +18,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from engine.decoder.baseline import target_only
+from engine.decoder.drafter_spec import DRAFT_MODEL, DrafterSpec
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent, SummaryEvent
 from engine.decoder.loading import ModelPair
-from engine.decoder.ngram import PromptLookup
 from engine.decoder.speculative import speculate
 from engine.decoder.stats import cycle_costs, histogram_speedup, predicted_speedup, summarize
 
@@ -28,16 +28,14 @@ BOOTSTRAP_SAMPLES = 400
 
 
 def interleaved(
-    pair: ModelPair, config: GenerationConfig, lookup: PromptLookup | None = None,
-    eagle=None,
+    pair: ModelPair, config: GenerationConfig, drafter: DrafterSpec = DRAFT_MODEL,
 ) -> Iterator[CycleEvent | StepEvent]:
     """A speculative run and a target-only run of the same prompt and settings, advanced in
     turn: each :class:`CycleEvent`, then as many target-only :class:`StepEvent`\\ s as the
     cycle added to the output. The baseline goes past an end of sequence, so it always has
     as many tokens to give: equal samples. Bad settings raise ``ValueError`` before anything
-    runs; closing the iterator closes both runs. ``lookup``: draft by prompt lookup;
-    ``eagle``: with this EAGLE head."""
-    speculative = speculate(pair, config, lookup=lookup, eagle=eagle)
+    runs; closing the iterator closes both runs."""
+    speculative = speculate(pair, config, drafter=drafter)
     baseline = target_only(dataclasses.replace(pair, stop_token_ids=frozenset()), config)
     try:
         for event in speculative:

@@ -26,8 +26,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from engine.analytic.drafters import DRAFTER_NAMES
 from engine.analytic.schedule import COSTS_FILE_VERSION
+from engine.cli_options import add_drafter_options
 
 
 def add_parser(sub, d: dict, batches_type) -> None:
@@ -45,10 +45,7 @@ def add_parser(sub, d: dict, batches_type) -> None:
                        help="batch sizes (default 1,2,4,8,16,32,64)")
     costs.add_argument("--k-max", type=int, default=4, help="the longest draft timed (default 4)")
     add_pair_options(costs, d["target"], d["draft"], k=None)
-    costs.add_argument("--drafter", choices=DRAFTER_NAMES, default="model",
-                       help="the draft model (the default), prompt lookup or the EAGLE head")
-    costs.add_argument("--eagle", default="models/eagle",
-                       help="the EAGLE head's folder (--drafter eagle; default models/eagle)")
+    add_drafter_options(costs)
     costs.add_argument("--new-tokens", type=int, default=32, help="tokens a row per run")
     costs.add_argument("--repeats", type=int, default=3, help="runs of each (batch, k)")
     costs.add_argument("--temperature", type=float, default=0.0)
@@ -64,14 +61,14 @@ def add_parser(sub, d: dict, batches_type) -> None:
 
 
 def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, new_tokens: int,
-            repeats: int, temperature: float, cpu_clock: bool, lookup=None,
-            log: Callable[[str], None] = lambda message: None, eagle=None
-            ) -> dict[tuple[int, int], dict]:
+            repeats: int, temperature: float, cpu_clock: bool, drafter=None,
+            log: Callable[[str], None] = lambda message: None) -> dict[tuple[int, int], dict]:
     """Median parts of a step (ms) for every ``(batch, k)``: ``draft_pass``, ``target``,
     ``loop`` (the rest), ``step``, ``steps`` (how many steps counted) and ``step_mad``: the
     median absolute deviation of the repeats' own median steps (the timings' spread)."""
     from engine.decoder.batched import BatchConfig, BatchStepEvent, speculate_batch
     from engine.decoder.common import Clock
+    from engine.decoder.drafter_spec import DRAFT_MODEL
 
     pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # every row stays live
     clock = Clock(pair.device, cpu_time=cpu_clock)
@@ -85,8 +82,9 @@ def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, ne
                                      seeds=[repeat * 1000 + i for i in range(batch)])
                 cell = parts.setdefault((batch, k), {})
                 mine = []
-                for index, event in enumerate(speculate_batch(pair, config, lookup=lookup,
-                                                              clock=clock, eagle=eagle)):
+                events = speculate_batch(pair, config, drafter=drafter or DRAFT_MODEL,
+                                         clock=clock)
+                for index, event in enumerate(events):
                     if (repeat == 0 or index == 0 or not isinstance(event, BatchStepEvent)
                             or len(event.rows) < batch):
                         continue
@@ -167,20 +165,17 @@ def run(args) -> int:
     except ValueError as error:
         print(f"specscope costs: error: {error}", file=sys.stderr)
         return 2
-    threads, pair, lookup, eagle = load_drafting(args)
-    drafter = ("prompt lookup" if lookup else f"EAGLE head {args.eagle}" if eagle is not None
-               else None)
+    threads, pair, drafter, draft = load_drafting(args)
     log(f"{len(args.batch)} batch sizes x k = 0..{args.k_max} x {args.repeats} repeats, "
         f"{args.new_tokens} new tokens a row, {threads} thread(s), {args.clock} clock")
     medians = measure(pair, prompts, args.batch, args.k_max, args.new_tokens, args.repeats,
-                      args.temperature, args.clock == "cpu", lookup, log, eagle)
+                      args.temperature, args.clock == "cpu", drafter, log)
     where = "CPU" if pair.device.type == "cpu" else str(pair.device)
-    meta = {"label": f"{Path(args.target).name} / "
-                     f"{drafter or Path(args.draft).name}, "
-                     "measured through the loop",
+    name = Path(draft).name if drafter.kind == "model" else draft
+    meta = {"label": f"{Path(args.target).name} / {name}, measured through the loop",
             "hardware": f"this machine ({where}, {str(pair.dtype).removeprefix('torch.')}, "
                         f"{threads} torch thread(s), specscope engine)",
-            "target": args.target, "draft": drafter or args.draft,
+            "target": args.target, "draft": draft,
             "drafter": args.drafter, "clock": args.clock, "temperature": args.temperature,
             "new_tokens": args.new_tokens, "repeats": args.repeats, "threads": threads,
             "command": "specscope " + " ".join(sys.argv[1:])}

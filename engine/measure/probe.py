@@ -39,7 +39,7 @@ from engine.analytic import acceptance as estimators
 from engine.analytic import lookup as lookup_model
 from engine.analytic import theory
 from engine.decoder.baseline import target_only
-from engine.decoder.eagle import EagleHead, load_head_for
+from engine.decoder.drafter_spec import DrafterSpec, kind_of, spec_for
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent
 from engine.decoder.loading import ModelPair
 from engine.decoder.ngram import PromptLookup
@@ -68,7 +68,7 @@ class ProbeConfig:
 
     @property
     def drafter(self) -> str:
-        return "ngram" if self.lookup is not None else "eagle" if self.eagle else "model"
+        return kind_of(self.lookup, self.eagle)
 
     def validate(self) -> ProbeConfig:
         if not self.temperatures:
@@ -79,10 +79,8 @@ class ProbeConfig:
                              draft_sample=self.draft_sample).validate()
         if not isinstance(self.bootstrap, int) or self.bootstrap < 1:
             raise ValueError(f"bootstrap samples must be an integer >= 1, got {self.bootstrap!r}")
-        if self.lookup is not None:
+        if self.drafter == "ngram":
             self.lookup.validate()
-        if self.lookup is not None and self.eagle:
-            raise ValueError("one drafter at a time: prompt lookup or the EAGLE head, not both")
         return self
 
 
@@ -214,13 +212,12 @@ def measure_prompt(
 
 def measure_events(
     pair: ModelPair, prompt: Prompt, index: int, temperature: float, config: ProbeConfig,
-    head: EagleHead | None = None,
+    drafter: DrafterSpec | None = None,
 ) -> Iterator[CycleEvent | StepEvent | PromptMeasure]:
     """:func:`measure_prompt` step by step: the engine's cycle and step events as they
-    happen (a caller may stop between any two), then the :class:`PromptMeasure`. ``head``:
-    the EAGLE head of ``config.eagle``, loaded (loaded here when not given)."""
-    if config.eagle and head is None:
-        head = load_head_for(pair, config.eagle)
+    happen (a caller may stop between any two), then the :class:`PromptMeasure`.
+    ``drafter``: ``config``'s drafter, built (built here when not given)."""
+    drafter = drafter or spec_for(pair, config.lookup, config.eagle)
     gen = GenerationConfig(prompt.text, k=config.k, temperature=temperature, top_p=config.top_p,
                            max_new_tokens=config.max_new_tokens, seed=config.seed + index,
                            draft_sample=config.draft_sample)
@@ -234,7 +231,7 @@ def measure_events(
         agreements += int((q_top == p_top).sum())
 
     cycles: list[CycleEvent] = []
-    for event in speculate(pair, gen, on_verify=count_top1, lookup=config.lookup, eagle=head):
+    for event in speculate(pair, gen, on_verify=count_top1, drafter=drafter):
         if isinstance(event, CycleEvent):
             cycles.append(event)
             yield event
@@ -291,12 +288,9 @@ def probe(
     events come too, so that a caller can stop inside a prompt's runs. Prompts too long for
     the models' context must be cut first (:func:`fit_prompts`)."""
     config.validate()
-    if pair.draft is None and config.lookup is None and not config.eagle:
-        raise ValueError("probing needs a draft model (or prompt lookup, or an EAGLE head); "
-                         "this pair has none")
-    head = load_head_for(pair, config.eagle) if config.eagle else None
+    drafter = spec_for(pair, config.lookup, config.eagle).check(pair, config.k)
     for temperature, index, prompt in plan(prompts, config):
-        for event in measure_events(pair, prompt, index, temperature, config, head):
+        for event in measure_events(pair, prompt, index, temperature, config, drafter):
             if steps or isinstance(event, PromptMeasure):
                 yield event
 

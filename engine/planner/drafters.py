@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from engine.analytic import drafters
 from engine.analytic.break_even import step_s
-from engine.analytic.drafters import EAGLE_HEADS, STREAMING_BUDGET, EagleHead
+from engine.analytic.drafters import EAGLE_HEADS, STREAMING_BUDGET, HeadShape
 from engine.analytic.passes import Setting
 from engine.analytic.presets import devices
 from engine.analytic.schedule import Fits, PlanError
@@ -39,7 +39,7 @@ DRAFTERS = {
 KV_BUDGET_MAX = 131_072
 
 
-def eagle_head(s: Setting, name: str | None = None) -> EagleHead:
+def eagle_head(s: Setting, name: str | None = None) -> HeadShape:
     """The head preset named ``name``, or the one that drafts for ``s.target``; PlanError when
     there is none or it drafts for another target."""
     fitting = drafters.eagle_heads_of(s.target)
@@ -59,7 +59,7 @@ def eagle_head(s: Setting, name: str | None = None) -> EagleHead:
     return fitting[0]
 
 
-def eagle_costs(s: Setting, head: EagleHead) -> Costs:
+def eagle_costs(s: Setting, head: HeadShape) -> Costs:
     """The roofline with the head in the draft's place: its weights, its one layer of KV
     cache, on the target's GPUs (or one, with ``draft_placement`` one-gpu)."""
     costs = setting_costs(replace(s, draft=head.shape()))

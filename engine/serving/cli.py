@@ -23,9 +23,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from engine.analytic.drafters import DRAFTER_NAMES
-from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
-from engine.cli_options import TORCH_DTYPES, add_pair_options
+from engine.cli_options import TORCH_DTYPES, add_drafter_options, add_pair_options
 from engine.measure.commands import measure, prepare_probe, read_text, report
 from engine.serving.client import SpecCounters, VllmClient, VllmError
 from engine.serving.server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
@@ -37,6 +35,9 @@ from engine.serving.sweep import (
     time_batches,
 )
 
+VLLM_METHOD = {"model": "draft_model", "ngram": "ngram", "eagle": "eagle"}
+"""vLLM's ``speculative_config`` method for each drafter, translated only here, at the edge."""
+
 
 def add_parser(sub, d: dict) -> None:
     vllm = sub.add_parser("vllm", help="run or inspect a vLLM server (the serving engine)")
@@ -46,19 +47,9 @@ def add_parser(sub, d: dict) -> None:
     )
     add_pair_options(serve, d["target"], d["draft"],
                      k_help="draft tokens per cycle (num_speculative_tokens); 0 = no draft")
-    serve.add_argument("--method", choices=["draft_model", "ngram", "eagle"],
-                       default="draft_model",
-                       help="the drafter: the draft model (the default), prompt lookup "
-                            "(vLLM's ngram; no draft model) or the EAGLE head in --eagle")
-    serve.add_argument("--eagle", default="models/eagle",
-                       help="--method eagle: the EAGLE head's folder (default models/eagle, "
-                            "the head trained for the shipped target)")
-    serve.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
-                       help=f"--method ngram: shortest n-gram matched (default "
-                            f"{PROMPT_LOOKUP_MIN}, as in specscope's engine)")
-    serve.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
-                       help=f"--method ngram: longest n-gram matched (default "
-                            f"{PROMPT_LOOKUP_MAX})")
+    add_drafter_options(serve, help_note="; vLLM's method draft_model, ngram or eagle")
+    serve.add_argument("--method", choices=list(VLLM_METHOD.values()), default=None,
+                       help=argparse.SUPPRESS)  # the old spelling of --drafter
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8100)
     serve.add_argument("--python", type=Path, default=VLLM_PYTHON,
@@ -148,12 +139,7 @@ def add_parser(sub, d: dict) -> None:
     ours.add_argument("--prompts", default=None,
                       help="a built-in prompt set (e.g. lookup) or a prompt file (default: the "
                            "pair's held-out prompts)")
-    ours.add_argument("--drafter", choices=DRAFTER_NAMES, default="model",
-                      help="who proposes: the draft model (the default), prompt lookup "
-                           "(each row proposes 0..k tokens from its own context) or the EAGLE "
-                           "head in --eagle (neither loads the draft model)")
-    ours.add_argument("--eagle", default="models/eagle",
-                      help="the EAGLE head's folder (--drafter eagle; default models/eagle)")
+    add_drafter_options(ours)
     ours.add_argument("--threads", type=int, default=None,
                       help="CPU threads (default: 1 on a CPU)")
     ours.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
@@ -267,17 +253,23 @@ def serve_spec(args) -> ServerSpec:
         return spec_from_plan(args.plan, base)
     if args.k < 0:
         raise VllmError("--k must be 0 (no draft) or more")
+    if args.method is not None:
+        print("specscope vllm serve: --method is now --drafter (model, ngram, eagle: the "
+              "names every command uses); the old spelling goes in the next release",
+              file=sys.stderr)
+        args.drafter = {method: name for name, method in VLLM_METHOD.items()}[args.method]
+    method = VLLM_METHOD[args.drafter]
     extra = [a for a in args.vllm_args if a != "--"]
-    if args.method == "ngram":
+    if method == "ngram":
         try:
             _prompt_lookup(args).validate()
         except ValueError as error:
             raise VllmError(str(error)) from None
     return ServerSpec(
         target=args.target,
-        draft=(None if not args.k or args.method == "ngram"
-               else args.eagle if args.method == "eagle" else args.draft),
-        method=args.method,
+        draft=(None if not args.k or method == "ngram"
+               else args.eagle if method == "eagle" else args.draft),
+        method=method,
         prompt_lookup_min=args.prompt_lookup_min,
         prompt_lookup_max=args.prompt_lookup_max,
         k=args.k,

@@ -9,22 +9,23 @@ import torch
 from scipy.stats import chisquare
 
 from engine.decoder.baseline import encode_prompt
+from engine.decoder.drafter_spec import DRAFT_MODEL, DrafterSpec
 from engine.decoder.events import GenerationConfig
 from engine.decoder.speculative import speculate
 
 
 def token_counts(pair, prompt: str, runs: int, draft_sample: str = "probabilistic",
-                 eagle=None) -> tuple[torch.Tensor, torch.Tensor]:
+                 drafter: DrafterSpec = DRAFT_MODEL) -> tuple[torch.Tensor, torch.Tensor]:
     """How often each id came first and second in ``runs`` sampled speculative runs
-    (k = 3, temperature 1, seeds 0..runs-1, the draft sampling given; drafted by the EAGLE
-    head ``eagle`` when given): two ``[V]`` count vectors."""
+    (k = 3, temperature 1, seeds 0..runs-1, the draft sampling given, by ``drafter``): two
+    ``[V]`` count vectors."""
     pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # an end token is a token
     vocab = pair.shared_vocab_size
     counts = torch.zeros(2, vocab)
     for seed in range(runs):
         config = GenerationConfig(prompt=prompt, k=3, temperature=1.0, max_new_tokens=2,
                                   seed=seed, draft_sample=draft_sample)
-        first, second = list(speculate(pair, config, eagle=eagle))[-1].token_ids
+        first, second = list(speculate(pair, config, drafter=drafter))[-1].token_ids
         counts[0, first] += 1
         counts[1, second] += 1
     return counts[0], counts[1]

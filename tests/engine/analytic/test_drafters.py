@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from engine.analytic import drafters, overheads, shapes
-from engine.analytic.drafters import EAGLE_HEADS, EagleHead, eagle_draft_pass, self_spec_draft_pass
+from engine.analytic.drafters import EAGLE_HEADS, HeadShape, eagle_draft_pass, self_spec_draft_pass
 from engine.analytic.roofline import HARDWARE, MODELS, Setting, forward_pass, target_pass
 from engine.analytic.theory import expected_tokens
 
@@ -19,7 +19,7 @@ def setting(target: str = "llama-3.1-8b", context: int = 32000, gpus: int = 8) -
 
 
 def test_an_eagle_head_counts_fc_one_layer_and_the_lm_head():
-    head = EagleHead("h", "test", "llama-2-7b", hidden=8, intermediate=16, heads=2, kv_heads=1,
+    head = HeadShape("h", "test", "llama-2-7b", hidden=8, intermediate=16, heads=2, kv_heads=1,
                      lm_head_vocab=100, fc_inputs=2, fc_bias=False)
     # fc 2*8*8; q 8*8, k and v 2*8*4, o 8*8; MLP 3*8*16; two norms 2*8; final norm 8; LM head
     assert head.params == 128 + 64 + 64 + 64 + 384 + 16 + 8 + 800

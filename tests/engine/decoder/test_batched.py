@@ -26,6 +26,7 @@ import engine.decoder.step as step_module
 from engine.decoder.baseline import run_target_only
 from engine.decoder.batched import BatchConfig, BatchDoneEvent, BatchStepEvent
 from engine.decoder.common import encode_prompt
+from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.events import GenerationConfig
 from engine.decoder.forward import forward, new_cache
 from engine.decoder.loading import load_pair
@@ -366,7 +367,7 @@ LOOKUP_PROMPTS = [
 def alone_lookup(pair, prompt: str, k: int, **settings) -> list[int]:
     """The row decoded by the single stream with prompt lookup as its drafter."""
     config = GenerationConfig(prompt=prompt, k=k, **settings)
-    return list(speculate(pair, config, lookup=PromptLookup()))[-1].token_ids
+    return list(speculate(pair, config, drafter=DrafterSpec.ngram(PromptLookup())))[-1].token_ids
 
 
 @pytest.mark.parametrize("k", [1, 3, 6])
@@ -385,7 +386,7 @@ def test_lookup_greedy_rows_equal_each_row_decoded_alone(target_only_pair, k):
 
     config = BatchConfig(LOOKUP_PROMPTS, k=k, temperature=0.0, max_new_tokens=budgets)
     steps = list(batched.speculate_batch(pair, config, on_verify=seen,
-                                         lookup=PromptLookup()))
+                                         drafter=DrafterSpec.ngram()))
     done = steps.pop()
     equal = 0
     for prompt, budget, tokens in zip(LOOKUP_PROMPTS, budgets, done.token_ids, strict=True):
@@ -409,7 +410,7 @@ def test_lookup_rows_equal_the_single_stream_whatever_their_companions(good_pair
         seeds = [100 + i for i in range(len(prompts))]
         seeds[min(1, len(companions))] = seed
         config = BatchConfig(prompts, k=4, max_new_tokens=40, seeds=seeds, **settings)
-        return run_batch(good_pair, config, lookup=PromptLookup())[1].token_ids[
+        return run_batch(good_pair, config, drafter=DrafterSpec.ngram(PromptLookup()))[1].token_ids[
             min(1, len(companions))]
 
     by_itself = row_in([])
@@ -434,7 +435,7 @@ def lookup_first_two_counts(pair, prompt: str, copies: int, batches: int,
             budgets += [2, 1 + i % 5]
         seeds = [batch * len(prompts) + i for i in range(len(prompts))]
         config = BatchConfig(prompts, k=k, temperature=1.0, max_new_tokens=budgets, seeds=seeds)
-        _, done = run_batch(pair, config, lookup=PromptLookup())
+        _, done = run_batch(pair, config, drafter=DrafterSpec.ngram(PromptLookup()))
         assert done.drafted > 0  # the lookup did propose: the rule, not plain steps, ran
         for row in mine:
             first, second = done.token_ids[row]

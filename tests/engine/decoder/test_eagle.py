@@ -8,10 +8,12 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
+from support.runs import propose
 from support.tiny_models import build_llama
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-from engine.decoder.eagle import PADDING, EagleHead, head_config, propose, target_features
+from engine.decoder.common import Clock
+from engine.decoder.eagle import PADDING, Eagle, EagleHead, head_config, target_features
 
 # What vLLM's EagleLlamaForCausalLM (vllm/model_executor/models/llama_eagle.py) loads: it
 # prefixes "model." itself, stacks q/k/v and gate/up, has no input_layernorm (Identity), no
@@ -265,60 +267,68 @@ def test_sampled_drafts_come_with_their_distributions_and_follow_the_seed(head, 
 # ---- the drafter interface -------------------------------------------------------------------
 
 
+CPU = torch.device("cpu")
+
+
+def greedy_drafter(head, prompts: list[list[int]], hidden: torch.Tensor) -> Eagle:
+    """The engine's EAGLE drafter for these rows, proposing argmaxes, prefilled with
+    ``hidden [B, n, H]``: the target over each prompt but its last token."""
+    drafter = Eagle(head, head.config.vocab_size, 64, len(prompts), CPU,
+                    dict(temperature=0.0, top_k=0, top_p=1.0), greedy=True)
+    drafter.prefill(prompts, target_hidden=hidden)
+    return drafter
+
+
 def test_the_drafter_proposes_per_row_what_a_fresh_head_proposes_over_the_whole_row(head,
                                                                                       target):
     """Two rows of different lengths, accepting different numbers of drafts each cycle: the
     drafter, fed only the target's hidden states at the verified positions, proposes what a
     fresh cache over each row's whole verified sequence proposes."""
-    from engine.decoder.eagle import EagleDrafter
-
     rows = [torch.tensor([5, 17, 42, 9, 100, 7]), torch.tensor([33, 8, 250])]
-    next_tokens = torch.tensor([12, 13])
+    next_tokens = [12, 13]
     n = max(len(r) for r in rows)
     padded = torch.stack([torch.cat([r, torch.zeros(n - len(r), dtype=torch.long)]) for r in rows])
     with torch.inference_mode():
         hidden = target_features(target, padded)  # right padding leaves real positions alone
-    drafter = EagleDrafter(head, batch=2, capacity=64)
-    drafter.start(padded, hidden, torch.tensor([len(r) for r in rows]), next_tokens)
-    seqs = [torch.cat([r, t[None]]) for r, t in zip(rows, next_tokens, strict=True)]
-    k = 3
+    seqs = [torch.cat([r, torch.tensor([t])]) for r, t in zip(rows, next_tokens, strict=True)]
+    drafter = greedy_drafter(head, [seq.tolist() for seq in seqs], hidden)
+    k, clock = 3, Clock(CPU)
     for accepted in ([1, 0], [3, 2], [0, 3]):
-        drafts, q, lengths = drafter.propose(k)
-        assert q is None and lengths.tolist() == [k, k]
+        drafts = drafter.propose(k, None, clock)
+        assert drafts.q is None and drafts.length_list == [k, k]
         for b, seq in enumerate(seqs):
             with torch.inference_mode():
                 f = target_features(target, seq[None])[0][:-1]
             expected, _ = propose(head, head.new_cache(1, 64), seq[1:][None], f[None],
                                   torch.arange(len(seq) - 1)[None], k)
-            assert drafts[b].tolist() == expected[0].tolist(), (accepted, b)
+            assert drafts.tokens[b].tolist() == expected[0].tolist(), (accepted, b)
         # the target's pass over [last, d_1 .. d_k] of each row, and its choice after them
         hidden = torch.zeros(2, k + 1, target.config.hidden_size)
-        fixes = torch.tensor([77, 78])
+        fixes = [77, 78]
         for b, seq in enumerate(seqs):
             with torch.inference_mode():
-                f = target_features(target, torch.cat([seq, drafts[b]])[None])[0]
+                f = target_features(target, torch.cat([seq, drafts.tokens[b]])[None])[0]
             hidden[b] = f[len(seq) - 1 :]
-            seqs[b] = torch.cat([seq, drafts[b, : accepted[b]], fixes[b : b + 1]])
-        drafter.commit(torch.tensor(accepted), hidden, fixes)
+            kept = drafts.tokens[b, : accepted[b]]
+            seqs[b] = torch.cat([seq, kept, torch.tensor(fixes[b : b + 1])])
+        drafter.commit(k, accepted, fixes, drafts, target_hidden=hidden)
 
 
 def test_a_row_leaving_the_batch_leaves_the_others_drafting_as_before(head, target):
-    from engine.decoder.eagle import EagleDrafter
-
     ids, hidden = sequence(target, 7, seed=4)
     other, other_hidden = sequence(target, 7, seed=5)
-    both = EagleDrafter(head, batch=2, capacity=32)
-    both.start(torch.cat([ids, other]), torch.cat([hidden, other_hidden]),
-               torch.tensor([8, 8]), torch.tensor([20, 21]))
-    alone = EagleDrafter(head, batch=1, capacity=32)
-    alone.start(other, other_hidden, torch.tensor([8]), torch.tensor([21]))
-    drafts, _, _ = both.propose(2)
-    assert drafts[1].tolist() == alone.propose(2)[0][0].tolist()
+    clock = Clock(CPU)
+    both = greedy_drafter(head, [ids[0].tolist() + [20], other[0].tolist() + [21]],
+                          torch.cat([hidden, other_hidden]))
+    alone = greedy_drafter(head, [other[0].tolist() + [21]], other_hidden)
+    drafts, by_itself = both.propose(2, None, clock), alone.propose(2, None, clock)
+    assert drafts.tokens[1].tolist() == by_itself.tokens[0].tolist()
     step = torch.randn(2, 3, target.config.hidden_size)
-    both.commit(torch.tensor([2, 1]), step, torch.tensor([30, 31]))
-    alone.commit(torch.tensor([1]), step[1:], torch.tensor([31]))
+    both.commit(2, [2, 1], [30, 31], drafts, target_hidden=step)
+    alone.commit(2, [1], [31], by_itself, target_hidden=step[1:])
     both.keep_rows([1])
-    assert both.propose(2)[0].tolist() == alone.propose(2)[0].tolist()
+    after = both.propose(2, None, clock).tokens.tolist()
+    assert after == alone.propose(2, None, clock).tokens.tolist()
 
 
 def test_drafting_after_a_prompt_starts_from_the_targets_own_next_token(head, target):

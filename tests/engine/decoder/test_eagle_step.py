@@ -19,6 +19,7 @@ import engine.decoder.step as step_module
 from engine.decoder.baseline import run_target_only
 from engine.decoder.batched import BatchConfig
 from engine.decoder.common import encode_prompt
+from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.eagle import EagleHead, head_config, load_head_for, target_features
 from engine.decoder.events import CycleEvent, GenerationConfig
 from engine.decoder.forward import forward, new_cache
@@ -69,7 +70,7 @@ def test_greedy_with_the_shipped_head_equals_target_greedy_decoding(shipped, k):
     accepted = trials = 0
     for prompt in prompts:
         config = GenerationConfig(prompt=prompt, k=k, temperature=0.0, max_new_tokens=48)
-        events = list(speculate(pair, config, eagle=head))
+        events = list(speculate(pair, config, drafter=DrafterSpec.eagle(head)))
         assert events[-1].token_ids == greedy_alone(pair, prompt, 48), prompt
         cycles = [e for e in events if isinstance(e, CycleEvent)]
         assert {c.drafter for c in cycles} == {"eagle"}
@@ -87,8 +88,8 @@ def test_greedy_rows_of_a_batch_with_the_head_equal_target_greedy_decoding(shipp
     prompts = [PROMPT, *COMPANIONS]
     budgets = [40, 3, 23, 9, 31]
     for k in (4, [3, 0, 0, 5, 1, 0, 2, 0, 4]):
-        _, done = run_batch(pair, BatchConfig(prompts, k=k, temperature=0.0,
-                                              max_new_tokens=budgets), eagle=head)
+        config = BatchConfig(prompts, k=k, temperature=0.0, max_new_tokens=budgets)
+        _, done = run_batch(pair, config, DrafterSpec.eagle(head))
         for prompt, budget, tokens in zip(prompts, budgets, done.token_ids, strict=True):
             assert tokens == greedy_alone(pair, prompt, budget), (k, prompt)
         assert done.alpha_counted > 0.2
@@ -99,7 +100,7 @@ def test_a_one_token_prompt_first_proposes_nothing_then_drafts(shipped):
     prompt = "a"
     config = GenerationConfig(prompt=prompt, k=3, temperature=0.0, max_new_tokens=12)
     assert len(encode_prompt(pair, config)) == 1
-    events = list(speculate(pair, config, eagle=head))
+    events = list(speculate(pair, config, drafter=DrafterSpec.eagle(head)))
     cycles = [e for e in events if isinstance(e, CycleEvent)]
     assert cycles[0].n_proposed == 0 and cycles[0].draft_step_ms == []
     assert all(c.n_proposed == 3 for c in cycles[1:])
@@ -111,7 +112,7 @@ def test_a_one_token_prompt_first_proposes_nothing_then_drafts(shipped):
 
 def test_sampled_tokens_with_the_shipped_head_are_distributed_as_the_target(shipped):
     pair, head = shipped
-    first, second = token_counts(pair, PROMPT, runs=2000, eagle=head)
+    first, second = token_counts(pair, PROMPT, runs=2000, drafter=DrafterSpec.eagle(head))
     p1, p2 = target_marginals(pair, PROMPT)
     assert chi_square_pvalue(first, p1) > 1e-3
     assert chi_square_pvalue(second, p2) > 1e-3
@@ -120,7 +121,8 @@ def test_sampled_tokens_with_the_shipped_head_are_distributed_as_the_target(ship
 
 def test_sampled_tokens_with_a_mostly_rejected_head_are_distributed_as_the_target(
         target_only_pair, random_head):
-    first, second = token_counts(target_only_pair, PROMPT, runs=2000, eagle=random_head)
+    first, second = token_counts(target_only_pair, PROMPT, runs=2000,
+                                 drafter=DrafterSpec.eagle(random_head))
     p1, p2 = target_marginals(target_only_pair, PROMPT)
     assert chi_square_pvalue(first, p1) > 1e-3
     assert chi_square_pvalue(second, p2) > 1e-3
@@ -138,7 +140,8 @@ def test_the_harness_rejects_the_heads_proposals_under_a_broken_rule(
         return n, torch.where(n < lengths, from_p, token)
 
     monkeypatch.setattr(step_module, "verify_batch", resampling_from_p)
-    first, _ = token_counts(target_only_pair, PROMPT, runs=2000, eagle=random_head)
+    first, _ = token_counts(target_only_pair, PROMPT, runs=2000,
+                            drafter=DrafterSpec.eagle(random_head))
     assert chi_square_pvalue(first, target_marginals(target_only_pair, PROMPT)[0]) < 1e-6
 
 
@@ -150,13 +153,14 @@ def test_a_rows_tokens_do_not_depend_on_its_companions(shipped, k):
     pair, head = shipped
     pair = dataclasses.replace(pair, stop_token_ids=frozenset())  # every row runs its budget
     settings = dict(temperature=0.8, top_k=50, top_p=0.95)
+    drafter = DrafterSpec.eagle(head)
 
     def row_in(companions: list[tuple[str, int, int]], seed: int = 7) -> list[int]:
         rows = companions[: len(companions) // 2] + [(PROMPT, 40, seed)]
         rows += companions[len(companions) // 2 :]
         prompts, budgets, seeds = (list(x) for x in zip(*rows, strict=True))
         config = BatchConfig(prompts, k=k, max_new_tokens=budgets, seeds=seeds, **settings)
-        return run_batch(pair, config, eagle=head)[1].token_ids[len(companions) // 2]
+        return run_batch(pair, config, drafter)[1].token_ids[len(companions) // 2]
 
     by_itself = row_in([])
     assert len(by_itself) == 40
@@ -165,7 +169,7 @@ def test_a_rows_tokens_do_not_depend_on_its_companions(shipped, k):
     assert row_in([], seed=8) != by_itself  # the seed does matter
     if isinstance(k, int):  # one k throughout: the single stream draws the same
         config = GenerationConfig(prompt=PROMPT, k=k, max_new_tokens=40, seed=7, **settings)
-        assert list(speculate(pair, config, eagle=head))[-1].token_ids == by_itself
+        assert list(speculate(pair, config, drafter=drafter))[-1].token_ids == by_itself
 
 
 # ---- p and q against fresh passes ---------------------------------------------------------
@@ -214,17 +218,26 @@ def test_each_rows_p_and_q_equal_fresh_passes(shipped):
     pair = dataclasses.replace(pair, stop_token_ids=frozenset())
     config = BatchConfig(prompts, k=[4, 0, 0, 3, 5, 0, 2], max_new_tokens=[30, 8, 25, 14, 20],
                          **settings)
-    events = list(batched.speculate_batch(pair, config, on_verify=check, eagle=head))
+    events = list(batched.speculate_batch(pair, config, on_verify=check,
+                                          drafter=DrafterSpec.eagle(head)))
     assert seen["rows"] == set(range(5)) and seen["full"] >= 3 and seen["rejection"] >= 3
     assert [len(d) for d in events[-1].token_ids] == [30, 8, 25, 14, 20]
 
 
 def test_one_drafter_at_a_time(shipped):
+    """A record naming both prompt lookup's bounds and an EAGLE head names no drafter."""
+    from engine.decoder.drafter_spec import spec_for
     from engine.decoder.ngram import PromptLookup
 
-    pair, head = shipped
+    pair, _ = shipped
     with pytest.raises(ValueError, match="one drafter at a time"):
-        speculate(pair, GenerationConfig(prompt=PROMPT), lookup=PromptLookup(), eagle=head)
+        spec_for(pair, PromptLookup(), str(MODELS / "eagle"))
+
+
+def test_the_eagle_drafter_needs_its_head(shipped):
+    pair, _ = shipped
+    with pytest.raises(ValueError, match="needs a head"):
+        speculate(pair, GenerationConfig(prompt=PROMPT), drafter=DrafterSpec("eagle"))
 
 
 def test_a_head_for_another_target_is_refused(target_only_pair):

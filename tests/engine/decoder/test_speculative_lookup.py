@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from engine.decoder.baseline import run_target_only
+from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.events import (
     ACCEPTED,
     DISCARDED,
@@ -37,7 +38,8 @@ LOOKUP = PromptLookup(1, 3)
 
 
 def run(pair, lookup=LOOKUP, **settings):
-    *cycles, done = speculate(pair, GenerationConfig(prompt=PROMPT, **settings), lookup=lookup)
+    *cycles, done = speculate(pair, GenerationConfig(prompt=PROMPT, **settings),
+                              drafter=DrafterSpec.ngram(lookup))
     assert isinstance(done, DoneEvent)
     return cycles, done
 
@@ -82,7 +84,7 @@ def test_distributions_and_proposals_match_fresh_passes_and_the_rule(
 
     config = GenerationConfig(prompt=PROMPT, k=k, temperature=temperature, top_k=top_k,
                               top_p=top_p, max_new_tokens=120, seed=3)
-    list(speculate(pair, config, on_verify=check, lookup=PromptLookup(1, 3)))
+    list(speculate(pair, config, on_verify=check, drafter=DrafterSpec.ngram(PromptLookup(1, 3))))
     assert all(n >= 2 for n in seen.values()), seen
 
 
@@ -112,7 +114,7 @@ def test_cycles_show_short_and_empty_proposals(target_only_pair):
 def test_the_summary_counts_proposals_and_their_share(target_only_pair):
     config = GenerationConfig(prompt=PROMPT, k=4, temperature=0.0, max_new_tokens=40)
     steps, _ = run_target_only(target_only_pair, config)
-    *events, _ = speculate(target_only_pair, config, lookup=PromptLookup(1, 3),
+    *events, _ = speculate(target_only_pair, config, drafter=DrafterSpec.ngram(PromptLookup(1, 3)),
                            baseline_step_ms=[s.step_ms for s in steps])
     summary, cycles = events[-1], events[:-1]
     assert isinstance(summary, SummaryEvent) and all(isinstance(c, CycleEvent) for c in cycles)
@@ -141,7 +143,8 @@ def test_max_new_tokens_is_exact(target_only_pair, max_new_tokens):
 
 def test_bad_lookup_settings_are_refused_before_running(target_only_pair):
     with pytest.raises(ValueError, match="must not exceed"):
-        speculate(target_only_pair, GenerationConfig(PROMPT), lookup=PromptLookup(3, 2))
+        speculate(target_only_pair, GenerationConfig(PROMPT),
+                  drafter=DrafterSpec.ngram(PromptLookup(3, 2)))
     with pytest.raises(ValueError, match="prompt lookup needs none"):
         speculate(target_only_pair, GenerationConfig(PROMPT))
 
@@ -150,7 +153,7 @@ def test_a_proposing_cycle_names_the_matched_text_and_what_came_before_it(target
     from engine.decoder.common import encode_prompt
 
     config = GenerationConfig(prompt=PROMPT, k=4, temperature=0.0, max_new_tokens=40, seed=0)
-    *cycles, done = speculate(target_only_pair, config, lookup=LOOKUP)
+    *cycles, done = speculate(target_only_pair, config, drafter=DrafterSpec.ngram(LOOKUP))
     context = encode_prompt(target_only_pair, config, lookahead=config.k)
     decode = target_only_pair.tokenizer.decode
     matched = 0

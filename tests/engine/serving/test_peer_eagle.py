@@ -17,6 +17,7 @@ import dataclasses
 
 import pytest
 
+from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.eagle import load_head_for
 from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig
 from engine.decoder.loading import load_pair
@@ -76,7 +77,7 @@ def ours(pair, head, ids: list[int], new_tokens: int) -> tuple[list[CycleEvent],
     text = pair.tokenizer.decode(ids)
     assert list(pair.tokenizer(text).input_ids) == ids  # the tokenizer round-trips
     config = GenerationConfig(prompt=text, k=K, temperature=0.0, max_new_tokens=new_tokens)
-    events = list(speculate(pair, config, eagle=head))
+    events = list(speculate(pair, config, drafter=DrafterSpec.eagle(head)))
     cycles = [e for e in events if isinstance(e, CycleEvent)]
     done = next(e for e in events if isinstance(e, DoneEvent))
     return cycles, done.token_ids

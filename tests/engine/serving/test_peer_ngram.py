@@ -18,6 +18,7 @@ import itertools
 
 import pytest
 
+from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig
 from engine.decoder.loading import load_pair
 from engine.decoder.ngram import PromptLookup
@@ -79,7 +80,7 @@ def ours(pair, ids: list[int], new_tokens: int) -> tuple[list[CycleEvent], list[
     text = pair.tokenizer.decode(ids)
     assert list(pair.tokenizer(text).input_ids) == ids  # the tokenizer round-trips
     config = GenerationConfig(prompt=text, k=K, temperature=0.0, max_new_tokens=new_tokens)
-    events = list(speculate(pair, config, lookup=LOOKUP))
+    events = list(speculate(pair, config, drafter=DrafterSpec.ngram(LOOKUP)))
     cycles = [e for e in events if isinstance(e, CycleEvent)]
     done = next(e for e in events if isinstance(e, DoneEvent))
     return cycles, done.token_ids

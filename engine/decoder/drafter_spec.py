@@ -1,0 +1,106 @@
+"""The drafter as a value: which drafter a run uses and its options, built into the object the
+step calls (:class:`engine.decoder.drafters.Drafter`) once the rows are known.
+
+    DrafterSpec()                           the pair's draft model (kind "model")
+    DrafterSpec.ngram(PromptLookup(2, 4))   prompt lookup with these n-gram bounds
+    DrafterSpec.eagle(head)                 an EAGLE head loaded for the pair's target
+
+The kinds are :data:`engine.analytic.drafters.DRAFTER_NAMES`, the one list every command,
+route and form offers. A spec is checked against a pair once (:meth:`DrafterSpec.check`), and
+k = 0 throughout needs no drafter at all: :meth:`DrafterSpec.build` then gives
+:class:`engine.decoder.drafters.NoDraft`, so the step never branches on a missing drafter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.analytic.drafters import DRAFTER_NAMES
+from engine.decoder.drafters import Drafter, DraftModel, Lookup, NoDraft
+from engine.decoder.eagle import Eagle, EagleHead, load_head_for
+from engine.decoder.ngram import PromptLookup
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """``kind``: one of ``DRAFTER_NAMES``; ``lookup``: prompt lookup's n-gram bounds (kind
+    "ngram"); ``head``: the loaded EAGLE head (kind "eagle",
+    :func:`engine.decoder.eagle.load_head_for`)."""
+
+    kind: str = "model"
+    lookup: PromptLookup = field(default_factory=PromptLookup)
+    head: EagleHead | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def ngram(cls, lookup: PromptLookup | None = None) -> DrafterSpec:
+        return cls("ngram", lookup or PromptLookup())
+
+    @classmethod
+    def eagle(cls, head: EagleHead) -> DrafterSpec:
+        return cls("eagle", head=head)
+
+    def check(self, pair, k_max: int) -> DrafterSpec:
+        """Raise ``ValueError`` with a readable message when this drafter cannot run on
+        ``pair`` (a :class:`engine.decoder.loading.ModelPair`) with drafts up to ``k_max``."""
+        if self.kind not in DRAFTER_NAMES:
+            raise ValueError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}, "
+                             f"got {self.kind!r}")
+        if self.kind == "ngram":
+            self.lookup.validate()
+        elif self.kind == "eagle" and self.head is None:
+            raise ValueError("the EAGLE drafter needs a head: load one for the target "
+                             "(models/eagle is the shipped pair's)")
+        elif self.kind == "model" and k_max > 0 and pair.draft is None:
+            raise ValueError("speculative decoding needs a draft model; this pair has none "
+                             "(k = 0 on every step decodes with the target alone; prompt "
+                             "lookup needs none, nor does an EAGLE head)")
+        return self
+
+    def models(self, pair, k_max: int) -> list[tuple[str, object]]:
+        """``(name, model)`` of every model a run with this drafter puts through a forward
+        pass of the engine's (the EAGLE head runs its own)."""
+        models = [(pair.target_name or "the target", pair.target)]
+        if self.kind == "model" and k_max > 0:
+            models.append((pair.draft_name or "the draft", pair.draft))
+        return models
+
+    def build(self, pair, capacity: int, batch: int, k_max: int, device: torch.device,
+              sampling: dict, greedy: bool) -> Drafter:
+        """The drafter for ``batch`` rows of at most ``capacity`` tokens, drafting at most
+        ``k_max`` a step; ``sampling``: ``warp``'s temperature, top_k and top_p; ``greedy``:
+        propose argmaxes."""
+        if k_max == 0:
+            return NoDraft(device)
+        if self.kind == "ngram":
+            return Lookup(self.lookup, device)
+        if self.kind == "eagle":
+            return Eagle(self.head, pair.shared_vocab_size, capacity, batch, device, sampling,
+                         greedy)
+        return DraftModel(pair.draft, pair.shared_vocab_size, capacity, batch, k_max, device,
+                          sampling, greedy)
+
+
+DRAFT_MODEL = DrafterSpec()
+"""The default drafter: the pair's own draft model."""
+
+
+def kind_of(lookup: PromptLookup | None, eagle: object | None) -> str:
+    """The drafter a record names by its options: prompt lookup's bounds (``lookup``) or an
+    EAGLE head (``eagle``, its folder or the head itself), else the draft model."""
+    if lookup is not None and eagle:
+        raise ValueError("one drafter at a time: prompt lookup or the EAGLE head, not both")
+    return "ngram" if lookup is not None else "eagle" if eagle else "model"
+
+
+def spec_for(pair, lookup: PromptLookup | None = None, eagle: str | None = None
+             ) -> DrafterSpec:
+    """The spec a record's options name, the EAGLE head in folder ``eagle`` loaded for
+    ``pair``."""
+    kind = kind_of(lookup, eagle)
+    if kind == "ngram":
+        return DrafterSpec.ngram(lookup)
+    if kind == "eagle":
+        return DrafterSpec.eagle(load_head_for(pair, eagle))
+    return DRAFT_MODEL
