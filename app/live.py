@@ -12,7 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from pydantic_core import PydanticCustomError
 
 from app.params import MAX_SEED, Slider, fmt, parse_controls
-from engine.analytic.drafters import DRAFTER_WORDS
+from engine.analytic.drafters import DRAFTER_WORDS, HEAD_DRAFTERS
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.analytic.theory import CURVE_MAX_K
 from engine.decoder.events import GenerationConfig
@@ -65,9 +65,10 @@ BODY_DESCRIPTIONS = {
 
 
 def offered_drafters(settings: Settings) -> dict[str, str]:
-    """The drafters this server offers: the EAGLE head only where some pair names one."""
-    has_head = any(spec.eagle for spec in settings.pairs.values())
-    return {key: label for key, label in DRAFTER_WORDS.items() if key != "eagle" or has_head}
+    """The drafters this server offers: a trained head only where some pair names one."""
+    return {key: label for key, label in DRAFTER_WORDS.items()
+            if key not in HEAD_DRAFTERS
+            or any(getattr(spec, key) for spec in settings.pairs.values())}
 
 
 def run_request_model(settings: Settings) -> type[BaseModel]:
@@ -84,8 +85,9 @@ def run_request_model(settings: Settings) -> type[BaseModel]:
             "model", description="model: the pair's draft model; ngram: prompt lookup "
                                  f"(vLLM's rule, prompt_lookup_min {PROMPT_LOOKUP_MIN}, "
                                  f"prompt_lookup_max {PROMPT_LOOKUP_MAX}; no draft model); "
-                                 "eagle: the pair's EAGLE head (the target's hidden states "
-                                 "drafted from; no draft model)")),
+                                 "eagle: the pair's EAGLE head; medusa: the pair's Medusa "
+                                 "heads (both draft from the target's hidden states; no "
+                                 "draft model)")),
     }
     for name, control in BODY_CONTROLS.items():
         s = controls[control]
@@ -150,7 +152,7 @@ class LiveState:
     run_seed: int
     repeats: int
     slow: bool  # show the cycles in slow motion (the page's pace; the run is not slowed)
-    drafter: str = "model"  # "model", "ngram" (prompt lookup) or "eagle" (the EAGLE head)
+    drafter: str = "model"  # a name of engine.analytic.drafters.DRAFTER_NAMES
 
     def query(self) -> str:
         """This state as the link's query string, in the order the panel shows it."""
@@ -178,8 +180,8 @@ def parse_live_state(
     if drafter not in offered_drafters(settings):
         notices.append(f"drafter {drafter[:40]!r} is not offered; using the draft model.")
         drafter = "model"
-    if drafter == "eagle" and not settings.pairs[pair].eagle:
-        notices.append(f"pair {pair!r} has no EAGLE head; using the draft model.")
+    if drafter in HEAD_DRAFTERS and not getattr(settings.pairs[pair], drafter):
+        notices.append(f"pair {pair!r} has no {DRAFTER_WORDS[drafter]}; using the draft model.")
         drafter = "model"
     if settings.pairs[pair].draft is None and drafter == "model":
         drafter = "ngram"  # a pair without a draft model can only look up

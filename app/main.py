@@ -55,12 +55,15 @@ def load_pairs(settings: Settings) -> dict[str, ModelPair]:
             for name, spec in settings.pairs.items()}
 
 
-def load_heads(settings: Settings, pairs: dict[str, ModelPair]) -> dict:
-    """Each pair's EAGLE head, for the pairs whose spec names one."""
+def load_heads(settings: Settings, pairs: dict[str, ModelPair]) -> dict[str, dict]:
+    """Each pair's heads by drafter ("eagle", "medusa"), those its spec names a folder for."""
     from engine.decoder.eagle import load_head_for
+    from engine.decoder.medusa import load_heads_for
 
-    return {name: load_head_for(pairs[name], spec.eagle)
-            for name, spec in settings.pairs.items() if spec.eagle}
+    loaders = {"eagle": load_head_for, "medusa": load_heads_for}
+    return {name: {kind: load(pairs[name], getattr(spec, kind))
+                   for kind, load in loaders.items() if getattr(spec, kind)}
+            for name, spec in settings.pairs.items()}
 
 
 def open_store(settings: Settings) -> tuple[RunStore | None, str]:

@@ -85,6 +85,10 @@ PRESET_C = {
     # The probe measured the lookup at 0.001-0.003 target steps a cycle on the shipped pair
     # (README, "Prompt lookup against the draft model"): 0.00 at the c slider's step.
     "ngram": 0.0,
+    # A Medusa head is one residual block and the shared LM head: 1.11M multiply-adds a token
+    # against the shipped target's 7.9M, 0.14 of a step; the probe measures it (README,
+    # "Acceptance by position").
+    "medusa": 0.14,
 }
 LOOKUP_SLIDERS: dict[str, Slider] = {
     # 0.25: the probe's share of greedy cycles with a proposal on Scripture (0.24); it ranged
@@ -131,9 +135,9 @@ class PageState:
         values = {name: getattr(self, name) for name in SLIDERS} | changes
         held = self.held.items() if self.held is not None else []
         # The draft model's link is the page's link as it always was: the preset travels with
-        # prompt lookup (and its pi) and the EAGLE head.
+        # every other drafter (and prompt lookup's pi with it).
         lookup = ([("preset", self.drafter), ("pi", fmt(self.pi))] if self.drafter == "ngram"
-                  else [("preset", self.drafter)] if self.drafter == "eagle" else [])
+                  else [("preset", self.drafter)] if self.drafter != "model" else [])
         return urlencode([(name, fmt(value)) for name, value in values.items()] + held + lookup)
 
     @property

@@ -39,7 +39,7 @@ def summary_context(summary: SummaryEvent) -> dict[str, Any]:
     use = {name: SLIDERS[name].setting(value) for name, value in measured.items()
            if value is not None}
     # The slider model's drafter preset follows the run's drafter; prompt lookup brings its pi.
-    use["preset"] = summary.drafter if summary.drafter in ("ngram", "eagle") else "model"
+    use["preset"] = summary.drafter
     if summary.drafter == "ngram":
         use["pi"] = LOOKUP_SLIDERS["pi"].setting(summary.proposal_share)
     return {

@@ -106,7 +106,7 @@ class RunManager:
         on_finished: Callable[[FinishedRun], RunMessage] | None = None,
         heads: dict | None = None,
     ):
-        """``heads``: the EAGLE head of each pair that has one (drafter "eagle")."""
+        """``heads``: each pair's trained heads by drafter ("eagle", "medusa")."""
         self.pairs = pairs
         self.heads = heads or {}
         self.on_finished = on_finished  # its message follows the summary on the stream

@@ -7,7 +7,8 @@ printing the text with the four kinds of token coloured as it goes, and the summ
 ``--json`` prints one JSON object per line instead; ``--no-draft`` runs the target alone.
 ``--drafter ngram`` drafts by prompt lookup instead of the draft model
 (``--prompt-lookup-min``/``--prompt-lookup-max``, vLLM's names); ``--drafter eagle`` with the
-EAGLE head in ``--eagle`` (default ``models/eagle``); neither loads the draft model.
+EAGLE head in ``--eagle`` (default ``models/eagle``); ``--drafter medusa`` with the Medusa heads
+in ``--medusa`` (default ``models/medusa``); only ``model`` loads the draft model.
 
 ``specscope bench``: the engine against transformers' ``generate`` and assisted generation
 on one pair (see :mod:`engine.measure.bench`); a Markdown report, or ``--json``.
@@ -36,7 +37,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from engine.cli_options import TORCH_DTYPES, add_drafter_options, add_pair_options
 from engine.decoder.events import (
@@ -52,9 +52,6 @@ from engine.decoder.events import (
     SummaryEvent,
 )
 from engine.serving import plan_cli
-
-if TYPE_CHECKING:
-    from engine.decoder.ngram import PromptLookup
 
 # ANSI styles. Colour is never the only cue: rejected is struck through, discarded faint,
 # the target's token underlined.
@@ -226,20 +223,11 @@ def _validate(args: argparse.Namespace) -> int:
     return validate.run_command(args)
 
 
-def lookup_of(args) -> PromptLookup | None:
-    """The prompt-lookup drafter the arguments ask for (None: the draft model), checked."""
-    if args.drafter != "ngram":
-        return None
-    from engine.decoder.ngram import PromptLookup
-
-    return PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
-
-
 def drafter_of(args, pair):
-    """The drafter the arguments ask for, built for ``pair`` (the EAGLE head loaded)."""
-    from engine.decoder.drafter_spec import spec_for
+    """The drafter the arguments ask for, built for ``pair`` (a head loaded)."""
+    from engine.decoder.drafter_spec import options_of, spec_for
 
-    return spec_for(pair, lookup_of(args), args.eagle if args.drafter == "eagle" else None)
+    return spec_for(pair, **options_of(args))
 
 
 def loads_draft(args) -> bool:
@@ -415,7 +403,9 @@ def _bench(args, argv: list[str] | None) -> int:
 
         prompts = pair_prompts(args.target, per_domain=args.max_prompts)
     prompts = prompts[: args.max_prompts]
-    lookup = lookup_of(args)
+    from engine.decoder.drafter_spec import options_of
+
+    options = options_of(args)  # checked before the models load
     set_threads(args.threads, args.device)
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()  # assisted generation warns about its own internals
@@ -430,8 +420,7 @@ def _bench(args, argv: list[str] | None) -> int:
         repeats=args.repeats,
         seed=args.seed,
         transformers=not args.ours_only,
-        lookup=lookup,
-        eagle=args.eagle if args.drafter == "eagle" else None,
+        **options,
     )
 
     def log(message: str) -> None:
@@ -485,7 +474,8 @@ def _num(x: float | None, digits: int, unit: str = "") -> str:
     return "n/a" if x is None else f"{x:.{digits}f}{unit}"
 
 
-SUMMARY_DRAFTER = {"ngram": ", prompt lookup", "eagle": ", EAGLE head"}  # model: the default
+SUMMARY_DRAFTER = {"ngram": ", prompt lookup", "eagle": ", EAGLE head",
+                   "medusa": ", Medusa heads"}  # model: the default
 
 
 def format_summary(s: SummaryEvent) -> str:

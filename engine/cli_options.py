@@ -30,6 +30,7 @@ def add_pair_options(parser: argparse.ArgumentParser, target: str | None, draft:
 
 
 EAGLE_FOLDER = "models/eagle"  # the EAGLE head trained for the shipped target
+MEDUSA_FOLDER = "models/medusa"  # the Medusa heads trained for the shipped target
 
 
 def add_drafter_options(parser, *, several: bool = False, help_note: str = "") -> None:
@@ -50,6 +51,9 @@ def add_drafter_options(parser, *, several: bool = False, help_note: str = "") -
                                  f"{help_note}")
     parser.add_argument("--eagle", default=EAGLE_FOLDER,
                         help=f"the EAGLE head's folder (--drafter eagle; default {EAGLE_FOLDER})")
+    parser.add_argument("--medusa", default=MEDUSA_FOLDER,
+                        help=f"the Medusa heads' folder (--drafter medusa; default "
+                             f"{MEDUSA_FOLDER}; k at most their number)")
     parser.add_argument("--prompt-lookup-min", type=int, default=PROMPT_LOOKUP_MIN,
                         help="smallest n-gram prompt lookup matches (--drafter ngram; default "
                              f"{PROMPT_LOOKUP_MIN})")

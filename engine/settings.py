@@ -56,6 +56,7 @@ class PairSpec(BaseModel):
     draft: str | None = None
     label: str = ""
     eagle: str | None = None  # an EAGLE head trained for this target (a folder): drafter "eagle"
+    medusa: str | None = None  # Medusa heads trained for this target (a folder): "medusa"
 
 
 def _shipped_pairs() -> dict[str, PairSpec]:
@@ -65,6 +66,7 @@ def _shipped_pairs() -> dict[str, PairSpec]:
             draft=str(SHIPPED_MODELS / "draft"),
             label="shipped pair (trained by specscope)",
             eagle=str(SHIPPED_MODELS / "eagle"),
+            medusa=str(SHIPPED_MODELS / "medusa"),
         )
     }
 

@@ -17,6 +17,7 @@ from app.render import render_page_message
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.run_queue import QueueFull, RunManager, Stopping
 from app.streams import engine_busy, event_stream
+from engine.analytic.drafters import DRAFTER_WORDS, HEAD_DRAFTERS
 from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.events import GenerationConfig
 from engine.settings import Settings
@@ -45,14 +46,15 @@ async def _stream(
         reason = getattr(request.app.state, "load_error", None) or "models are not loaded"
         return JSONResponse(status_code=503, content={
             "message": f"live runs are unavailable on this server: {reason}"})
-    head = manager.heads.get(body.pair)
-    if body.drafter == "eagle" and head is None:
-        raise _reject("drafter", f"pair {body.pair!r} has no EAGLE head: choose the draft model "
-                                 "(\"model\") or prompt lookup (\"ngram\")", body.drafter)
+    head = manager.heads.get(body.pair, {}).get(body.drafter)
+    if body.drafter in HEAD_DRAFTERS and head is None:
+        raise _reject("drafter", f"pair {body.pair!r} has no {DRAFTER_WORDS[body.drafter]}: "
+                                 "choose the draft model (\"model\") or prompt lookup "
+                                 "(\"ngram\")", body.drafter)
     if body.drafter == "model" and manager.pairs[body.pair].draft is None:
         raise _reject("drafter", f"pair {body.pair!r} has no draft model: choose prompt lookup "
                                  "(\"ngram\")", body.drafter)
-    drafter = DrafterSpec(body.drafter, head=head if body.drafter == "eagle" else None)
+    drafter = DrafterSpec(body.drafter, head=head)
     try:
         # tokenizes: a prompt too long is refused here
         manager.check(body.pair, config, drafter)

@@ -28,10 +28,13 @@ from engine.analytic.presets import DTYPE_BYTES, MODELS
 from engine.analytic.roofline import ModelShape, Pass, Setting, forward_pass, target_pass
 
 DRAFTER_WORDS = {"model": "draft model", "ngram": "prompt lookup (n-gram)",
-                 "eagle": "EAGLE head"}
+                 "eagle": "EAGLE head", "medusa": "Medusa heads"}
 """The drafters the engine runs, by their one name (``--drafter``, ``drafter=`` in links and
 the API), in words."""
 DRAFTER_NAMES = tuple(DRAFTER_WORDS)
+HEAD_DRAFTERS = ("eagle", "medusa")
+"""The drafters that are heads trained for one target (a folder each), reading its hidden
+states: a pair offers them only where it names their folder."""
 STREAMING_BUDGET = 512  # tokens: MagicDec's StreamingLLM budget with a measured acceptance rate
 
 

@@ -4,6 +4,7 @@ step calls (:class:`engine.decoder.drafters.Drafter`) once the rows are known.
     DrafterSpec()                           the pair's draft model (kind "model")
     DrafterSpec.ngram(PromptLookup(2, 4))   prompt lookup with these n-gram bounds
     DrafterSpec.eagle(head)                 an EAGLE head loaded for the pair's target
+    DrafterSpec.medusa(heads)               Medusa heads loaded for the pair's target
 
 The kinds are :data:`engine.analytic.drafters.DRAFTER_NAMES`, the one list every command,
 route and form offers. A spec is checked against a pair once (:meth:`DrafterSpec.check`), and
@@ -20,18 +21,20 @@ import torch
 from engine.analytic.drafters import DRAFTER_NAMES
 from engine.decoder.drafters import Drafter, DraftModel, Lookup, NoDraft
 from engine.decoder.eagle import Eagle, EagleHead, load_head_for
+from engine.decoder.medusa import Medusa, MedusaHeads, load_heads_for
 from engine.decoder.ngram import PromptLookup
 
 
 @dataclass(frozen=True)
 class DrafterSpec:
     """``kind``: one of ``DRAFTER_NAMES``; ``lookup``: prompt lookup's n-gram bounds (kind
-    "ngram"); ``head``: the loaded EAGLE head (kind "eagle",
-    :func:`engine.decoder.eagle.load_head_for`)."""
+    "ngram"); ``head``: the loaded head of kind "eagle"
+    (:func:`engine.decoder.eagle.load_head_for`) or "medusa"
+    (:func:`engine.decoder.medusa.load_heads_for`)."""
 
     kind: str = "model"
     lookup: PromptLookup = field(default_factory=PromptLookup)
-    head: EagleHead | None = field(default=None, compare=False, repr=False)
+    head: EagleHead | MedusaHeads | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def ngram(cls, lookup: PromptLookup | None = None) -> DrafterSpec:
@@ -40,6 +43,10 @@ class DrafterSpec:
     @classmethod
     def eagle(cls, head: EagleHead) -> DrafterSpec:
         return cls("eagle", head=head)
+
+    @classmethod
+    def medusa(cls, heads: MedusaHeads) -> DrafterSpec:
+        return cls("medusa", head=heads)
 
     def check(self, pair, k_max: int) -> DrafterSpec:
         """Raise ``ValueError`` with a readable message when this drafter cannot run on
@@ -52,6 +59,13 @@ class DrafterSpec:
         elif self.kind == "eagle" and self.head is None:
             raise ValueError("the EAGLE drafter needs a head: load one for the target "
                              "(models/eagle is the shipped pair's)")
+        elif self.kind == "medusa" and self.head is None:
+            raise ValueError("the Medusa drafter needs heads: load them for the target "
+                             "(models/medusa are the shipped pair's)")
+        elif self.kind == "medusa" and k_max > self.head.num_heads:
+            raise ValueError(f"the Medusa heads guess at most {self.head.num_heads} tokens "
+                             f"(one a head): k must be at most {self.head.num_heads}, got "
+                             f"{k_max}")
         elif self.kind == "model" and k_max > 0 and pair.draft is None:
             raise ValueError("speculative decoding needs a draft model; this pair has none "
                              "(k = 0 on every step decodes with the target alone; prompt "
@@ -78,6 +92,8 @@ class DrafterSpec:
         if self.kind == "eagle":
             return Eagle(self.head, pair.shared_vocab_size, capacity, batch, device, sampling,
                          greedy)
+        if self.kind == "medusa":
+            return Medusa(self.head, pair.shared_vocab_size, batch, device, sampling, greedy)
         return DraftModel(pair.draft, pair.shared_vocab_size, capacity, batch, k_max, device,
                           sampling, greedy)
 
@@ -86,21 +102,37 @@ DRAFT_MODEL = DrafterSpec()
 """The default drafter: the pair's own draft model."""
 
 
-def kind_of(lookup: PromptLookup | None, eagle: object | None) -> str:
-    """The drafter a record names by its options: prompt lookup's bounds (``lookup``) or an
-    EAGLE head (``eagle``, its folder or the head itself), else the draft model."""
-    if lookup is not None and eagle:
-        raise ValueError("one drafter at a time: prompt lookup or the EAGLE head, not both")
-    return "ngram" if lookup is not None else "eagle" if eagle else "model"
+def kind_of(lookup: PromptLookup | None, eagle: object | None = None,
+            medusa: object | None = None) -> str:
+    """The drafter a record names by its options: prompt lookup's bounds (``lookup``), an
+    EAGLE head's folder (``eagle``) or Medusa heads' (``medusa``), else the draft model."""
+    named = [kind for kind, option in (("ngram", lookup is not None), ("eagle", bool(eagle)),
+                                       ("medusa", bool(medusa))) if option]
+    if len(named) > 1:
+        raise ValueError(f"one drafter at a time, not {' and '.join(named)}")
+    return named[0] if named else "model"
 
 
-def spec_for(pair, lookup: PromptLookup | None = None, eagle: str | None = None
-             ) -> DrafterSpec:
-    """The spec a record's options name, the EAGLE head in folder ``eagle`` loaded for
+def spec_for(pair, lookup: PromptLookup | None = None, eagle: str | None = None,
+             medusa: str | None = None) -> DrafterSpec:
+    """The spec a record's options name, a head in folder ``eagle`` or ``medusa`` loaded for
     ``pair``."""
-    kind = kind_of(lookup, eagle)
+    kind = kind_of(lookup, eagle, medusa)
     if kind == "ngram":
         return DrafterSpec.ngram(lookup)
     if kind == "eagle":
         return DrafterSpec.eagle(load_head_for(pair, eagle))
+    if kind == "medusa":
+        return DrafterSpec.medusa(load_heads_for(pair, medusa))
     return DRAFT_MODEL
+
+
+def options_of(args, kind: str | None = None) -> dict:
+    """``lookup``, ``eagle`` and ``medusa``: the options of drafter ``kind`` (default
+    ``args.drafter``) that command-line arguments (``engine.cli_options.add_drafter_options``)
+    name, the others None; as :func:`spec_for` and the records take them."""
+    kind = kind or args.drafter
+    lookup = (PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
+              if kind == "ngram" else None)
+    return {"lookup": lookup, "eagle": args.eagle if kind == "eagle" else None,
+            "medusa": args.medusa if kind == "medusa" else None}

@@ -106,8 +106,8 @@ def curves(cells: dict[tuple[str, int], Cell], policies: Sequence[Policy],
             } | {f"speedup_{c}": spread(getattr(cell, c))[1] / spread(getattr(off, c))[1]
                  for c in ("wall", "cpu")})
         per = "CPU-second" if clock == "cpu" else "second"
-        drafter = {"ngram": ", prompt lookup", "eagle": ", EAGLE head"}.get(
-            meta.get("drafter"), "")
+        drafter = {"ngram": ", prompt lookup", "eagle": ", EAGLE head",
+                   "medusa": ", Medusa heads"}.get(meta.get("drafter"), "")
         out.append(meta | {
             "label": f"specscope engine{drafter}, {policy.name} (tokens per {per})",
             "policy": policy.name,
@@ -141,19 +141,18 @@ def load_drafting(args) -> tuple[int, ModelPair, DrafterSpec, str]:
     """``(threads, pair, drafter, what drafts)`` for ``--drafter``: torch's threads set, the
     pair loaded (with its draft model for ``model`` only), the drafter built (vLLM's default
     n-gram bounds for ``ngram``, the head in ``--eagle`` for ``eagle``) and its words."""
-    from engine.decoder.drafter_spec import spec_for
+    from engine.decoder.drafter_spec import options_of, spec_for
     from engine.decoder.loading import load_pair, set_threads
-    from engine.decoder.ngram import PromptLookup
 
+    options = options_of(args)
     threads = set_threads(args.threads, args.device)
     pair = load_pair(args.target, args.draft if args.drafter == "model" else None,
                      device=args.device)
-    lookup = (PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
-              if args.drafter == "ngram" else None)
-    drafter = spec_for(pair, lookup, args.eagle if args.drafter == "eagle" else None)
+    drafter = spec_for(pair, **options)
     words = {"ngram": f"prompt lookup (n = {drafter.lookup.prompt_lookup_min}.."
                       f"{drafter.lookup.prompt_lookup_max})",
-             "eagle": f"EAGLE head {args.eagle}"}.get(drafter.kind, args.draft)
+             "eagle": f"EAGLE head {args.eagle}",
+             "medusa": f"Medusa heads {args.medusa}"}.get(drafter.kind, args.draft)
     return threads, pair, drafter, words
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.analytic.drafters import DRAFTER_WORDS
 from engine.decoder.baseline import run_target_only
 from engine.decoder.drafter_spec import spec_for
 from engine.decoder.events import DoneEvent, GenerationConfig
@@ -73,11 +74,12 @@ class Bench(BenchRecord):
     """Runs the contenders and keeps every run, every cycle and every target-only step."""
 
     def __init__(self, pair: ModelPair, config: BenchConfig, log: Callable[[str], None]):
-        if config.eagle and config.transformers:
-            raise ValueError("transformers has no EAGLE head to compare with: bench the head "
-                             "with our engine only (--ours-only)")
+        if config.drafter in ("eagle", "medusa") and config.transformers:
+            raise ValueError(f"transformers has no {DRAFTER_WORDS[config.drafter]} to compare "
+                             "with: bench them with our engine only (--ours-only)")
         super().__init__(config)
-        self.spec = spec_for(pair, config.lookup, config.eagle).check(pair, max(config.ks))
+        self.spec = spec_for(pair, config.lookup, config.eagle, config.medusa).check(
+            pair, max(config.ks))
         self.pair = pair
         self.log = log
         # End of sequence never stops our runs (transformers' side: eos_token_id=[]).

@@ -30,10 +30,11 @@ class BenchConfig:
     transformers: bool = True  # False: our engine only
     lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
     eagle: str | None = None  # a folder: draft with this EAGLE head (our engine only)
+    medusa: str | None = None  # a folder: draft with these Medusa heads (our engine only)
 
     @property
     def drafter(self) -> str:
-        return kind_of(self.lookup, self.eagle)
+        return kind_of(self.lookup, self.eagle, self.medusa)
 
 
 @dataclass

@@ -13,16 +13,16 @@ import json
 import sys
 from pathlib import Path
 
-from engine.analytic.drafters import DRAFTER_NAMES
+from engine.analytic.drafters import DRAFTER_NAMES, DRAFTER_WORDS
 from engine.cli_options import add_drafter_options, add_pair_options
 
 
 def drafter_list(text: str) -> list[str]:
-    """"model", "ngram", "eagle", or several comma-separated ("model,ngram,eagle")."""
+    """One of ``DRAFTER_NAMES``, or several comma-separated ("model,ngram,eagle")."""
     names = list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
     if not names or any(n not in DRAFTER_NAMES for n in names):
-        raise ValueError(f"--drafter takes model, ngram or eagle, or several comma-separated "
-                         f"(model,ngram,eagle); got {text!r}")
+        raise ValueError(f"--drafter takes {', '.join(DRAFTER_NAMES)}, or several "
+                         f"comma-separated ({','.join(DRAFTER_NAMES)}); got {text!r}")
     return names
 
 
@@ -105,17 +105,16 @@ def _pair_names(args, d: dict) -> tuple[str, str]:
 def _probe(args, argv: list[str] | None, d: dict) -> int:
     from dataclasses import replace
 
-    from engine.decoder.ngram import PromptLookup
+    from engine.decoder.drafter_spec import options_of
     from engine.measure.probe import probe
 
     drafters = drafter_list(args.drafter)
-    lookup = PromptLookup(args.prompt_lookup_min, args.prompt_lookup_max).validate()
+    options = {name: options_of(args, name) for name in drafters}  # checked before loading
     pair, prompts, notices, config, target, draft = prepare_probe(args, d)
     command = "specscope " + " ".join(argv if argv is not None else sys.argv[1:])
     results = []
     for name in drafters:
-        cfg = replace(config, lookup=lookup if name == "ngram" else None,
-                      eagle=args.eagle if name == "eagle" else None)  # the record's options
+        cfg = replace(config, **options[name])
         result = measure(probe(pair, prompts, cfg), prompts, cfg, args, "specscope", target,
                          draft or "", notices)
         if result is None:
@@ -143,9 +142,9 @@ def prepare_probe(args, d: dict):
     if args.engine == "vllm" and len(drafters) > 1:
         raise ValueError("--engine vllm probes one drafter per server: --drafter model or "
                          "--drafter ngram")
-    if args.engine == "vllm" and "eagle" in drafters:
-        raise ValueError("--engine vllm does not probe the EAGLE head yet: probe it with "
-                         "--engine specscope")
+    if args.engine == "vllm" and drafters[0] in ("eagle", "medusa"):
+        raise ValueError(f"--engine vllm does not probe the {DRAFTER_WORDS[drafters[0]]} yet: "
+                         "probe them with --engine specscope")
     config = ProbeConfig(k=args.k, temperatures=args.temperatures, top_p=args.top_p,
                          max_new_tokens=args.max_new_tokens, seed=args.seed,
                          bootstrap=args.bootstrap,
@@ -163,7 +162,7 @@ def prepare_probe(args, d: dict):
                for p in load_source(source)[: args.max_prompts]]
     target, draft = _pair_names(args, d)
     if "model" not in drafters:
-        draft = None  # prompt lookup and the EAGLE head need no draft model
+        draft = None  # only the draft model is a draft model
     set_threads(None, args.device)
     hf_logging.disable_progress_bar()
     pair = load_pair(target, draft, device=args.device, cuda_graphs=args.cuda_graphs)

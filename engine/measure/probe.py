@@ -38,6 +38,7 @@ from engine import defaults
 from engine.analytic import acceptance as estimators
 from engine.analytic import lookup as lookup_model
 from engine.analytic import theory
+from engine.analytic.drafters import DRAFTER_WORDS
 from engine.decoder.baseline import target_only
 from engine.decoder.drafter_spec import DrafterSpec, kind_of, spec_for
 from engine.decoder.events import CycleEvent, GenerationConfig, StepEvent
@@ -61,6 +62,7 @@ class ProbeConfig:
     bootstrap: int = BOOTSTRAP_SAMPLES
     lookup: PromptLookup | None = None  # draft by prompt lookup instead of the draft model
     eagle: str | None = None  # a folder: draft with this EAGLE head instead of the draft model
+    medusa: str | None = None  # a folder: draft with these Medusa heads
     # How the draft model picks its tokens (vLLM's draft_sample_method): "probabilistic"
     # samples from q, accepted with min(1, p/q); "greedy" drafts the argmax (q one-hot),
     # accepted with p(x). Alpha differs between them, so a plan says which it was measured for.
@@ -68,7 +70,7 @@ class ProbeConfig:
 
     @property
     def drafter(self) -> str:
-        return kind_of(self.lookup, self.eagle)
+        return kind_of(self.lookup, self.eagle, self.medusa)
 
     def validate(self) -> ProbeConfig:
         if not self.temperatures:
@@ -141,7 +143,7 @@ class ProbeRow:
     speedup_predicted: float | None  # at k, from the counted alpha, c and v
     best_k: int | None
     best_speedup: float | None
-    drafter: str = "model"  # "model", "ngram" (prompt lookup) or "eagle" (an EAGLE head)
+    drafter: str = "model"  # a name of engine.analytic.drafters.DRAFTER_NAMES
     proposal_share: float = 1.0  # pi: cycles with a proposal / cycles
     proposed_per_cycle: float | None = None  # tokens per proposal (prompt lookup)
 
@@ -169,6 +171,7 @@ class ProbeResult:
     lookup: dict | None = None  # prompt_lookup_min and prompt_lookup_max, for "ngram"
     draft_sample: str = "probabilistic"  # how the draft sampled (vLLM's draft_sample_method)
     eagle: str | None = None  # the EAGLE head's folder, for "eagle"
+    medusa: str | None = None  # the Medusa heads' folder, for "medusa"
 
 
 # ---- measuring ----------------------------------------------------------------------------
@@ -217,7 +220,7 @@ def measure_events(
     """:func:`measure_prompt` step by step: the engine's cycle and step events as they
     happen (a caller may stop between any two), then the :class:`PromptMeasure`.
     ``drafter``: ``config``'s drafter, built (built here when not given)."""
-    drafter = drafter or spec_for(pair, config.lookup, config.eagle)
+    drafter = drafter or spec_for(pair, config.lookup, config.eagle, config.medusa)
     gen = GenerationConfig(prompt.text, k=config.k, temperature=temperature, top_p=config.top_p,
                            max_new_tokens=config.max_new_tokens, seed=config.seed + index,
                            draft_sample=config.draft_sample)
@@ -288,7 +291,7 @@ def probe(
     events come too, so that a caller can stop inside a prompt's runs. Prompts too long for
     the models' context must be cut first (:func:`fit_prompts`)."""
     config.validate()
-    drafter = spec_for(pair, config.lookup, config.eagle).check(pair, config.k)
+    drafter = spec_for(pair, config.lookup, config.eagle, config.medusa).check(pair, config.k)
     for temperature, index, prompt in plan(prompts, config):
         for event in measure_events(pair, prompt, index, temperature, config, drafter):
             if steps or isinstance(event, PromptMeasure):
@@ -331,8 +334,8 @@ def summarize_probe(
     rows = [pool(group, config.k, config.bootstrap, config.seed) for group in groups.values()]
     if config.lookup is not None:  # vLLM's lookup measures carry no proposal lengths
         rows = [replace(r, drafter="ngram") for r in rows]
-    elif config.eagle:  # priced as a draft model: k proposed every cycle at its own c
-        rows = [replace(r, drafter="eagle") for r in rows]
+    elif config.drafter != "model":  # priced as a draft model: k proposed a cycle at its c
+        rows = [replace(r, drafter=config.drafter) for r in rows]
     rows.sort(key=lambda r: (r.temperature, _first(groups, r)))
     return ProbeResult(
         engine=engine, target=target, draft=draft, k=config.k,
@@ -341,7 +344,7 @@ def summarize_probe(
         rows=rows, runs_measured=len(measures), runs_planned=runs_planned,
         complete=len(measures) == runs_planned, notices=list(notices),
         drafter=config.drafter, lookup=asdict(config.lookup) if config.lookup else None,
-        draft_sample=config.draft_sample, eagle=config.eagle,
+        draft_sample=config.draft_sample, eagle=config.eagle, medusa=config.medusa,
     )
 
 
@@ -509,8 +512,9 @@ def _with_ci(x: float | None, ci: list[float] | None) -> str:
 def markdown(result: ProbeResult, command: str | None = None) -> str:
     """The result as a Markdown report: the main table, then per-position acceptance."""
     drafter = f"draft `{result.draft}` ({result.draft_sample} drafting)"
-    if result.drafter == "eagle":
-        drafter = f"EAGLE head `{result.eagle}` ({result.draft_sample} drafting)"
+    if result.drafter in ("eagle", "medusa"):
+        drafter = (f"{DRAFTER_WORDS[result.drafter]} `{getattr(result, result.drafter)}` "
+                   f"({result.draft_sample} drafting)")
     if result.drafter == "ngram" and result.lookup:
         drafter = (f"prompt lookup (prompt_lookup_min {result.lookup['prompt_lookup_min']}, "
                    f"prompt_lookup_max {result.lookup['prompt_lookup_max']})")

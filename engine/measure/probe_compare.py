@@ -127,7 +127,8 @@ def markdown(model: ProbeResult, ngram: ProbeResult, command: str | None = None)
 
 # ---- any number of drafters (``--drafter model,ngram,eagle``) ----------------------------
 
-NAMES = {"model": "draft model", "ngram": "n-gram", "eagle": "EAGLE head"}
+NAMES = {"model": "draft model", "ngram": "n-gram", "eagle": "EAGLE head",
+         "medusa": "Medusa heads"}
 
 
 @dataclass
@@ -185,8 +186,8 @@ def markdown_many(results: list[ProbeResult], command: str | None = None) -> str
             described.append(f"prompt lookup (prompt_lookup_min "
                              f"{lookup.get('prompt_lookup_min')}, prompt_lookup_max "
                              f"{lookup.get('prompt_lookup_max')})")
-        elif result.drafter == "eagle":
-            described.append(f"EAGLE head `{result.eagle}`")
+        elif result.drafter in ("eagle", "medusa"):
+            described.append(f"{NAMES[result.drafter]} `{getattr(result, result.drafter)}`")
         else:
             described.append(f"draft model `{result.draft}`")
     head = [

@@ -35,7 +35,7 @@ from engine.serving.sweep import (
     time_batches,
 )
 
-VLLM_METHOD = {"model": "draft_model", "ngram": "ngram", "eagle": "eagle"}
+VLLM_METHOD = {"model": "draft_model", "ngram": "ngram", "eagle": "eagle", "medusa": "medusa"}
 """vLLM's ``speculative_config`` method for each drafter, translated only here, at the edge."""
 
 
@@ -47,7 +47,7 @@ def add_parser(sub, d: dict) -> None:
     )
     add_pair_options(serve, d["target"], d["draft"],
                      k_help="draft tokens per cycle (num_speculative_tokens); 0 = no draft")
-    add_drafter_options(serve, help_note="; vLLM's method draft_model, ngram or eagle")
+    add_drafter_options(serve, help_note="; vLLM's method draft_model, ngram, eagle or medusa")
     serve.add_argument("--method", choices=list(VLLM_METHOD.values()), default=None,
                        help=argparse.SUPPRESS)  # the old spelling of --drafter
     serve.add_argument("--host", default="127.0.0.1")
@@ -254,7 +254,7 @@ def serve_spec(args) -> ServerSpec:
     if args.k < 0:
         raise VllmError("--k must be 0 (no draft) or more")
     if args.method is not None:
-        print("specscope vllm serve: --method is now --drafter (model, ngram, eagle: the "
+        print("specscope vllm serve: --method is now --drafter (model, ngram, eagle, medusa: the "
               "names every command uses); the old spelling goes in the next release",
               file=sys.stderr)
         args.drafter = {method: name for name, method in VLLM_METHOD.items()}[args.method]
@@ -268,7 +268,8 @@ def serve_spec(args) -> ServerSpec:
     return ServerSpec(
         target=args.target,
         draft=(None if not args.k or method == "ngram"
-               else args.eagle if method == "eagle" else args.draft),
+               else getattr(args, args.drafter) if method in ("eagle", "medusa")
+               else args.draft),
         method=method,
         prompt_lookup_min=args.prompt_lookup_min,
         prompt_lookup_max=args.prompt_lookup_max,
@@ -288,8 +289,8 @@ def _serve(args) -> int:
     # SIGTERM ends the wait below like Ctrl-C does, so the server is stopped either way.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     server = VllmServer(spec, startup_timeout_s=args.startup_timeout)
-    drafter = ("prompt lookup" if spec.method == "ngram" else f"EAGLE head {spec.draft}"
-               if spec.method == "eagle" else f"draft {spec.draft}")
+    drafter = {"ngram": "prompt lookup", "eagle": f"EAGLE head {spec.draft}",
+               "medusa": f"Medusa heads {spec.draft}"}.get(spec.method, f"draft {spec.draft}")
     what = f"k = {spec.k}, {drafter}" if spec.speculative else "no speculation"
     if not spec.fix:
         what += f"; {FIX_ENV}=0: the expand-kernel fix is off"

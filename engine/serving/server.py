@@ -41,7 +41,10 @@ class ServerSpec:
     ``method = "draft_model"`` drafts with the model ``draft``; ``method = "ngram"`` drafts by
     prompt lookup (no draft model; ``prompt_lookup_min/max`` as vLLM names them, our defaults
     from :mod:`engine.decoder.ngram`); ``method = "eagle"`` drafts with the EAGLE head in the
-    folder ``draft`` (vLLM shares the target's embedding and LM head with it). ``k = 0``, or a
+    folder ``draft`` (vLLM shares the target's embedding and LM head with it); ``method =
+"medusa"`` with the Medusa heads in the folder ``draft`` (each head's argmax at every
+temperature; vLLM sets the heads' number to ``k``, so k must not exceed the heads trained, and
+its proposer asserts one fixed k: no ``schedule``). ``k = 0``, or a
     draft-model spec without ``draft``, serves the target alone (no speculation). ``schedule``
     (``[[lo, hi, k], ...]``) goes to vLLM as ``num_speculative_tokens_per_batch_size``; ``k``
     must then be the largest k in it. The CPU defaults
@@ -89,9 +92,14 @@ class ServerSpec:
                       "num_speculative_tokens": self.k}
             if self.draft_sampling:
                 config["draft_sample_method"] = self.draft_sampling
+        elif self.method == "medusa":
+            config = {"method": "medusa", "model": self.draft, "num_speculative_tokens": self.k}
         else:
             raise VllmError(f"unknown speculative method {self.method!r}: "
-                            "draft_model, ngram, eagle or eagle3")
+                            "draft_model, ngram, eagle, eagle3 or medusa")
+        if self.schedule is not None and self.method == "medusa":
+            raise VllmError("vLLM's Medusa proposer drafts one fixed k: serve a fixed k, not "
+                            "a per-batch schedule")
         if self.schedule is not None:
             config["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.schedule]
         return config
