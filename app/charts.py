@@ -59,6 +59,7 @@ class SpeedupChart(Frame):
 
     worth_speculating: bool  # the best k beats 1x; else no k is marked best
     best_at_edge: bool  # the best k is the last k drawn: a longer draft might be better still
+    iid_path: str = ""  # the i.i.d. model at the slider's alpha, beside a per-position curve
 
     @property
     def best_label_y(self) -> float:
@@ -97,7 +98,7 @@ def speedup_chart(fig: Figures, width: int = 440, height: int = 280) -> SpeedupC
     A small viewBox, so its text (sized in the stylesheet) is drawn large on a desktop and
     still readable on a phone; the margins hold the tick labels and the axis titles."""
     left, right, top, bottom = 60, width - 14, 18, height - 48
-    peak = max(max(p.speedup for p in fig.curve), 1.0)
+    peak = max(max(p.speedup for p in [*fig.curve, *(fig.iid_curve or [])]), 1.0)
     step = nice_step(peak * 1.1)
     y_max = step * math.ceil(peak * 1.1 / step)
     n = len(fig.curve)
@@ -117,8 +118,10 @@ def speedup_chart(fig: Figures, width: int = 440, height: int = 280) -> SpeedupC
         for i in range(int(round(y_max / step)) + 1)
     ]
     path = "M" + " L".join(f"{p.x:.1f},{p.y:.1f}" for p in points)
+    iid_path = ("M" + " L".join(f"{x_of(p.k):.1f},{y_of(p.speedup):.1f}" for p in fig.iid_curve)
+                if fig.survival is not None and fig.iid_curve else "")
     return SpeedupChart(width, height, left, right, top, bottom, points, ticks, y_of(1.0), path,
-                        fig.worth_speculating, fig.best_k == fig.curve[-1].k)
+                        fig.worth_speculating, fig.best_k == fig.curve[-1].k, iid_path)
 
 
 @dataclass(frozen=True)

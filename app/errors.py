@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
-from app.params import LOOKUP_SLIDERS, SLIDERS
+from app.params import LOOKUP_SLIDERS, SHAPE_SLIDERS, SLIDERS
 from app.plan import PLAN_NUMBERS
 from app.roofline import NUMBERS
 from app.setting_query import QUERY_NUMBERS
@@ -70,7 +70,7 @@ def _message(error: dict) -> str:
     given = str(error.get("input"))[:40]
     # The theory API's query parameters are the sliders: state their range in full.
     # The roofline's gpus, context and batch too, and prompt lookup's pi.
-    ranged = SLIDERS | LOOKUP_SLIDERS | NUMBERS | PLAN_NUMBERS | QUERY_NUMBERS
+    ranged = SLIDERS | LOOKUP_SLIDERS | SHAPE_SLIDERS | NUMBERS | PLAN_NUMBERS | QUERY_NUMBERS
     if where == "query" and name in ranged:
         return f"{name} must be {ranged[name].allowed()} (got {given!r})"
     if error.get("type") == "json_invalid":

@@ -11,8 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from engine.analytic import lookup
+from engine.analytic import lookup, positions
 from engine.analytic.drafters import DRAFTER_WORDS
+from engine.analytic.positions import (
+    CONDITIONAL,
+    SEQUENTIAL,
+    SHAPES,
+    SURVIVAL,
+    Curve,
+    CurveError,
+)
 from engine.analytic.theory import CURVE_MAX_K, Figures, figures
 from engine.decoder.events import DEFAULT_SEED
 from engine.planner.inputs import Bound
@@ -90,6 +98,12 @@ PRESET_C = {
     # "Acceptance by position").
     "medusa": 0.14,
 }
+# Acceptance by position and the draft's cost shape (engine.analytic.positions): the link
+# carries the rates as given (``positions``, with ``rates`` saying survival or conditional),
+# the shape and, for one pass, its fixed part c0.
+SHAPE_SLIDERS: dict[str, Slider] = {
+    "c0": Slider("c0", "one pass's fixed cost c₀", 0.0, 1.0, 0.01, 0.05),
+}
 LOOKUP_SLIDERS: dict[str, Slider] = {
     # 0.25: the probe's share of greedy cycles with a proposal on Scripture (0.24); it ranged
     # 0.01-0.41 over the built-in sets and temperatures.
@@ -130,15 +144,29 @@ class PageState:
     drafter: str = "model"  # a key of DRAFTER_WORDS; "preset" in the link (the live run's
     # own drafter is "drafter")
     pi: float = LOOKUP_SLIDERS["pi"].default  # prompt lookup only
+    positions: tuple[float, ...] | None = None  # acceptance by position, as the link gives it
+    rates: str = SURVIVAL  # what ``positions`` are: survival or conditional rates
+    shape: str = SEQUENTIAL  # the draft's cost shape
+    c0: float = SHAPE_SLIDERS["c0"].default  # one pass's fixed cost
 
     def query(self, **changes: float) -> str:
         values = {name: getattr(self, name) for name in SLIDERS} | changes
         held = self.held.items() if self.held is not None else []
         # The draft model's link is the page's link as it always was: the preset travels with
-        # every other drafter (and prompt lookup's pi with it).
+        # every other drafter (and prompt lookup's pi with it), a curve and a shape with theirs.
         lookup = ([("preset", self.drafter), ("pi", fmt(self.pi))] if self.drafter == "ngram"
                   else [("preset", self.drafter)] if self.drafter != "model" else [])
+        if self.positions is not None:
+            lookup += [("positions", ",".join(fmt(r) for r in self.positions))]
+            lookup += [("rates", self.rates)] if self.rates != SURVIVAL else []
+        if self.shape != SEQUENTIAL:
+            lookup += [("shape", self.shape), ("c0", fmt(self.c0))]
         return urlencode([(name, fmt(value)) for name, value in values.items()] + held + lookup)
+
+    @property
+    def curve(self) -> Curve | None:
+        """The per-position curve (checked when the link was read), or None: i.i.d. at α."""
+        return None if self.positions is None else Curve.of(list(self.positions), self.rates)
 
     @property
     def v_by_k(self) -> tuple[float, ...] | None:
@@ -245,13 +273,56 @@ def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[
     held, held_notices = parse_held_costs(query)
     drafter, drafter_notices = parse_drafter(query)
     lookup, lookup_notices = parse_controls(query, LOOKUP_SLIDERS)
-    return (PageState(**values, held=held, drafter=drafter, pi=float(lookup["pi"])),
-            notices + held_notices + drafter_notices + lookup_notices)
+    rates_by_position, rates, shape, position_notices = parse_positions(query)
+    pass_cost, shape_notices = parse_controls(query, SHAPE_SLIDERS)
+    return (PageState(**values, held=held, drafter=drafter, pi=float(lookup["pi"]),
+                      positions=rates_by_position, rates=rates, shape=shape,
+                      c0=float(pass_cost["c0"])),
+            notices + held_notices + drafter_notices + lookup_notices + position_notices
+            + shape_notices)
+
+
+def parse_positions(query: Sequence[tuple[str, str]]
+                    ) -> tuple[tuple[float, ...] | None, str, str, list[str]]:
+    """Acceptance by position from a link: the rates (None: i.i.d. at α), what they are
+    (``rates``: survival, the default, or conditional) and the cost shape (``shape``); what
+    cannot be read is dropped with a notice."""
+    given = {key: raw.strip() for key, raw in reversed(list(query))
+             if key in ("positions", "rates", "shape")}
+    notices: list[str] = []
+    rates = given.get("rates", SURVIVAL) or SURVIVAL
+    if rates not in (SURVIVAL, CONDITIONAL):
+        notices.append(f"rates={_short(rates)!r} is not {SURVIVAL} or {CONDITIONAL}; reading "
+                       f"the rates as {SURVIVAL} rates.")
+        rates = SURVIVAL
+    shape = given.get("shape", SEQUENTIAL) or SEQUENTIAL
+    if shape not in SHAPES:
+        notices.append(f"shape={_short(shape)!r} is not one of {', '.join(SHAPES)}; using "
+                       f"{SEQUENTIAL}.")
+        shape = SEQUENTIAL
+    raw = given.get("positions", "")
+    if not raw:
+        return None, rates, shape, notices
+    values = [parse_number(part) for part in raw.replace(" ", ",").split(",") if part.strip()]
+    try:
+        if any(v is None for v in values):
+            raise CurveError("give numbers separated by commas, such as 0.8, 0.6, 0.45")
+        Curve.of(values, rates)
+    except CurveError as error:
+        notices.append(f"positions={_short(raw)!r} was ignored: {error}; using one α at every "
+                       "position.")
+        return None, rates, shape, notices
+    return tuple(values), rates, shape, notices
 
 
 def page_figures(state: PageState) -> Figures:
     """The slider model's figures for a state, with the batch section's v(k) when it holds it:
-    the draft model's (engine.analytic.theory) or prompt lookup's (engine.analytic.lookup)."""
+    the draft model's (engine.analytic.theory), prompt lookup's (engine.analytic.lookup) or,
+    with acceptance by position or a one-pass cost shape, engine.analytic.positions'."""
+    if state.positions is not None or state.shape != SEQUENTIAL:
+        return positions.figures(state.curve, state.alpha, state.k, state.c, state.v,
+                                 state.step_ms, state.tokens, state.v_by_k, state.shape,
+                                 state.c0)
     if state.drafter == "ngram":
         return lookup.figures(state.alpha, state.k, state.pi, state.c, state.v, state.step_ms,
                               state.tokens, state.v_by_k)

@@ -42,6 +42,15 @@
     });
   }, true);
 
+  // One pass's fixed cost c0 belongs to the one-pass shape: shown, and in the link, with it.
+  document.addEventListener("input", function (event) {
+    if (event.target.id !== "shape") return;
+    document.querySelectorAll("#controls .pass-only").forEach(function (el) {
+      el.hidden = event.target.value !== "pass";
+      el.querySelectorAll("input").forEach(function (input) { input.disabled = el.hidden; });
+    });
+  }, true);
+
     // Resample: take the next seed and refresh the results (the link works without JS).
   document.addEventListener("click", function (event) {
     var link = event.target.closest("#resample");

@@ -14,6 +14,7 @@ from app.measurements import measurement_store
 from app.params import (
     LOOKUP_SLIDERS,
     PRESET_C,
+    SHAPE_SLIDERS,
     SLIDERS,
     PageState,
     page_figures,
@@ -28,8 +29,9 @@ from app.saved.loading import NotSaved, StoreUnavailable, saved_record
 from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
 from app.traffic.state import parse_traffic_state, traffic_context
-from engine.analytic import lookup
+from engine.analytic import lookup, positions
 from engine.analytic.drafters import DRAFTER_WORDS
+from engine.analytic.positions import SHAPES
 from engine.analytic.theory import accepted_sd, simulate_cycles
 from engine.settings import Settings
 
@@ -68,6 +70,8 @@ def _meta(request: Request, context: dict, fig, state: PageState, rl_state, plan
 
 
 def _simulated(state: PageState) -> list[list[str]]:
+    if state.curve is not None:
+        return positions.simulate_cycles(state.curve, state.k, SIMULATED_CYCLES, state.seed)
     if state.drafter == "ngram":
         return lookup.simulate_cycles(state.alpha, state.k, state.pi, SIMULATED_CYCLES,
                                       state.seed)
@@ -75,6 +79,8 @@ def _simulated(state: PageState) -> list[list[str]]:
 
 
 def _strip_sd(state: PageState) -> float:
+    if state.curve is not None:
+        return positions.accepted_sd(state.curve, state.k)
     if state.drafter == "ngram":
         return lookup.accepted_sd(state.alpha, state.k, state.pi)
     return accepted_sd(state.alpha, state.k)
@@ -103,6 +109,8 @@ def slider_page(request: Request) -> HTMLResponse:
         "strip_spread": _strip_sd(state) / SIMULATED_CYCLES**0.5,
         "sliders": SLIDERS,
         "lookup_sliders": LOOKUP_SLIDERS,
+        "shape_sliders": SHAPE_SLIDERS,
+        "shapes": SHAPES,
         "slider_drafters": DRAFTER_WORDS,
         "preset_c": PRESET_C,
         "page_title": f"{slider_title(fig)} · specscope",

@@ -20,7 +20,22 @@ and k = 2 on the same traffic, so a curve is used as measured, not refitted acro
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import dataclass
+
+from engine.analytic import theory
+from engine.analytic.theory import (
+    ACCEPTED,
+    CURVE_MAX_K,
+    DISCARDED,
+    REJECTED,
+    TARGET,
+    CurvePoint,
+    Figures,
+    baseline_tok_s,
+    time_for_tokens_s,
+)
 
 SURVIVAL, CONDITIONAL = "survival", "conditional"
 SEQUENTIAL, ONE_PASS = "sequential", "pass"
@@ -140,3 +155,73 @@ def best_k(curve: Curve, c: float, v: float = 1.0, k_max: int = MAX_POSITIONS,
         if s > best[1] + 1e-12:
             best = (k, s)
     return best
+
+
+def figures(curve: Curve | None, alpha: float, k: int, c: float, v: float = 1.0,
+            step_ms: float = 22.0, tokens: int = 500, v_by_k: tuple[float, ...] | None = None,
+            shape: str = SEQUENTIAL, c0: float = 0.0) -> Figures:
+    """The slider page's figures on a per-position ``curve`` (None: the i.i.d. curve at
+    ``alpha``) and a cost shape, with the i.i.d. model's curve at ``alpha`` (same costs)
+    beside it. Ties for the best k go to the smaller k."""
+    curve = curve or Curve(tuple(iid(alpha, CURVE_MAX_K)), "i.i.d.")
+    same = Curve(tuple(iid(alpha, CURVE_MAX_K)), "i.i.d.")
+
+    def points(on: Curve) -> list[CurvePoint]:
+        out = []
+        for j in range(1, CURVE_MAX_K + 1):
+            cost = draft_cost(j, c, shape, c0) + theory.v_at(j, v, v_by_k)
+            out.append(CurvePoint(j, tokens_per_cycle(on, j), cost,
+                                  tokens_per_cycle(on, j) / cost))
+        return out
+
+    line = points(curve)
+    best = max(line, key=lambda p: (p.speedup, -p.k))
+    here = line[k - 1]
+    return Figures(
+        alpha=alpha, k=k, c=c, v=theory.v_at(k, v, v_by_k), step_ms=step_ms, tokens=tokens,
+        expected_accepted=here.expected_tokens - 1.0, expected_tokens=here.expected_tokens,
+        cycle_cost=here.cycle_cost, speedup=here.speedup,
+        baseline_tok_s=baseline_tok_s(step_ms), spec_tok_s=baseline_tok_s(step_ms) * here.speedup,
+        baseline_s=time_for_tokens_s(tokens, step_ms),
+        spec_s=time_for_tokens_s(tokens, step_ms, here.speedup),
+        best_k=best.k, best_speedup=best.speedup, curve=line,
+        survival=curve.extended(k), measured_positions=curve.measured, iid_curve=points(same),
+        shape=shape, c0=c0,
+    )
+
+
+def simulate_cycles(curve: Curve, k: int, n_cycles: int, seed: int) -> list[list[str]]:
+    """``n_cycles`` cycles whose draft token i is accepted with the conditional rate ``a_i``
+    once tokens 1..i-1 were; the same seed gives the same cycles."""
+    rates = conditional_from_survival(curve.extended(k))
+    rng = random.Random(seed)
+    cycles = []
+    for _ in range(n_cycles):
+        kinds: list[str] = []
+        for i, a in enumerate(rates):
+            if rng.random() < a:
+                kinds.append(ACCEPTED)
+            else:
+                kinds += [REJECTED] + [DISCARDED] * (k - i - 1)
+                break
+        cycles.append([*kinds, TARGET])
+    return cycles
+
+
+def accepted_sd(curve: Curve, k: int) -> float:
+    """Standard deviation of the drafts accepted in one cycle: ``P(A >= i) = s_i``."""
+    s = curve.extended(k)
+    mean = sum(s)
+    second = sum((2 * i - 1) * si for i, si in enumerate(s, 1))  # E[A^2] = sum (2i - 1) s_i
+    return math.sqrt(max(second - mean * mean, 0.0))
+
+
+def measured(rates: list[float | None] | None) -> tuple[float, ...] | None:
+    """Measured per-position acceptance (survival rates, None where nothing was counted) as a
+    curve's rates, or None when any position is missing or they are no curve."""
+    if not rates or any(r is None for r in rates):
+        return None
+    try:
+        return Curve.of([float(r) for r in rates]).survival
+    except CurveError:
+        return None

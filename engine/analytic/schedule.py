@@ -29,8 +29,9 @@ import bisect
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from engine.analytic import positions
 from engine.analytic.break_even import costs
 from engine.analytic.passes import Setting
 from engine.analytic.theory import expected_tokens
@@ -58,11 +59,25 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class Domain:
-    """One kind of traffic: its share of the rows (``weight``) and its acceptance rate."""
+    """One kind of traffic: its share of the rows (``weight``) and its acceptance rate;
+    ``survival``, when measured, its acceptance by position (survival rates s_1..s_n,
+    :mod:`engine.analytic.positions`), which then prices its tokens a cycle instead of one
+    alpha at every position."""
 
     name: str
     weight: float
     alpha: float
+    survival: tuple[float, ...] | None = None
+
+    def tokens(self, k: int) -> float:
+        """Expected tokens a cycle at ``k``: by position when measured, else i.i.d."""
+        if self.survival is None:
+            return expected_tokens(self.alpha, k)
+        return positions.tokens_per_cycle(positions.Curve(self.survival), k)
+
+    def iid(self) -> Domain:
+        """The same domain priced with one alpha at every position."""
+        return replace(self, survival=None)
 
 
 def single(alpha: float) -> list[Domain]:
@@ -100,7 +115,7 @@ def mixed_tokens(domains: Sequence[Domain], k: int) -> float:
     """Expected tokens per row per cycle over the mix: ``sum_d w_d E_k(alpha_d)``, with the
     weights normalised to sum to 1."""
     total = sum(d.weight for d in domains)
-    return sum(d.weight * expected_tokens(d.alpha, k) for d in domains) / total
+    return sum(d.weight * d.tokens(k) for d in domains) / total
 
 
 # ---- cost sources ----------------------------------------------------------------------------

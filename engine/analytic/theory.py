@@ -120,6 +120,13 @@ class Figures:
     # Prompt lookup only (engine.analytic.lookup.figures): the share of cycles with a proposal.
     # None: a draft model, which proposes k tokens every cycle.
     pi: float | None = None
+    # Acceptance by position (engine.analytic.positions.figures): the survival rates s_1..s_k
+    # priced, the i.i.d. model's curve at alpha beside them, and the draft's cost shape.
+    survival: list[float] | None = None
+    measured_positions: int | None = None  # positions the curve measured; past them, assumed
+    iid_curve: list[CurvePoint] | None = None
+    shape: str = "sequential"
+    c0: float = 0.0
 
     @property
     def worth_speculating(self) -> bool:

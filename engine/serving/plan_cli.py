@@ -20,7 +20,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine.analytic import schedule
+from engine.analytic import positions, schedule
 from engine.analytic.drafters import EAGLE_HEADS, STREAMING_BUDGET
 from engine.analytic.schedule import Domain, PlanError
 from engine.cli_options import MODEL_HELP
@@ -59,6 +59,10 @@ def add_parser(sub, d: dict | None = None) -> None:
                         help="a saved probe's JSON (/probes/ID.json, or specscope probe --json)")
     source.add_argument("--from-metrics", type=Path, nargs="+", metavar=("BEFORE", "AFTER"),
                         help="a vLLM /metrics snapshot, or two: the window between them")
+    source.add_argument("--positions", metavar="S1,S2,...",
+                        help="acceptance by position, all traffic: survival rates (the share of "
+                             "drafts whose first i tokens were accepted, vLLM's per-position "
+                             "acceptance). Probes and /metrics carry their own")
     plan.add_argument("--mix", help="with --from-probe: your traffic, domain=weight,... "
                                     "(default: weighted by the probe's prompts); alone: "
                                     "domain=weight:alpha,... (a mix given by hand)")
@@ -185,7 +189,8 @@ def probe_domains(data: object, temperature: float | None, mix: dict[str, float]
         if not chosen:
             raise PlanError(f"the probe has no rows at temperature {temperature:g} (it has "
                             f"{', '.join(f'{t:g}' for t in temperatures)})")
-        found = {str(r["domain"]): (float(r["alpha_counted"]), float(r["prompts"]))
+        found = {str(r["domain"]): (float(r["alpha_counted"]), float(r["prompts"]),
+                                    positions.measured(r.get("per_position_acceptance")))
                  for r in chosen}
     except (KeyError, TypeError, ValueError) as error:
         if isinstance(error, PlanError):
@@ -195,7 +200,8 @@ def probe_domains(data: object, temperature: float | None, mix: dict[str, float]
     if mix is None:
         notices.append("The mix is weighted by the probe's prompts per domain; give your "
                        "traffic with --mix domain=weight,...")
-        return [Domain(name, prompts, alpha) for name, (alpha, prompts) in found.items()], notices
+        return [Domain(name, prompts, alpha, curve)
+                for name, (alpha, prompts, curve) in found.items()], notices
     unknown = sorted(set(mix) - set(found))
     if unknown:
         raise PlanError(f"--mix names {', '.join(unknown)}, which the probe did not measure "
@@ -203,7 +209,8 @@ def probe_domains(data: object, temperature: float | None, mix: dict[str, float]
     left = sorted(set(found) - set(mix))
     if left:
         notices.append(f"Not in --mix, so not planned for: {', '.join(left)}.")
-    return [Domain(name, weight, found[name][0]) for name, weight in mix.items()], notices
+    return [Domain(name, weight, found[name][0], found[name][2])
+            for name, weight in mix.items()], notices
 
 
 def probe_draft_sample(data: object) -> str | None:
@@ -227,7 +234,8 @@ def metrics_domains(paths: list[Path]) -> tuple[list[Domain], list[str], list[di
         raise PlanError("--from-metrics takes one snapshot or two (before, after)")
     texts = [_read_text(p) for p in paths]
     result = calibrate(texts[0], texts[1] if len(texts) > 1 else None)
-    domains = [Domain(row.label, row.drafts, row.alpha_counted) for row in result.rows]
+    domains = [Domain(row.label, row.drafts, row.alpha_counted,
+                      positions.measured(row.per_position_acceptance)) for row in result.rows]
     scope = "between the two snapshots" if result.window else "since the server started"
     return (domains, [f"alpha from vLLM's counters {scope}.", *result.notices],
             [row.labels for row in result.rows])
@@ -247,6 +255,16 @@ def _read_json(path: Path) -> object:
         raise PlanError(f"{path} is not JSON ({error})") from None
 
 
+def hand_curve(text: str) -> positions.Curve:
+    """``"0.84,0.60,0.39"``: survival rates by position, given by hand."""
+    try:
+        return positions.Curve.of([float(x) for x in text.split(",") if x.strip()])
+    except ValueError as error:
+        raise PlanError(f"--positions: {error}" if isinstance(error, positions.CurveError)
+                        else "--positions takes numbers separated by commas, such as "
+                             "0.84,0.60,0.39") from None
+
+
 def hand_mix(text: str) -> list[Domain]:
     """``"code=3:0.85,chat=1:0.4"``: each domain's weight and alpha, given by hand."""
     domains = []
@@ -261,19 +279,23 @@ def hand_mix(text: str) -> list[Domain]:
 def alpha_source(args) -> tuple[list[Domain], list[str], str | None, AlphaSource]:
     """The domains, notices, the probe's draft sampling (if it says) and where alpha came
     from."""
-    given = [name for name in ("alpha", "from_probe", "from_metrics")
-             if getattr(args, name) is not None]
+    given = [name for name in ("alpha", "from_probe", "from_metrics", "positions")
+             if getattr(args, name, None) is not None]
     if not given and args.mix is not None and args.temperature is None:
         domains = hand_mix(args.mix)
         return domains, [], None, provenance.by_hand("--mix", [d.name for d in domains])
     if len(given) != 1:
-        raise PlanError("give one of --alpha, --from-probe FILE, --from-metrics BEFORE [AFTER] "
-                        "or --mix domain=weight:alpha,...")
+        raise PlanError("give one of --alpha, --from-probe FILE, --from-metrics BEFORE [AFTER], "
+                        "--positions S1,S2,... or --mix domain=weight:alpha,...")
     if (args.mix is not None or args.temperature is not None) and args.from_probe is None:
         raise PlanError("--mix domain=weight and --temperature go with --from-probe (a mix "
                         "alone is domain=weight:alpha,...)")
     if args.alpha is not None:
         return schedule.single(args.alpha), [], None, provenance.by_hand("--alpha")
+    if args.positions is not None:
+        curve = hand_curve(args.positions)
+        domain = Domain("all traffic", 1.0, round(curve.alpha_iid(), 4), curve.survival)
+        return [domain], [], None, provenance.by_hand("--positions")
     if args.from_probe is not None:
         data = probe_of_drafter(_read_json(args.from_probe), args.drafter)
         mix = parse_mix(args.mix) if args.mix is not None else None

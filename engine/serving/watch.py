@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.analytic import acceptance as estimators
+from engine.analytic import positions
 from engine.analytic.break_even_alpha import CostsError, break_even, planned_k, step_costs
 from engine.analytic.schedule import TimedCosts
 from engine.planner.deployed import deployed_ranges
@@ -495,6 +496,23 @@ class Watch:
             return 1
         return None
 
+    def _by_position(self, iv: Interval) -> str | None:
+        """Where the interval's acceptance by position puts the best k at its batch, on the
+        costs, against the plan's k (only up to the positions the server measured)."""
+        survival = positions.measured(iv.per_position_acceptance)
+        if survival is None or self.costs is None or not iv.planned_k:
+            return None
+        try:
+            best = best_k_by_position(self.costs, iv.batch or 1, survival)
+        except ValueError:  # costs that do not reach this batch or k
+            return None
+        if best is None or best[0] == iv.planned_k:
+            return None
+        rates = ", ".join(f"{s:.2f}" for s in survival)
+        return (f"By position (survival {rates}) the best k at batch {iv.batch} on these costs "
+                f"is {best[0]}, {best[1]:.2f} tokens a plain step's time; the plan says "
+                f"k = {iv.planned_k}.")
+
     def _judge(self, iv: Interval) -> None:
         if self.recent and iv.full_k:
             taken = sum(x for x, _ in self.recent)
@@ -524,6 +542,9 @@ class Watch:
         if iv.k and iv.planned_k and iv.full_k and iv.k != iv.planned_k:
             iv.lines.append(f"The server drafts k = {iv.k}; the plan says k = {iv.planned_k} "
                             f"at batch {iv.batch}.")
+        by_position = self._by_position(iv)
+        if by_position:
+            iv.lines.append(by_position)
         if iv.window_high is None:
             return
         span = f"{iv.window_alpha:.3f} [{iv.window_low:.3f}, {iv.window_high:.3f}]"
@@ -542,6 +563,19 @@ class Watch:
                                "--from-metrics BEFORE AFTER).")
         elif iv.break_even is not None or iv.assumed_alpha is not None:
             iv.verdict = HOLDS
+
+
+def best_k_by_position(costs: TimedCosts, batch: int, survival: Sequence[float]
+                       ) -> tuple[int, float] | None:
+    """The k (1 .. the positions measured, within the costs' k) with the most tokens a plain
+    step at ``batch``: ``(1 + s_1 + ... + s_k) / cycle(batch, k)``; None when no k is timed."""
+    curve = positions.Curve(tuple(survival))
+    best: tuple[int, float] | None = None
+    for k in range(1, min(curve.measured, costs.k_limit) + 1):
+        gain = positions.tokens_per_cycle(curve, k) / costs.cycle(batch, k)
+        if best is None or gain > best[1] + 1e-12:
+            best = (k, gain)
+    return best
 
 
 def _went_back(a: Snapshot, b: Snapshot) -> bool:

@@ -80,3 +80,37 @@ def test_one_pass_pays_its_fixed_part_once():
 def test_rates_that_are_no_curve_are_refused_with_the_reason(rates, kind, message):
     with pytest.raises(CurveError, match=message):
         Curve.of(rates, kind)
+
+
+def test_the_slider_figures_on_the_iid_curve_are_the_iid_figures():
+    from engine.analytic.positions import figures
+
+    ours, theirs = figures(None, 0.7, 4, 0.1, 1.2), theory.figures(0.7, 4, 0.1, 1.2)
+    for name in ("expected_tokens", "cycle_cost", "speedup", "best_k", "best_speedup"):
+        assert getattr(ours, name) == pytest.approx(getattr(theirs, name)), name
+    assert [p.speedup for p in ours.iid_curve] == pytest.approx([p.speedup for p in theirs.curve])
+
+
+def test_the_slider_figures_price_the_curve_and_draw_the_iid_curve_beside_it():
+    from engine.analytic.positions import figures
+
+    fig = figures(Curve.of(MTP_K4), 0.6, 2, 0.05, 1.0, shape=ONE_PASS, c0=0.1)
+    assert fig.expected_tokens == pytest.approx(1 + 0.844 + 0.599)
+    assert fig.cycle_cost == pytest.approx(0.1 + 2 * 0.05 + 1.0)
+    assert fig.survival == pytest.approx([0.844, 0.599])
+    assert fig.iid_curve[1].expected_tokens == pytest.approx(1 + 0.6 + 0.36)
+
+
+def test_simulated_cycles_accept_position_i_at_the_survival_rate():
+    from engine.analytic.positions import accepted_sd, simulate_cycles
+
+    curve = Curve.of(MTP_K4)
+    cycles = simulate_cycles(curve, 4, 20_000, seed=1)
+    for i, s in enumerate(MTP_K4):
+        share = sum(c[i] == "accepted" for c in cycles) / len(cycles)
+        assert share == pytest.approx(s, abs=0.015), i
+    accepted = [c.count("accepted") for c in cycles]
+    mean = sum(accepted) / len(accepted)
+    sd = (sum((a - mean) ** 2 for a in accepted) / len(accepted)) ** 0.5
+    assert sd == pytest.approx(accepted_sd(curve, 4), rel=0.03)
+    assert accepted_sd(Curve.of(iid(0.7, 4)), 4) == pytest.approx(theory.accepted_sd(0.7, 4))

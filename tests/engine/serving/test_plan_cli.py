@@ -52,7 +52,9 @@ def row(domain: str, temperature: float, alpha: float, prompts: int) -> dict:
         domain=domain, temperature=temperature, k=4, prompts=prompts, tokens=100, cycles=30,
         accepted=50, drafted=120, trials=80, alpha_counted=alpha, alpha_counted_ci=[0, 1],
         alpha_expected=None, alpha_expected_ci=None, top1_agreement=None,
-        top1_agreement_ci=None, per_position_acceptance=[0.5] * 4, alpha_powers=[0.5] * 4,
+        top1_agreement_ci=None,
+        per_position_acceptance=[alpha**i for i in range(1, 5)],
+        alpha_powers=[alpha**i for i in range(1, 5)],
         draft_acceptance_rate=0.4, mean_acceptance_length=2.0, c=None, v=None, step_ms=None,
         speedup_predicted=None, best_k=None, best_speedup=None))
 
@@ -286,9 +288,22 @@ def test_a_probe_at_several_temperatures_asks_which(capsys, saved_probe):
 
 
 def test_a_mix_given_by_hand_is_planned_like_a_probes(capsys, saved_probe):
+    """The probe's rows accept position i at alpha^i, so pricing them by position is pricing
+    one alpha (up to the rounding of a product against a power)."""
     by_hand = plan_json(capsys, "--mix", "code=6:0.9,chat=2:0.35", *LLAMA)
     probed = plan_json(capsys, "--from-probe", str(saved_probe), "--temperature", "0", *LLAMA)
-    assert by_hand["plan"] == probed["plan"]
+    assert rounded(by_hand["plan"]) == rounded(probed["plan"])
+
+
+def rounded(value):
+    """``value`` with every float to 12 significant digits, however deep."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v) for v in value]
+    return value
 
 
 def test_vllm_counters_give_the_alpha(capsys):
@@ -756,3 +771,21 @@ def test_vllms_own_server_parser_builds_the_plan_from_the_serve_command(capsys, 
     assert got["schedule"] == config["num_speculative_tokens_per_batch_size"]
     assert got["num_speculative_tokens"] == config["num_speculative_tokens"]
     assert got["draft_sample_method"] == "probabilistic"
+
+
+def test_acceptance_by_position_prices_the_plan_and_says_where_it_changes_k(capsys):
+    """Rates that fall fast, a cheap draft and small batches: by position the plan drafts less
+    than one alpha with the same tokens a cycle at the measured k would."""
+    cheap = ["--hardware", "h100-sxm", "--models", "llama-8b-1b", "--draft-params-b", "0.05",
+             "--max-num-seqs", "16", *NO_OVERHEADS]
+    out = plan_json(capsys, "--positions", "0.85,0.5,0.25,0.1", *cheap)
+    note = next(n for n in out["notices"] if n.startswith("Priced by position"))
+    iid = int(note.rsplit("k = ", 1)[1].rstrip("."))
+    assert out["plan"]["fixed_k"] < iid
+    alpha = note.split("every position (")[1].split(")")[0]
+    assert plan_json(capsys, "--alpha", alpha, *cheap)["plan"]["fixed_k"] == iid
+
+
+def test_positions_that_are_no_curve_are_refused(capsys):
+    assert main(["plan", "--positions", "0.5,0.7", *LLAMA]) == 2
+    assert "cannot rise" in capsys.readouterr().err

@@ -325,3 +325,22 @@ def test_a_page_missing_the_draft_tokens_is_not_a_measurement():
     iv = wt.observe(without_tokens(START + [1] * 10), 10.0)
     assert iv.state == w.UNREADABLE and iv.alpha is None
     assert "lacks vllm:spec_decode_num_draft_tokens_total" in iv.message
+
+
+def test_acceptance_by_position_names_the_best_k_where_it_differs_from_the_plans():
+    """cycle(1, k) = (2k + 11) / 10: with every draft accepting the first token and rarely
+    more, k = 1 pays best; the plan's k = 4 is named against it."""
+    base = Counts(drafts=0, accepted_per_position=(0, 0, 0, 0), generated=0, running=1)
+    steep = base + [1] * 90 + [2] * 10  # survival 1.0, 0.1, 0, 0
+    _, iv = observed(watch(plan_at(4), COSTS), base, steep)
+    assert iv.per_position_acceptance == pytest.approx([1.0, 0.1, 0.0, 0.0])
+    best = w.best_k_by_position(COSTS, 1, [1.0, 0.1, 0.0, 0.0])
+    assert best[0] == 1 and best[1] == pytest.approx(2 / 1.3)
+    line = next(line for line in iv.lines if line.startswith("By position"))
+    assert "best k at batch 1 on these costs is 1" in line and "plan says k = 4" in line
+
+
+def test_by_position_says_nothing_where_it_agrees_with_the_plan():
+    base = Counts(drafts=0, accepted_per_position=(0, 0, 0, 0), generated=0, running=1)
+    _, iv = observed(watch(plan_at(1), COSTS), base, base + [1] * 90 + [2] * 10)
+    assert not any(line.startswith("By position") for line in iv.lines)
