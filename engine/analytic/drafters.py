@@ -112,6 +112,86 @@ EAGLE_HEADS: dict[str, HeadShape] = {
 }
 
 
+@dataclass(frozen=True)
+class MedusaShape:
+    """Medusa heads' config.json values: ``num_heads`` heads of ``layers`` residual blocks
+    (``hidden x hidden`` and a bias) over the target's final hidden state, each with its own
+    LM head (``own_lm_heads``, Medusa-1's checkpoints) or one shared (``original_lm_head``).
+    vLLM applies every head in one pass: its time grows by a block and an LM-head product a
+    head, and the pass's fixed time is paid once, not once a draft token."""
+
+    label: str
+    source: str
+    target: str  # the key of the target's shape
+    hidden: int
+    vocab: int
+    num_heads: int
+    layers: int = 1
+    own_lm_heads: bool = True
+    checkpoint: str = ""
+    target_checkpoint: str | None = None
+
+    def head_params(self) -> int:
+        """Weights one head reads: its blocks and an LM head (vLLM applies the shared one
+        head by head, so it is read once a head too)."""
+        return self.layers * (self.hidden * self.hidden + self.hidden) + self.vocab * self.hidden
+
+    def resident_params(self) -> int:
+        """Weights held in memory: the blocks and one LM head, or one a head."""
+        blocks = self.num_heads * self.layers * (self.hidden * self.hidden + self.hidden)
+        return blocks + (self.num_heads if self.own_lm_heads else 1) * self.vocab * self.hidden
+
+    def pass_shape(self, k: int) -> ModelShape:
+        """Heads 1..k as one pass for the roofline: no KV cache, no attention."""
+        return ModelShape(f"{self.label}, {k} heads", k * self.head_params(), 0, 1, 1, 1,
+                          self.source, self.hidden)
+
+
+MEDUSA_HEADS: dict[str, MedusaShape] = {
+    # The heads trained here for the shipped target (models/medusa/config.json): 4 heads of one
+    # residual block, 256 wide, sharing one copy of the target's 4096-row LM head.
+    "shipped-medusa": MedusaShape(
+        "the Medusa heads trained here (models/medusa)", "models/medusa/config.json",
+        "shipped-target", hidden=256, vocab=4096, num_heads=4, own_lm_heads=False,
+        checkpoint="models/medusa"),
+}
+# FasterDecoding/medusa-vicuna-7b-v1.3 config.json (huggingface.co): medusa_num_heads 5,
+# medusa_num_layers 1; Medusa-1 checkpoints give every head its own LM head (vLLM's
+# _remap_old_checkpoint_key maps their "{head}.{N}.weight" to lm_heads.{head}).
+MEDUSA_1 = {"num_heads": 5, "layers": 1, "own_lm_heads": True,
+            "source": "FasterDecoding/medusa-vicuna-7b-v1.3 config.json"}
+
+
+def medusa_heads_of(target: ModelShape) -> MedusaShape:
+    """Heads that draft for ``target``: the ones trained for it, else heads of the public
+    Medusa-1 checkpoints' shape (five heads of one residual block, each with its own LM head
+    over the target's vocabulary) sized to the target's width."""
+    for heads in MEDUSA_HEADS.values():
+        if MODELS.get(heads.target) == target:
+            return heads
+    return MedusaShape(f"Medusa-1 heads for {target.label} (the public checkpoints' shape)",
+                       MEDUSA_1["source"], target.label, target.width, target.vocab,
+                       MEDUSA_1["num_heads"], MEDUSA_1["layers"], MEDUSA_1["own_lm_heads"])
+
+
+def medusa_pass(s: Setting, heads: MedusaShape, batch: float, k: int) -> Pass:
+    """One pass of heads 1..k for ``batch`` rows, on the target's GPUs."""
+    return forward_pass(heads.pass_shape(k), s, batch, 1)
+
+
+def medusa_cycle(s: Setting, heads: MedusaShape, batch: float, k: int) -> float:
+    """One Medusa cycle in plain target steps at ``batch``: one pass of k heads (its launch
+    and the proposer's fixed time once) and one verification pass over ``k + 1`` positions,
+    with the setting's overheads (:func:`engine.analytic.overheads.cycle_s` with a single
+    draft pass of the heads' whole time)."""
+    if not 1 <= k <= heads.num_heads:
+        raise ValueError(f"the Medusa heads guess at most {heads.num_heads} tokens (k = {k})")
+    o, layers = s.overheads, s.target.layers
+    step = plain_step_s(target_pass(s, batch).seconds, o, batch, layers)
+    return cycle_s(medusa_pass(s, heads, batch, k).seconds, target_pass(s, batch, k + 1).seconds,
+                   1, o, batch, k * heads.layers, layers) / step
+
+
 def eagle_heads_of(target: ModelShape) -> list[HeadShape]:
     """The head presets drafting for ``target`` (none for most targets)."""
     return [h for h in EAGLE_HEADS.values() if MODELS.get(h.target) == target]

@@ -61,6 +61,7 @@ class ModelShape:
     experts: int = 0  # routed experts of a mixture-of-experts layer (0: a dense model)
     experts_per_token: int = 0  # the router's top-k
     expert_params: int = 0  # the routed experts' parameters, every layer's together
+    vocab: int = 0  # rows of the LM head (0: not known, a shape given by hand)
 
     @property
     def width(self) -> int:
@@ -121,7 +122,7 @@ def _moe(label: str, source: str, *, hidden: int, layers: int, heads: int, kv_he
     params, routed = moe_parameters(hidden, layers, heads, kv_heads, head_dim, vocab, tied,
                                     experts, moe_intermediate)
     return ModelShape(label, params, layers, heads, kv_heads, head_dim, source, hidden,
-                      0 if tied else vocab * hidden, experts, top_k, routed)
+                      0 if tied else vocab * hidden, experts, top_k, routed, vocab)
 
 
 def _shape(label: str, source: str, *, hidden: int, intermediate: int, layers: int, heads: int,
@@ -130,7 +131,7 @@ def _shape(label: str, source: str, *, hidden: int, intermediate: int, layers: i
     params = decoder_parameters(hidden, intermediate, layers, heads, kv_heads, head_dim, vocab,
                                 tied, qkv_bias)
     return ModelShape(label, params, layers, heads, kv_heads, head_dim, source, hidden,
-                      0 if tied else vocab * hidden)
+                      0 if tied else vocab * hidden, vocab=vocab)
 
 
 # Values copied from each model's config.json on the Hugging Face hub (hidden_size,

@@ -20,7 +20,7 @@ def llama_shape(label: str, source: str, *, hidden: int, intermediate: int, laye
     params = decoder_parameters(hidden, intermediate, layers, heads, kv_heads, head_dim, vocab,
                                 tied)
     return ModelShape(label, params, layers, heads, kv_heads, head_dim, source, hidden,
-                      0 if tied else vocab * hidden)
+                      0 if tied else vocab * hidden, vocab=vocab)
 
 
 EXTRA_MODELS: dict[str, ModelShape] = {

@@ -55,7 +55,8 @@ def shape_of(model) -> ModelShape:
         c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
         getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
         hidden=c.hidden_size,
-        input_table=0 if c.tie_word_embeddings else model.get_input_embeddings().weight.numel())
+        input_table=0 if c.tie_word_embeddings else model.get_input_embeddings().weight.numel(),
+        vocab=c.vocab_size)
 
 
 @torch.inference_mode()

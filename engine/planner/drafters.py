@@ -25,18 +25,20 @@ from engine.analytic import drafters
 from engine.analytic.break_even import step_s
 from engine.analytic.drafters import EAGLE_HEADS, STREAMING_BUDGET, HeadShape
 from engine.analytic.passes import Setting
-from engine.analytic.presets import devices
+from engine.analytic.presets import ModelShape, devices
 from engine.analytic.schedule import Fits, PlanError
-from engine.planner.costs import Costs, model_id, setting_costs
-from engine.planner.vllm_config import SELF_SPEC
+from engine.planner.costs import Costs, memory_fits, model_id, setting_costs
+from engine.planner.vllm_config import MEDUSA, SELF_SPEC
 
 DRAFTERS = {
     "model": "the pair's draft model",
     "eagle": "an EAGLE-style head of the target",
+    "medusa": "Medusa heads of the target (one pass drafts k)",
     SELF_SPEC: "self-speculation: the target drafts over a bounded KV cache",
 }
 """``--drafter``: the names ``specscope generate`` and ``bench`` use, and ``self-spec``."""
 KV_BUDGET_MAX = 131_072
+MEDUSA_PLACEHOLDER = "PATH/TO/MEDUSA-HEADS"  # no public heads for the target: train them
 
 
 def eagle_head(s: Setting, name: str | None = None) -> HeadShape:
@@ -65,6 +67,28 @@ def eagle_costs(s: Setting, head: HeadShape) -> Costs:
     costs = setting_costs(replace(s, draft=head.shape()))
     return replace(costs, target=head.target_checkpoint or model_id(s.target),
                    draft=head.checkpoint, method=head.method)
+
+
+def medusa_costs(s: Setting) -> Costs:
+    """The roofline with Medusa heads drafting (:func:`engine.analytic.drafters.medusa_cycle`):
+    one pass of k heads a cycle, k at most the heads there are; their weights beside the
+    target's in memory, no KV cache of their own."""
+    heads = drafters.medusa_heads_of(s.target)
+    weights = ModelShape(heads.label, heads.resident_params(), 0, 1, 1, 1, heads.source,
+                         heads.hidden)
+    held = replace(s, draft=weights)
+
+    def cycle(batch: int, k: int) -> float:
+        return drafters.medusa_cycle(s, heads, batch, k)
+
+    return Costs(cycle,
+                 f"{s.target.label} with {heads.label}, {heads.num_heads} heads, on "
+                 f"{devices(s.gpus, s.hardware.label)}, {s.dtype}, context {s.context} "
+                 "(roofline model)",
+                 heads.target_checkpoint or model_id(s.target),
+                 heads.checkpoint or MEDUSA_PLACEHOLDER,
+                 k_limit=heads.num_heads, fits=memory_fits(held), setting=s,
+                 context=s.context, step_s=lambda batch: step_s(s, batch), method=MEDUSA)
 
 
 def self_spec_fits(s: Setting, budget: int) -> Fits:
@@ -107,6 +131,8 @@ def drafter_costs(s: Setting, drafter: str = "model", head: str | None = None,
         return setting_costs(s)
     if drafter == "eagle":
         return eagle_costs(s, eagle_head(s, head))
+    if drafter == "medusa":
+        return medusa_costs(s)
     if drafter == SELF_SPEC:
         return self_spec_costs(s, budget)
     raise PlanError(f"--drafter must be one of {', '.join(DRAFTERS)} (got {drafter!r})")

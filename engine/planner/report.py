@@ -13,12 +13,14 @@ from engine.analytic.intervals import LEVEL, Interval
 from engine.analytic.schedule import Domain, Plan, PlanError
 from engine.planner import decision, traffic
 from engine.planner.costs import CITED_K0, Costs, K0Price, parse_batch_mix, parse_k0
+from engine.planner.drafters import MEDUSA_PLACEHOLDER
 from engine.planner.inputs import PlanInputs
 from engine.planner.provenance import AlphaSource
 from engine.planner.vllm_config import (
     DO_NOT_SPECULATE,
     DRAFT_SAMPLE_WORDS,
     EAGLE_METHODS,
+    MEDUSA,
     SCHEDULE_MARGIN,
     SELF_SPEC,
     Deployment,
@@ -170,6 +172,16 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
                            f"the schedule gains {p.fixed_gain - 1:.1%} over it, within the "
                            f"{SCHEDULE_MARGIN - 1:.0%} a schedule must clear, and a fixed k "
                            "keeps vLLM's full CUDA graphs.")
+    if costs.method == MEDUSA:
+        notices.append("vLLM's Medusa proposer drafts one fixed k (it asserts it, so a per-batch "
+                       f"schedule would crash it) of at most the {costs.k_limit} heads trained "
+                       "(it overwrites their number with num_speculative_tokens): the config "
+                       f"is the best fixed k = {p.fixed_k}. It drafts each head's argmax at "
+                       "every temperature: measure alpha with --draft-sample greedy."
+                       + (" No heads are published for this target: train them "
+                          "(python -m engine.training.train_medusa shows how) and put their "
+                          f"folder where the config says {MEDUSA_PLACEHOLDER}."
+                          if costs.draft == MEDUSA_PLACEHOLDER else ""))
     if costs.method in EAGLE_METHODS:
         notices.append("The plan prices chain drafts, one token a draft step, as vLLM 0.32 "
                        "verifies them (it has no tree attention backend): EAGLE-3's published "

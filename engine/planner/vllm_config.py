@@ -52,6 +52,7 @@ DEFAULT_DRAFT_SAMPLE = "probabilistic"  # the rule this project's engine and pro
 METHOD = "draft_model"
 EAGLE_METHODS = ("eagle", "eagle3")
 SELF_SPEC = "self-spec"  # a drafter vLLM 0.32 does not serve: no method name of its own
+MEDUSA = "medusa"  # one fixed k, at most the heads trained; each head's argmax drafted
 # The engine arguments that make vLLM hold the weights as the plan priced them (bf16: the
 # checkpoints' own dtype; int4 needs a checkpoint quantized beforehand, AWQ or GPTQ).
 WEIGHTS = {"fp8": {"quantization": "fp8"}, "fp32": {"dtype": "float32"}}
@@ -92,7 +93,7 @@ def refusal(d: Deployment) -> str | None:
                 "target as its own draft keeps a full KV cache for the draft, so it reads as "
                 "much as the target at every draft step. The figures are those of an engine "
                 "that does (MagicDec's, built on gpt-fast); no vLLM config is printed.")
-    if d.method not in (METHOD, *EAGLE_METHODS):
+    if d.method not in (METHOD, *EAGLE_METHODS, MEDUSA):
         return f"unknown speculative method {d.method!r}"
     if d.method == METHOD and d.gpus > 1 and not d.draft_sharded:
         return (f"vLLM 0.32 does not run a draft model on one GPU beside a target on {d.gpus}: "
@@ -134,7 +135,7 @@ def speculative_config(p: Plan, d: Deployment) -> dict | None:
         raise Refused(why)
     if not p.speculates:
         return None
-    if schedule_dropped(d) or not schedule_pays(p):
+    if schedule_dropped(d) or not schedule_pays(p) or d.method == MEDUSA:
         config: dict = {"method": d.method, "model": d.draft,
                         "num_speculative_tokens": p.fixed_k}
     else:
@@ -143,7 +144,8 @@ def speculative_config(p: Plan, d: Deployment) -> dict | None:
             config["num_speculative_tokens_per_batch_size"] = p.vllm_ranges()
     if d.method in EAGLE_METHODS and d.gpus > 1 and not d.draft_sharded:
         config["draft_tensor_parallel_size"] = 1
-    config["draft_sample_method"] = d.draft_sample
+    if d.method != MEDUSA:  # vLLM's Medusa drafts each head's argmax whatever this says
+        config["draft_sample_method"] = d.draft_sample
     return config
 
 

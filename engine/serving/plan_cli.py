@@ -400,12 +400,12 @@ def plan_costs(args, inputs: PlanInputs) -> Costs:
     the preset, with the drafter chosen."""
     if args.costs is not None:
         if inputs.drafter != "model":
-            raise PlanError("a costs file times a draft model: --drafter eagle and self-spec "
-                            "are priced on a hardware preset's roofline, without --costs")
+            raise PlanError(f"a costs file times a draft model: --drafter {inputs.drafter} is "
+                            "priced on a hardware preset's roofline, without --costs")
         return file_costs(_read_json(args.costs), str(args.costs))
     if inputs.hardware == "this-machine":
         if inputs.drafter != "model":
-            raise PlanError("--drafter eagle and self-spec are priced on a GPU preset; "
+            raise PlanError(f"--drafter {inputs.drafter} is priced on a GPU preset; "
                             '"this machine" is fitted for the shipped draft model')
         return this_machine_costs(inputs)
     return drafter_costs(inputs.setting(), inputs.drafter, inputs.eagle_head,

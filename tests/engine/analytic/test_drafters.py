@@ -129,3 +129,53 @@ def test_self_speculation_holds_the_targets_weights_once_and_two_caches_a_sequen
     # a budget longer than the context is the context
     short = replace(s, context=100)
     assert drafters.self_spec_bytes(short, 512)[1] == (100 + s.k + 1 + 100) * kv
+
+
+# ---- Medusa heads: one pass drafts k ---------------------------------------------------------
+
+
+def test_a_medusa_head_reads_a_block_and_an_lm_head():
+    heads = drafters.MedusaShape("m", "test", "x", hidden=8, vocab=100, num_heads=3)
+    assert heads.head_params() == (8 * 8 + 8) + 100 * 8
+    assert heads.resident_params() == 3 * (8 * 8 + 8) + 3 * 100 * 8
+    shared = replace(heads, own_lm_heads=False)
+    assert shared.resident_params() == 3 * (8 * 8 + 8) + 100 * 8
+    assert shared.head_params() == heads.head_params()  # vLLM applies it head by head
+
+
+def test_a_medusa_head_of_a_llama_8b_costs_a_few_percent_of_its_step():
+    """The issue's figure: a Medusa-1 head with its own LM head is about 6.5% of a Llama 3 8B
+    step (a 128,256 x 4,096 LM head and a 4,096-wide block against 8B weights)."""
+    target = MODELS["llama-3.1-8b"]
+    heads = drafters.medusa_heads_of(target)
+    assert heads.num_heads == 5 and heads.own_lm_heads and heads.vocab == 128256
+    assert heads.head_params() / target.params == pytest.approx(0.065, abs=0.005)
+
+
+def test_the_shipped_target_gets_the_heads_trained_for_it():
+    heads = drafters.medusa_heads_of(MODELS["shipped-target"])
+    assert heads.checkpoint == "models/medusa" and heads.num_heads == 4
+    assert not heads.own_lm_heads
+
+
+def test_a_medusa_cycle_pays_the_proposers_fixed_time_once_not_once_a_token():
+    """k heads in one pass: each more head adds its own bytes and FLOPs only, while a chain
+    drafter pays its launch and fixed time again for every token."""
+    m = MODELS["llama-3.1-8b"]
+    s = Setting(HARDWARE["h100-sxm"], m, m, gpus=1, context=512)
+    s = replace(s, overheads=replace(s.overheads, draft_fixed_s=200e-6, launch_s_per_layer=0.0))
+    heads = drafters.medusa_heads_of(m)
+    step = overheads.plain_step_s(target_pass(s, 1).seconds, s.overheads, 1, m.layers)
+    for k in range(1, heads.num_heads + 1):
+        expected = overheads.cycle_s(drafters.medusa_pass(s, heads, 1, k).seconds,
+                                     target_pass(s, 1, k + 1).seconds, 1, s.overheads, 1,
+                                     k, m.layers) / step
+        assert drafters.medusa_cycle(s, heads, 1, k) == pytest.approx(expected)
+    for k in range(1, heads.num_heads):  # one more head: its pass and one more verified
+        grow = drafters.medusa_cycle(s, heads, 1, k + 1) - drafters.medusa_cycle(s, heads, 1, k)
+        passes = (drafters.medusa_pass(s, heads, 1, k + 1).seconds
+                  - drafters.medusa_pass(s, heads, 1, k).seconds
+                  + target_pass(s, 1, k + 2).seconds - target_pass(s, 1, k + 1).seconds)
+        assert grow == pytest.approx(passes / step)  # and never the 200 us again
+    with pytest.raises(ValueError, match="at most 5"):
+        drafters.medusa_cycle(s, heads, 1, 6)

@@ -789,3 +789,36 @@ def test_acceptance_by_position_prices_the_plan_and_says_where_it_changes_k(caps
 def test_positions_that_are_no_curve_are_refused(capsys):
     assert main(["plan", "--positions", "0.5,0.7", *LLAMA]) == 2
     assert "cannot rise" in capsys.readouterr().err
+
+
+def test_medusa_is_planned_as_one_fixed_k_within_the_heads_never_a_schedule(capsys):
+    out = plan_json(capsys, "--alpha", "0.6", "--drafter", "medusa", "--hardware", "h100-sxm",
+                    "--models", "llama-8b-1b")
+    assert len(out["plan"]["ranges"]) > 1  # the table may vary k with the batch ...
+    config = out["speculative_config"]  # ... the config may not
+    assert config["method"] == "medusa" and "num_speculative_tokens_per_batch_size" not in config
+    assert config["num_speculative_tokens"] == out["plan"]["fixed_k"] <= 5
+    assert "draft_sample_method" not in config
+    assert config["model"] == "PATH/TO/MEDUSA-HEADS"
+    note = next(n for n in out["notices"] if "Medusa proposer" in n)
+    assert "train them" in note and "--draft-sample greedy" in note
+
+
+def test_medusa_on_the_shipped_pair_deploys_the_heads_trained_here(capsys):
+    out = plan_json(capsys, "--alpha", "0.3", "--drafter", "medusa", "--models", "shipped",
+                    "--hardware", "l4")
+    if out["speculative_config"] is not None:
+        assert out["speculative_config"]["model"] == "models/medusa"
+        assert out["speculative_config"]["num_speculative_tokens"] <= 4
+    assert out["plan"]["k_max"] <= 4
+    spec = spec_from_plan_json(out)
+    assert spec is None or (spec.method == "medusa" and spec.schedule is None)
+
+
+def spec_from_plan_json(out: dict) -> ServerSpec | None:
+    """What ``specscope vllm serve --plan`` would start from this plan (None: no config)."""
+    if out["speculative_config"] is None:
+        return None
+    config = out["speculative_config"]
+    return ServerSpec(target=out["engine_args"]["model"], draft=config["model"],
+                      k=config["num_speculative_tokens"], method=config["method"])
