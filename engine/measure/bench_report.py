@@ -21,6 +21,9 @@ def markdown(result: dict, command: str | None = None) -> str:
     elif cfg.get("eagle"):
         drafter = (f"EAGLE head `{cfg['eagle']}` (the target's embedding and LM head shared; "
                    "our engine only)")
+    elif cfg.get("medusa"):
+        drafter = (f"Medusa heads `{cfg['medusa']}` (one pass over the target's hidden state; "
+                   "our engine only)")
     else:
         drafter = f"draft `{s['draft']}` ({_model(s['draft_model'])})"
     lines = [
@@ -68,9 +71,9 @@ def _temperature_section(
         "",
         f"| k | ours spec tok/s | {hf_name} tok/s | ours / hf | alpha | c | v "
         + ("| proposal share | proposed per proposal " if lookup else "")
-        + "| predicted | measured | measured / predicted |",
+        + "| predicted | by position | one alpha | measured | measured / predicted |",
         "|---:|---|---|---:|---:|---:|---:|" + ("---:|---:|" if lookup else "")
-        + "---:|---:|---:|",
+        + "---:|---:|---:|---:|---:|",
     ]
     for k, row in t["k"].items():
         hf = row["hf_assisted"]
@@ -80,9 +83,16 @@ def _temperature_section(
             f"| {_num(row['alpha'], '.3f')} | {row['c']:.3f} | {row['v']:.3f} "
             + (f"| {row['proposal_share']:.2f} | {row['proposed_per_cycle']:.2f} "
                if lookup else "")
-            + f"| {_num(row['predicted_speedup'], '.2f')}x | {row['measured_speedup']:.2f}x "
-            f"| {_num(row['measured_over_predicted'], '.2f')} |"
+            + f"| {_num(row['predicted_speedup'], '.2f')}x "
+            f"| {_x(row.get('predicted_by_position'))} | {_x(row.get('predicted_iid_longest'))} "
+            f"| {row['measured_speedup']:.2f}x | {_num(row['measured_over_predicted'], '.2f')} |"
         )
+    curve_k = next(iter(t["k"].values())).get("curve_k")
+    if curve_k is not None and not lookup:
+        lines += ["", f"By position: every k predicted from the per-position acceptance "
+                      f"measured at k = {curve_k} (past the longest k nothing is assumed); one "
+                      f"alpha: the i.i.d. model at that run's counted alpha. Both over the "
+                      "model's cycle cost k c + v at each k."]
     best = t["best"]
     found = f"Best k: ours {best['k_ours']}"
     if "k_hf" in best:
@@ -148,3 +158,7 @@ def _rate(r: dict | None) -> str:
 def _num(value: float | None, spec: str) -> str:
     """A figure, or n/a where there was nothing to estimate it from (no proposal)."""
     return "n/a" if value is None else format(value, spec)
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"

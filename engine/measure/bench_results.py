@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from engine.analytic import lookup, theory
+from engine.analytic import lookup, positions, theory
 from engine.decoder.events import CycleEvent
 from engine.decoder.stats import summarize
 from engine.measure.bench_record import (
@@ -83,6 +83,11 @@ def results(bench: BenchRecord) -> dict:
         base_decode = rate(OURS_BASE, decode=True)
         hf_gen = rate(HF_GENERATE)
         per_k = {}
+        # Acceptance by position, measured at the longest k, predicts every k (as the plan
+        # chooses k from one curve); the i.i.d. model at that k's alpha beside it.
+        longest = summarize(bench.cycles.get((temperature, max(cfg.ks)), []),
+                            [s.step_ms for s in steps])
+        curve = positions.measured(longest.per_position_acceptance)
         for k in cfg.ks:
             cycles = bench.cycles.get((temperature, k), [])
             spec = rate(OURS_SPEC, k)
@@ -104,6 +109,11 @@ def results(bench: BenchRecord) -> dict:
             else:
                 tokens_predicted = theory.expected_tokens(alpha, k)
                 cost_predicted = theory.cycle_cost(k, c_cost, v_cost)
+            by_position = iid_longest = None
+            if curve is not None and cfg.lookup is None:
+                by_position = positions.tokens_per_cycle(positions.Curve(curve), k) / cost_predicted
+                iid_longest = (theory.expected_tokens(longest.alpha_counted, k) / cost_predicted
+                               if longest.alpha_counted is not None else None)
             per_k[k] = {
                 "ours": spec,
                 "ours_decode": spec_decode,
@@ -124,6 +134,9 @@ def results(bench: BenchRecord) -> dict:
                 "cycle_cost": cycle_cost,
                 "cycle_cost_predicted": cost_predicted,
                 "measured_over_predicted": measured / predicted if predicted else None,
+                "predicted_by_position": by_position,  # from the longest k's curve
+                "predicted_iid_longest": iid_longest,  # one alpha, the longest k's
+                "curve_k": max(cfg.ks),
                 "time": time_budget(cycles, [r for r in runs if r.contender == OURS_SPEC
                                              and r.k == k], bench, temperature, k),
             }
