@@ -207,8 +207,10 @@ def plan_api(
     ] = OUTPUT_TOKENS,
     drafter: Annotated[Drafter, Query(
         description="model: the pair's draft model; eagle: an EAGLE-style head of the "
-                    "target; self-spec: the target drafting over a bounded KV cache (vLLM "
-                    "0.32 does not serve it: no config)")] = DEFAULT_DRAFTER,
+                    "target; medusa: Medusa heads of the target (one pass drafts k, a fixed k "
+                    "within the heads); mtp: the target's own multi-token-prediction layers; "
+                    "self-spec: the target drafting over a bounded KV cache (vLLM 0.32 does "
+                    "not serve it: no config)")] = DEFAULT_DRAFTER,
     eagle_head: Annotated[EagleHeadName | None, Query(
         description="with drafter=eagle: the head preset (default: the target's)")] = None,
     draft_kv_budget: Annotated[int, Query(

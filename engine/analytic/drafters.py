@@ -192,6 +192,23 @@ def medusa_cycle(s: Setting, heads: MedusaShape, batch: float, k: int) -> float:
                    1, o, batch, k * heads.layers, layers) / step
 
 
+MTP_HEADS: dict[str, HeadShape] = {
+    # XiaomiMiMo/MiMo-7B-Base config.json: num_nextn_predict_layers 1, a decoder layer of the
+    # target's shape after eh_proj (2 x 4096 -> 4096, no bias), the target's LM head (151680
+    # rows). vLLM serves it as method "mtp" from the target's own checkpoint.
+    "mimo-7b": HeadShape(
+        "MiMo 7B's own MTP layer", "XiaomiMiMo/MiMo-7B-Base config.json", "mimo-7b",
+        hidden=4096, intermediate=11008, heads=32, kv_heads=8, lm_head_vocab=151680,
+        fc_bias=False, checkpoint="XiaomiMiMo/MiMo-7B-Base", method="mtp",
+        target_checkpoint="XiaomiMiMo/MiMo-7B-Base"),
+}
+
+
+def mtp_head_of(target: ModelShape) -> HeadShape | None:
+    """The multi-token-prediction layers ``target`` ships (None: it ships none)."""
+    return next((h for h in MTP_HEADS.values() if MODELS.get(h.target) == target), None)
+
+
 def eagle_heads_of(target: ModelShape) -> list[HeadShape]:
     """The head presets drafting for ``target`` (none for most targets)."""
     return [h for h in EAGLE_HEADS.values() if MODELS.get(h.target) == target]

@@ -176,6 +176,19 @@ MODELS: dict[str, ModelShape] = {
         "Mixtral 8x7B", "mistralai/Mixtral-8x7B-v0.1 config.json",
         hidden=4096, layers=32, heads=32, kv_heads=8, head_dim=128, vocab=32000, tied=False,
         experts=8, top_k=2, moe_intermediate=14336),
+    # MiMo 7B ships one multi-token-prediction layer (num_nextn_predict_layers 1) beside its
+    # 36; config.json of XiaomiMiMo/MiMo-7B-Base as mirrored in Megatron-Bridge's unit tests:
+    # 4096, 11008, 36 layers, 32 heads, 8 KV heads, attention_bias, vocab 151680, untied.
+    "mimo-7b": _shape(
+        "MiMo 7B", "XiaomiMiMo/MiMo-7B-Base config.json",
+        hidden=4096, intermediate=11008, layers=36, heads=32, kv_heads=8, head_dim=128,
+        vocab=151680, tied=False, qkv_bias=True),
+    # MiMo's MTP layer as a drafter: one decoder layer of the target's width after a 2H -> H
+    # projection of the token's embedding and the hidden state, then the target's LM head.
+    "mimo-7b-mtp": _shape(
+        "MiMo 7B's MTP layer", "XiaomiMiMo/MiMo-7B-Base config.json",
+        hidden=4096, intermediate=11008, layers=1, heads=32, kv_heads=8, head_dim=128,
+        vocab=151680, tied=True, qkv_bias=True),
     "shipped-target": _shape(
         "the shipped target", "models/target/config.json",
         hidden=256, intermediate=768, layers=8, heads=4, kv_heads=4, head_dim=64,
@@ -205,6 +218,8 @@ PAIRS: dict[str, Pair] = {
                                MODELS["qwen3-30b-a3b"], MODELS["qwen3-0.6b"]),
     "qwen3-235b-a22b-0.6b": Pair("Qwen3 235B-A22B / Qwen3 0.6B (mixture of experts)",
                                  MODELS["qwen3-235b-a22b"], MODELS["qwen3-0.6b"]),
+    "mimo-7b-mtp": Pair("MiMo 7B / its own MTP layer", MODELS["mimo-7b"],
+                        MODELS["mimo-7b-mtp"]),
     "shipped": Pair("shipped pair (8M / 0.7M)", MODELS["shipped-target"],
                     MODELS["shipped-draft"]),
 }

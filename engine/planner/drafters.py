@@ -34,6 +34,7 @@ DRAFTERS = {
     "model": "the pair's draft model",
     "eagle": "an EAGLE-style head of the target",
     "medusa": "Medusa heads of the target (one pass drafts k)",
+    "mtp": "the target's own multi-token-prediction layers (vLLM's mtp)",
     SELF_SPEC: "self-speculation: the target drafts over a bounded KV cache",
 }
 """``--drafter``: the names ``specscope generate`` and ``bench`` use, and ``self-spec``."""
@@ -133,6 +134,12 @@ def drafter_costs(s: Setting, drafter: str = "model", head: str | None = None,
         return eagle_costs(s, eagle_head(s, head))
     if drafter == "medusa":
         return medusa_costs(s)
+    if drafter == "mtp":
+        head = drafters.mtp_head_of(s.target)
+        if head is None:
+            raise PlanError(f"{s.target.label} ships no multi-token-prediction layers: --drafter "
+                            "mtp plans a target that does (--models mimo-7b-mtp)")
+        return eagle_costs(s, head)
     if drafter == SELF_SPEC:
         return self_spec_costs(s, budget)
     raise PlanError(f"--drafter must be one of {', '.join(DRAFTERS)} (got {drafter!r})")

@@ -12,17 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.planner.vllm_config import EAGLE_METHODS, SELF_SPEC
+from engine.planner.vllm_config import EAGLE_METHODS, MEDUSA, SELF_SPEC
 
 DRAFTER_WORDS = {"model": "a draft model", "ngram": "prompt lookup", "eagle": "an EAGLE head",
+                 MEDUSA: "Medusa heads", "mtp": "the target's own MTP layers",
                  SELF_SPEC: "self-speculation"}
 
 
 def drafter_kind(method: str) -> str:
-    """The drafter's kind (``model``, ``eagle``, ``self-spec``) from vLLM's method name."""
-    if method in EAGLE_METHODS:
-        return "eagle"
-    return SELF_SPEC if method == SELF_SPEC else "model"
+    """The drafter's kind (``model``, ``eagle``, ``medusa``, ``mtp``, ``self-spec``) from
+    vLLM's method name."""
+    if method in (MEDUSA, "mtp", SELF_SPEC):
+        return method
+    return "eagle" if method in EAGLE_METHODS else "model"
 
 
 def _same_model(a: str, b: str) -> bool:

@@ -50,7 +50,7 @@ DRAFT_SAMPLE_WORDS = {
 }
 DEFAULT_DRAFT_SAMPLE = "probabilistic"  # the rule this project's engine and probe measure
 METHOD = "draft_model"
-EAGLE_METHODS = ("eagle", "eagle3")
+EAGLE_METHODS = ("eagle", "eagle3", "mtp")  # vLLM's EAGLE proposer runs all three
 SELF_SPEC = "self-spec"  # a drafter vLLM 0.32 does not serve: no method name of its own
 MEDUSA = "medusa"  # one fixed k, at most the heads trained; each head's argmax drafted
 # The engine arguments that make vLLM hold the weights as the plan priced them (bf16: the
@@ -142,6 +142,8 @@ def speculative_config(p: Plan, d: Deployment) -> dict | None:
         config = {"method": d.method, "model": d.draft, "num_speculative_tokens": p.k_max_used}
         if len(p.ranges) > 1:
             config["num_speculative_tokens_per_batch_size"] = p.vllm_ranges()
+    if d.method == "mtp":  # the target's own layers: vLLM loads them from the target
+        del config["model"]
     if d.method in EAGLE_METHODS and d.gpus > 1 and not d.draft_sharded:
         config["draft_tensor_parallel_size"] = 1
     if d.method != MEDUSA:  # vLLM's Medusa drafts each head's argmax whatever this says

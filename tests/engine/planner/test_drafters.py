@@ -90,5 +90,6 @@ def test_a_draft_kv_budget_out_of_range_is_refused(budget):
 
 
 def test_an_unknown_drafter_is_refused():
-    with pytest.raises(PlanError, match="--drafter must be one of model, eagle, self-spec"):
-        drafter_costs(setting(), "medusa")
+    with pytest.raises(PlanError, match="--drafter must be one of model, eagle, medusa, mtp, "
+                                        "self-spec"):
+        drafter_costs(setting(), "lookahead")

@@ -822,3 +822,13 @@ def spec_from_plan_json(out: dict) -> ServerSpec | None:
     config = out["speculative_config"]
     return ServerSpec(target=out["engine_args"]["model"], draft=config["model"],
                       k=config["num_speculative_tokens"], method=config["method"])
+
+
+def test_a_target_with_its_own_mtp_layer_is_planned_with_vllms_mtp(capsys):
+    out = plan_json(capsys, "--alpha", "0.7", "--drafter", "mtp", "--models", "mimo-7b-mtp",
+                    "--hardware", "h100-sxm")
+    config = out["speculative_config"]
+    assert config["method"] == "mtp" and "model" not in config  # vLLM loads the target's
+    assert out["engine_args"]["model"] == "XiaomiMiMo/MiMo-7B-Base"
+    assert main(["plan", "--alpha", "0.7", "--drafter", "mtp", "--models", "llama-8b-1b"]) == 2
+    assert "ships no multi-token-prediction layers" in capsys.readouterr().err
