@@ -3,7 +3,7 @@ runs through vLLM (``calibrate``, ``probe --engine vllm``) is in :mod:`engine.se
 
     specscope probe scripture jargon prompts.jsonl --temperatures 0,0.7,1 --k 4
     specscope probe lookup scripture --drafter model,ngram   (both drafters side by side)
-    specscope probe heldout --drafter model,ngram,eagle      (the EAGLE head beside them)
+    specscope probe measurements/eagle/heldout_prompts.jsonl --drafter model,ngram,eagle,medusa
     specscope calibrate before.txt [after.txt]
 """
 

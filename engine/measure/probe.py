@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from engine import defaults
 from engine.analytic import acceptance as estimators
 from engine.analytic import lookup as lookup_model
-from engine.analytic import theory
+from engine.analytic import positions, theory
 from engine.analytic.drafters import DRAFTER_WORDS
 from engine.decoder.baseline import target_only
 from engine.decoder.drafter_spec import DrafterSpec, kind_of, spec_for
@@ -146,6 +146,10 @@ class ProbeRow:
     drafter: str = "model"  # a name of engine.analytic.drafters.DRAFTER_NAMES
     proposal_share: float = 1.0  # pi: cycles with a proposal / cycles
     proposed_per_cycle: float | None = None  # tokens per proposal (prompt lookup)
+    # the best k on the measured acceptance by position, at most the probe's k (nothing past
+    # the positions measured is assumed); None for prompt lookup and without every position
+    best_k_by_position: int | None = None
+    best_speedup_by_position: float | None = None
 
 
 @dataclass
@@ -381,6 +385,8 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
     expected = sum(m.overlap_sum for m in group) / verified if verified else None
     top1 = sum(m.top1_agreements for m in group) / verified if verified else None
     c = v = step_ms = predicted = best = best_speedup = None
+    by_position: tuple[int, float] | tuple[None, None] = (None, None)
+    per_position = _per_position(group, histogram, k)
     baseline = [ms for m in group for ms in m.baseline_step_ms]
     draft_steps = [ms for m in group for ms in m.draft_step_ms]
     verify_ms = [ms for m in group for ms in m.verify_ms]
@@ -398,6 +404,9 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
         elif alpha is not None:
             predicted = theory.speedup(alpha, k, c, v)
             best, best_speedup = theory.best_k(alpha, c, v)
+            curve = positions.measured(per_position)
+            if curve is not None:
+                by_position = positions.best_k(positions.Curve(curve), c, v, k_max=len(curve))
     return ProbeRow(
         domain=group[0].domain,
         temperature=group[0].temperature,
@@ -415,7 +424,7 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
         top1_agreement=top1,
         top1_agreement_ci=(ci(lambda m: m.top1_agreements, lambda m: m.verified)
                            if verified else None),
-        per_position_acceptance=_per_position(group, histogram, k),
+        per_position_acceptance=per_position,
         alpha_powers=[None] * k if alpha is None else theory.position_acceptance(alpha, k),
         draft_acceptance_rate=estimators.draft_acceptance_rate(accepted, drafted),
         mean_acceptance_length=estimators.mean_acceptance_length(accepted, proposing),
@@ -428,6 +437,8 @@ def pool(group: Sequence[PromptMeasure], k: int, samples: int, seed: int) -> Pro
         drafter="ngram" if lookup else "model",
         proposal_share=pi,
         proposed_per_cycle=drafted / proposing if lookup and proposing else None,
+        best_k_by_position=by_position[0],
+        best_speedup_by_position=by_position[1],
     )
 
 

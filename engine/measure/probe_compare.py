@@ -172,6 +172,12 @@ def many_json(results: list[ProbeResult]) -> dict:
     }
 
 
+def _best_by_position(r: ProbeRow) -> str:
+    if r.best_k_by_position is None:
+        return "n/a"
+    return f"{r.best_k_by_position} ({r.best_speedup_by_position:.2f}x)"
+
+
 def _positions(r: ProbeRow) -> str:
     return " ".join("n/a" if x is None else f"{x:.2f}" for x in r.per_position_acceptance)
 
@@ -195,11 +201,12 @@ def markdown_many(results: list[ProbeResult], command: str | None = None) -> str
         f"{first.top_p:g}, {first.max_new_tokens} new tokens per prompt, seed {first.seed}, "
         f"{first.draft_sample} drafting; 95% intervals from {first.bootstrap} bootstrap "
         "resamples of the prompts.",
-        "alpha is counted over proposed tokens; c is a draft step (draft model, EAGLE head) or "
-        "one lookup per cycle (n-gram), in target steps; predicted: the speedup over "
-        "target-only decoding that the drafter's own formula gives at k from its measured "
-        "alpha, c and v (the EAGLE head proposes k every cycle: the draft model's formula); "
-        "the winner has the higher predicted speedup at its own best k.",
+        "alpha is counted over proposed tokens; c is a draft step (draft model, EAGLE head, a "
+        "Medusa head) or one lookup per cycle (n-gram), in target steps; predicted: the "
+        "speedup over target-only decoding that the drafter's own formula gives at k from its "
+        "measured alpha, c and v (the heads propose k every cycle: the draft model's "
+        "formula); best k: on one alpha, then on the acceptance by position (k at most the "
+        "positions measured); the winner has the higher predicted speedup at its own best k.",
     ]
     if command:
         head.append(f"Command: `{command}`")
@@ -209,8 +216,8 @@ def markdown_many(results: list[ProbeResult], command: str | None = None) -> str
                         f"{result.runs_planned} prompt runs measured.")
         head += [f"{result.drafter}: {n}" for n in result.notices]
     table = ["| domain | T | drafter | α [95% CI] | per-position acceptance | c | v "
-             "| predicted at k | best k | wins |",
-             "| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+             "| predicted at k | best k | by position | wins |",
+             "| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in compare_many(results):
         wins = ("none (do not speculate)" if r.winner is None
                 else NAMES.get(r.winner, r.winner)
@@ -222,5 +229,5 @@ def markdown_many(results: list[ProbeResult], command: str | None = None) -> str
             table.append(
                 f"{lead}| {NAMES.get(name, name)} | {alpha} | {_positions(row)} "
                 f"| {_num(row.c)} | {_num(row.v)} | {_x(row.speedup_predicted)} "
-                f"| {_best(row)} | {wins if i == 0 else ''} |")
+                f"| {_best(row)} | {_best_by_position(row)} | {wins if i == 0 else ''} |")
     return "\n\n".join(["\n".join(head), "\n".join(table)]) + "\n"
