@@ -59,6 +59,8 @@ PATTERN_MESSAGES = {
     "temperatures": "give up to 5 temperatures from 0 to 2, separated by commas",
     "before": "paste the text of a vLLM server's /metrics page into the first box",
 
+    "positions": "survival rates by position: 1 to 16 numbers from 0 to 1 separated by "
+                 "commas, e.g. 0.84,0.6,0.39",
     "mix": "each domain is NAME:WEIGHT:ALPHA (a name without colons, a weight of at least 0, "
            "an alpha from 0 to 1), e.g. code:3:0.85",
 }

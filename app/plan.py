@@ -12,12 +12,14 @@ from urllib.parse import urlencode
 
 from app.params import Slider, fmt, parse_controls, parse_number
 from app.roofline import RooflineState, inputs_of
-from engine.analytic import engines
+from engine.analytic import engines, positions
 from engine.analytic.passes import Setting
+from engine.analytic.positions import Curve
 from engine.analytic.schedule import (
     MIX_MAX_DOMAINS,
     Domain,
     PlanError,
+    by_position,
     mix_entry,
     parse_mix_entry,
     single,
@@ -130,30 +132,43 @@ def _output_tokens(text: str) -> int:
     return int(tokens)
 
 
-def plan_planning(state: PlanState, alpha: float) -> tuple[list[Domain], int, K0Price | None]:
+def slider_domains(state: PlanState, alpha: float, curve: Curve | None) -> list[Domain]:
+    """The traffic the plan prices: the link's mix, else the slider model's acceptance by
+    position (its curve, as survival rates), else its one α."""
+    if state.mix:
+        return list(state.mix)
+    return by_position(positions.text(curve)) if curve is not None else single(alpha)
+
+
+def plan_planning(state: PlanState, alpha: float, curve: Curve | None = None
+                  ) -> tuple[list[Domain], int, K0Price | None]:
     """What the batch section needs to follow the plan's k: its domains, k_max and the price
     of a k = 0 range given by hand (None, "cited": the setting's speculative-step overhead;
     the page's costs are the roofline's, so never a file's own)."""
     hand = state.k0_overhead.strip() not in ("", "cited")
-    return (list(state.mix) or single(alpha), state.k_max,
+    return (slider_domains(state, alpha, curve), state.k_max,
             parse_k0(state.k0_overhead) if hand else None)
 
 
 def plan_context(state: PlanState, notices: list[str], s: Setting, alpha: float,
-                 rl_state: RooflineState, probe: dict | None = None) -> dict:
+                 rl_state: RooflineState, probe: dict | None = None,
+                 curve: Curve | None = None) -> dict:
     """What ``_plan.html`` shows: the plan on the section's setting ``s``, at the slider's
     ``alpha`` or for the link's traffic mix; ``probe``: the saved probe record ``alpha_from``
     names, whose pair, temperature and way of drafting the plan then reports (and warns when
     they are not the pair it plans)."""
-    domains = list(state.mix) or single(alpha)
+    domains = slider_domains(state, alpha, curve)
+    by_hand_curve = positions.text(curve) if curve is not None and not state.mix else ""
     inputs = replace(inputs_of(rl_state), alpha=None if state.mix else alpha, mix=state.mix,
+                     positions=by_hand_curve,
                      k_max=state.k_max, max_num_seqs=state.max_num_seqs,
                      data_parallel=state.data_parallel, draft_sample=state.draft_sample,
                      k0_overhead=state.k0_overhead, batch_mix=state.batch_mix,
                      request_rate=_request_rate(state.request_rate) if state.request_rate
                      else None, output_tokens=_output_tokens(state.output_tokens))
-    source = by_hand("the link's traffic mix" if state.mix else "the slider model's α",
-                     [d.name for d in state.mix])
+    source = by_hand("the link's traffic mix" if state.mix
+                     else "the slider model's acceptance by position" if by_hand_curve
+                     else "the slider model's α", [d.name for d in state.mix])
     if probe is not None and state.probe is not None:
         probe_id, temperature = state.probe
         source = from_probe(probe, f"saved probe {probe_id}", [d.name for d in state.mix],

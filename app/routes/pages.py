@@ -124,11 +124,12 @@ def slider_page(request: Request) -> HTMLResponse:
     if fragment != "_results.html":
         context |= section_context(query, rl_state, rl_notices, state,
                                    *measurement_store(request.app).curves(),
-                                   planning=plan_planning(plan_state, state.alpha),
+                                   planning=plan_planning(plan_state, state.alpha, state.curve),
                                    machine_costs=settings.machine_costs)
         probe, probe_notices = _alpha_probe(request, plan_state)
         context |= plan_context(plan_state, plan_notices + probe_notices,
-                                context["rl_setting"], state.alpha, rl_state, probe)
+                                context["rl_setting"], state.alpha, rl_state, probe,
+                                state.curve)
     if fragment:
         template = fragment
         # The results carry their link as data-canonical, applied once the sliders rest.

@@ -20,7 +20,14 @@ from app.params import SLIDERS
 from app.plan import PLAN_NUMBERS, TEXT_MAX, mix_domains
 from app.setting_query import InputsQuery, SettingQuery, number_query
 from engine.analytic.drafters import EAGLE_HEADS, STREAMING_BUDGET
-from engine.analytic.schedule import MIX_MAX_DOMAINS, MIX_PATTERN, PlanError, single
+from engine.analytic.positions import POSITIONS_PATTERN
+from engine.analytic.schedule import (
+    MIX_MAX_DOMAINS,
+    MIX_PATTERN,
+    PlanError,
+    by_position,
+    single,
+)
 from engine.planner.drafters import KV_BUDGET_MAX, drafter_costs
 from engine.planner.inputs import (
     BATCH_MIX_HELP,
@@ -216,14 +223,30 @@ def plan_api(
     draft_kv_budget: Annotated[int, Query(
         ge=1, le=KV_BUDGET_MAX, description="with drafter=self-spec: the draft's KV cache, "
                                             "tokens")] = STREAMING_BUDGET,
+    positions: Annotated[str | None, Query(
+        max_length=200, pattern=POSITIONS_PATTERN,
+        description="acceptance by position instead of alpha: survival rates (the share of "
+                    "drafts whose first i tokens were accepted), comma-separated, e.g. "
+                    "0.84,0.6,0.39; each k is priced from them")] = None,
 ) -> dict[str, Any]:
     """For every batch from 1 to `max_num_seqs`, the k in 0..`k_max` with the highest
     throughput speedup `S(B, k) = E_k / (k c(B) + v(B, k))` on the roofline model (k = 0 is
     speculation off), neighbours with the same k merged into vLLM's inclusive ranges
     (`num_speculative_tokens_per_batch_size`). Formulas: docs/design.md, "The batch-size
     schedule"."""
-    domains, notices = mix_domains(mix) if mix else (single(alpha), [])
+    if mix:
+        domains, notices = mix_domains(mix)
+    elif positions:
+        try:
+            domains, notices = by_position(positions), []
+        except PlanError as error:  # rates that rise or leave 0..1: said, never a 500
+            return JSONResponse(status_code=422, content={
+                "message": str(error), "detail": [{"loc": ["query", "positions"],
+                                                   "msg": str(error)}]})
+    else:
+        domains, notices = single(alpha), []
     inputs = replace(inputs, alpha=None if mix else alpha, mix=tuple(domains) if mix else (),
+                     positions="" if mix or not positions else positions,
                      k_max=k_max, max_num_seqs=max_num_seqs, data_parallel=data_parallel,
                      draft_sample=draft_sample.value, k0_overhead=k0_overhead,
                      batch_mix=batch_mix, batch_mix_k=batch_mix_k, request_rate=request_rate,

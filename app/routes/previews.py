@@ -39,7 +39,7 @@ def batch_preview(request: Request) -> Response:
     settings = request.app.state.settings
     section = section_context(query, rl_state, rl_notices, state,
                               *measurement_store(request.app).curves(),
-                              planning=plan_planning(plan_state, state.alpha),
+                              planning=plan_planning(plan_state, state.alpha, state.curve),
                               machine_costs=settings.machine_costs)
     return png_response(preview_svg(
         batch_title(section["rl_setting"], section["rl"], section["rl_plan"]),

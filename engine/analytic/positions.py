@@ -39,9 +39,12 @@ from engine.analytic.theory import (
 
 SURVIVAL, CONDITIONAL = "survival", "conditional"
 SEQUENTIAL, ONE_PASS = "sequential", "pass"
-SHAPES = {SEQUENTIAL: "sequential: k c (a draft pass a token)",
-          ONE_PASS: "one pass: c0 + k c (a fixed part, then a head a position)"}
+SHAPES = {SEQUENTIAL: "sequential: k c", ONE_PASS: "one pass: c0 + k c"}
+"""The draft's cost shapes: a draft pass a token, or one pass with a fixed part and a head a
+position (Medusa heads)."""
 MAX_POSITIONS = 16
+# Rates as a link, the API and the command line write them: 1 to 16 numbers, commas between.
+POSITIONS_PATTERN = r"^\s*[0-9.]{1,8}(\s*,\s*[0-9.]{1,8}){0,15}\s*$"
 
 
 class CurveError(ValueError):
@@ -214,6 +217,21 @@ def accepted_sd(curve: Curve, k: int) -> float:
     mean = sum(s)
     second = sum((2 * i - 1) * si for i, si in enumerate(s, 1))  # E[A^2] = sum (2i - 1) s_i
     return math.sqrt(max(second - mean * mean, 0.0))
+
+
+def parse(text: str) -> Curve:
+    """``"0.84,0.60,0.39"``: survival rates by position as written in a link, the API or on
+    the command line; CurveError says what is wrong."""
+    try:
+        rates = [float(x) for x in text.replace(" ", ",").split(",") if x.strip()]
+    except ValueError:
+        raise CurveError("give numbers separated by commas, such as 0.84,0.60,0.39") from None
+    return Curve.of(rates)
+
+
+def text(curve: Curve) -> str:
+    """The survival rates as :func:`parse` reads them."""
+    return ",".join(f"{s:.4g}" for s in curve.survival)
 
 
 def measured(rates: list[float | None] | None) -> tuple[float, ...] | None:

@@ -80,9 +80,20 @@ class Domain:
         return replace(self, survival=None)
 
 
-def single(alpha: float) -> list[Domain]:
-    """One alpha as a traffic "mix" of one domain."""
-    return [Domain("all traffic", 1.0, alpha)]
+def single(alpha: float, survival: tuple[float, ...] | None = None) -> list[Domain]:
+    """One alpha (and acceptance by position, when given) as a traffic "mix" of one domain."""
+    return [Domain("all traffic", 1.0, alpha, survival)]
+
+
+def by_position(text: str) -> list[Domain]:
+    """All traffic priced by survival rates given as text (``positions``); its alpha is the
+    one with the same tokens a cycle at the measured k. PlanError for rates that are no
+    curve."""
+    try:
+        curve = positions.parse(text)
+    except positions.CurveError as error:
+        raise PlanError(f"positions: {error}") from None
+    return single(round(curve.alpha_iid(), 4), curve.survival)
 
 
 # One domain of a mix in a link or a query: "NAME:WEIGHT:ALPHA" (the name may hold anything but

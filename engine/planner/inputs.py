@@ -216,6 +216,7 @@ class PlanInputs:
     request_rate: float | None = None  # traffic as requests/s (engine.planner.traffic)
     batch_mix_k: int = 0  # the k the server ran while batch_mix was observed (0: none)
     output_tokens: int = OUTPUT_TOKENS  # tokens each request decodes, with request_rate
+    positions: str = ""  # acceptance by position, survival rates (engine.analytic.positions)
 
     def setting(self, hw: Hardware | None = None, base: Overheads | None = None) -> Setting:
         """The roofline setting: the preset (``hw``: a resolved "this machine") with the
@@ -286,7 +287,7 @@ class PlanInputs:
         if self.mix:
             by_hand = ",".join(mix_entry(d).replace(":", "=", 1) for d in self.mix)
             parts += ["--mix", shlex.quote(by_hand)]
-        elif self.alpha is not None:
+        elif self.alpha is not None and not self.positions:
             parts += ["--alpha", _number(self.alpha)]
         shown = {"hardware", "models"}
         for name, value in self.given():

@@ -255,16 +255,6 @@ def _read_json(path: Path) -> object:
         raise PlanError(f"{path} is not JSON ({error})") from None
 
 
-def hand_curve(text: str) -> positions.Curve:
-    """``"0.84,0.60,0.39"``: survival rates by position, given by hand."""
-    try:
-        return positions.Curve.of([float(x) for x in text.split(",") if x.strip()])
-    except ValueError as error:
-        raise PlanError(f"--positions: {error}" if isinstance(error, positions.CurveError)
-                        else "--positions takes numbers separated by commas, such as "
-                             "0.84,0.60,0.39") from None
-
-
 def hand_mix(text: str) -> list[Domain]:
     """``"code=3:0.85,chat=1:0.4"``: each domain's weight and alpha, given by hand."""
     domains = []
@@ -293,9 +283,7 @@ def alpha_source(args) -> tuple[list[Domain], list[str], str | None, AlphaSource
     if args.alpha is not None:
         return schedule.single(args.alpha), [], None, provenance.by_hand("--alpha")
     if args.positions is not None:
-        curve = hand_curve(args.positions)
-        domain = Domain("all traffic", 1.0, round(curve.alpha_iid(), 4), curve.survival)
-        return [domain], [], None, provenance.by_hand("--positions")
+        return schedule.by_position(args.positions), [], None, provenance.by_hand("--positions")
     if args.from_probe is not None:
         data = probe_of_drafter(_read_json(args.from_probe), args.drafter)
         mix = parse_mix(args.mix) if args.mix is not None else None

@@ -162,7 +162,8 @@ def test_vendored_htmx_is_served(client):
 def test_the_default_page_offers_the_drafter_preset_with_the_draft_model_chosen(client):
     html = client.get("/").text
     assert re.search(r'<option value="model" data-c="0.18" selected>draft model</option>', html)
-    assert re.search(r'<option value="ngram" data-c="0">prompt lookup</option>', html)
+    assert re.search(r'<option value="ngram" data-c="0">prompt lookup \(n-gram\)</option>', html)
+    assert re.search(r'<option value="medusa" data-c="0.14">Medusa heads</option>', html)
     assert re.search(r'<div class="control lookup-only" hidden>', html)
     assert 'data-figure="lookup-note"' not in html
 

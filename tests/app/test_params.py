@@ -105,9 +105,9 @@ def test_prompt_lookup_travels_in_the_link_with_its_pi():
 
 
 def test_a_bad_drafter_or_pi_is_replaced_with_a_notice():
-    state, notices = parse_page_state([("preset", "medusa"), ("pi", "7")])
+    state, notices = parse_page_state([("preset", "lookahead"), ("pi", "7")])
     assert (state.drafter, state.pi) == ("model", 1.0)
-    assert any("preset='medusa'" in n and "draft model" in n for n in notices)
+    assert any("preset='lookahead'" in n and "draft model" in n for n in notices)
     assert any("pi=7 is outside 0–1" in n for n in notices)
 
 
@@ -120,3 +120,29 @@ def test_page_figures_use_the_lookup_model_with_prompt_lookup():
     assert fig.pi == 0.3
     assert fig.speedup == lookup.speedup(0.8, 4, 0.3, state.c, state.v)
     assert page_figures(DEFAULT_STATE).pi is None
+
+
+def test_acceptance_by_position_is_read_kept_in_the_link_and_priced():
+    from app.params import page_figures
+
+    state, notices = parse_page_state([("positions", "0.8, 0.5,0.2"), ("shape", "pass"),
+                                       ("c0", "0.1"), ("k", "2"), ("c", "0.05")])
+    assert notices == [] and state.positions == (0.8, 0.5, 0.2)
+    assert "positions=0.8%2C0.5%2C0.2" in state.query() and "shape=pass" in state.query()
+    fig = page_figures(state)
+    assert fig.expected_tokens == pytest.approx(2.3)
+    assert fig.cycle_cost == pytest.approx(0.1 + 2 * 0.05 + state.v)
+    again, _ = parse_page_state(parse_qsl(state.query()))
+    assert again == state
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ([("positions", "0.5,0.7")], "cannot rise"),
+    ([("positions", "lots")], "numbers separated by commas"),
+    ([("positions", "0.5"), ("rates", "joint")], "survival or conditional"),
+    ([("shape", "tree")], "sequential, pass"),
+])
+def test_rates_and_shapes_that_cannot_be_read_are_dropped_with_a_notice(query, message):
+    state, notices = parse_page_state(query)
+    assert any(message in n for n in notices), notices
+    assert state.shape in ("sequential", "pass")

@@ -268,6 +268,8 @@ def test_the_page_the_api_and_the_command_line_take_the_same_names(client):
     "&flops_share=0.6&latency_us=25&usable=0.8&draft_placement=one-gpu&k_max=6"
     "&max_num_seqs=512&draft_sample=greedy&k0_overhead=0.1&batch_mix=1%3D3%2C64%3D1",
     "models=qwen-7b-0.5b&gpus=4&usable=0.5&latency_us=0&data_parallel=2&alpha=0.8",
+    # the slider's acceptance by position prices the plan, and the command carries it
+    "positions=0.85,0.5,0.25,0.1&max_num_seqs=16",
 ])
 def test_the_command_on_the_page_reproduces_the_pages_plan_exactly(client, capsys, query):
     import shlex
@@ -328,7 +330,8 @@ def test_the_api_plans_for_an_eagle_head_or_self_speculation(client):
     missing = client.get("/api/plan?drafter=eagle&models=llama-70b-1b&gpus=8")
     assert missing.status_code == 422
     assert "no EAGLE head preset drafts for Llama 3.1 70B" in missing.json()["message"]
-    for bad in ("drafter=medusa", "draft_kv_budget=0", "eagle_head=nope"):
+    for bad in ("drafter=lookahead", "draft_kv_budget=0", "eagle_head=nope", "positions=0.4,0.6",
+                "positions=lots"):
         assert client.get(f"/api/plan?{bad}").status_code == 422
 
 

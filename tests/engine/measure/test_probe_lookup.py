@@ -127,7 +127,7 @@ def test_cli_probe_with_prompt_lookup_alone_loads_no_draft(capsys, model_dirs, t
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--drafter", "medusa"], "--drafter takes model, ngram or eagle"),
+    (["--drafter", "lookahead"], "--drafter takes model, ngram, eagle, medusa"),
     (["--drafter", "ngram", "--prompt-lookup-min", "3", "--prompt-lookup-max", "2"],
      "must not exceed"),
 ])
