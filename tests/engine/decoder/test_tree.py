@@ -1,0 +1,190 @@
+"""Token trees: the one-pass verification sees exactly each branch's own prefix, the accepted
+path's cache is the chain's, greedy output is the target's own, and both rules are lossless by
+chi-square, with a broken-rule control each test must catch."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+from support.lossless import chi_square_pvalue, target_marginals
+
+import engine.decoder.tree_speculative as tree_module
+from engine.decoder.baseline import run_target_only
+from engine.decoder.common import encode_prompt
+from engine.decoder.events import DoneEvent, GenerationConfig
+from engine.decoder.forward import KVCache
+from engine.decoder.loading import load_pair
+from engine.decoder.medusa import MedusaHeads, load_heads_for
+from engine.decoder.tree import (
+    IID,
+    TOP,
+    Tree,
+    keep_path,
+    static_paths,
+    tree_decoder,
+    tree_of,
+    tree_pass,
+    verify,
+)
+from engine.decoder.tree_speculative import DEFAULT_CHOICES, TreeCycle, speculate_tree
+
+MODELS = Path(__file__).parents[3] / "models"
+PROMPT = "the quick brown fox"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    pair = load_pair(str(MODELS / "target"), None, device="cpu")
+    return pair, load_heads_for(pair, MODELS / "medusa")
+
+
+@pytest.fixture(scope="module")
+def random_heads(target_only_pair):
+    torch.manual_seed(7)
+    heads = MedusaHeads.for_target(target_only_pair.target, num_heads=3)
+    for block in heads.blocks:
+        for layer in block.layers:
+            torch.nn.init.normal_(layer.weight, std=0.5)
+    return heads.eval()
+
+
+# ---- the tree itself ------------------------------------------------------------------------
+
+
+def test_a_node_sees_itself_and_its_ancestors_only():
+    tree = Tree((5, 6, 7, 8), (0, 0, 1, 3))  # root -> 1, 2; 1 -> 3 -> 4
+    assert tree.depths() == [0, 1, 1, 2, 3]
+    assert tree.children(0) == [1, 2] and tree.children(1) == [3]
+    seen = tree.mask()
+    assert seen[4].tolist() == [True, True, False, True, True]
+    assert seen[2].tolist() == [True, False, True, False, False]
+    with pytest.raises(ValueError, match="earlier node"):
+        Tree((1,), (1,))
+
+
+def test_static_paths_need_their_parents_and_elder_siblings():
+    assert static_paths([(1,), (0,), (0, 0)]) == [(0,), (1,), (0, 0)]
+    with pytest.raises(ValueError, match="parent path"):
+        static_paths([(0,), (1, 0)])
+    with pytest.raises(ValueError, match="elder sibling"):
+        static_paths([(1,)])
+
+
+# ---- one pass over the tree is every branch's own pass ----------------------------------------
+
+
+@torch.inference_mode()
+def test_each_nodes_logits_are_a_fresh_pass_over_its_own_branch(target_only_pair):
+    pair = target_only_pair
+    decoder = tree_decoder(pair)
+    prompt = encode_prompt(pair, GenerationConfig(prompt=PROMPT))
+    paths = static_paths([(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0)])
+    gen = torch.Generator().manual_seed(0)
+    tree = tree_of(paths, lambda path: int(torch.randint(3, 250, (), generator=gen)))
+    cache = KVCache(decoder, 64)
+    decoder(cache, torch.tensor([prompt[:-1]]), 1)
+    logits = tree_pass(decoder, cache, prompt[-1], tree)
+    for node, path in enumerate([(), *paths]):
+        branch = [tree.tokens[paths.index(path[:i + 1])] for i in range(len(path))]
+        fresh = pair.target(input_ids=torch.tensor([prompt + branch])).logits[0, -1]
+        assert torch.allclose(logits[node], fresh, atol=1e-4), path
+
+
+@torch.inference_mode()
+def test_the_kept_path_leaves_the_cache_of_the_chain(target_only_pair):
+    pair = target_only_pair
+    decoder = tree_decoder(pair)
+    prompt = encode_prompt(pair, GenerationConfig(prompt=PROMPT))
+    tree = Tree((11, 12, 13, 14), (0, 0, 2, 3))
+    cache = KVCache(decoder, 64)
+    decoder(cache, torch.tensor([prompt[:-1]]), 1)
+    start = cache.length
+    tree_pass(decoder, cache, prompt[-1], tree)
+    keep_path(cache, start, [2, 3])  # root -> 12 -> 13
+    assert cache.length == start + 3
+    after = decoder(cache, torch.tensor([[40]]), 1)[0, -1]
+    fresh = pair.target(input_ids=torch.tensor([prompt + [12, 13, 40]])).logits[0, -1]
+    assert torch.allclose(after, fresh, atol=1e-4)
+
+
+# ---- greedy: the target's own tokens -------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", [TOP, IID])
+def test_greedy_tree_decoding_equals_the_target_alone(shipped, rule):
+    pair, heads = shipped
+    for prompt in ("And it came to pass, when the king heard these words, that",
+                   "hack n. 1. Originally, a quick job that produces what is needed,", "a"):
+        config = GenerationConfig(prompt=prompt, temperature=0.0, max_new_tokens=40)
+        *cycles, done = speculate_tree(pair, config, heads, rule=rule)
+        assert isinstance(done, DoneEvent) and all(isinstance(c, TreeCycle) for c in cycles)
+        assert done.token_ids == run_target_only(pair, config)[1].token_ids, prompt
+    assert sum(c.n_accepted for c in cycles) > 0
+
+
+def test_a_tree_accepts_more_a_cycle_than_the_heads_chain(shipped):
+    """The first head's top three instead of its top one: the same target pass accepts more."""
+    pair, heads = shipped
+    config = GenerationConfig(prompt="And it came to pass, when the king heard these words,",
+                              temperature=0.0, max_new_tokens=48)
+    chain = [(0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)]
+
+    def mean_accepted(choices):
+        *cycles, _ = speculate_tree(pair, config, heads, choices)
+        return sum(c.n_accepted for c in cycles) / len(cycles)
+
+    assert mean_accepted(DEFAULT_CHOICES) > mean_accepted(chain)
+
+
+# ---- sampled: distributed as the target ------------------------------------------------------
+
+
+def tree_counts(pair, heads, rule: str, runs: int = 2000) -> tuple[torch.Tensor, torch.Tensor]:
+    pair = dataclasses.replace(pair, stop_token_ids=frozenset())
+    counts = torch.zeros(2, pair.shared_vocab_size)
+    choices = [(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]
+    for seed in range(runs):
+        config = GenerationConfig(prompt=PROMPT, temperature=1.0, max_new_tokens=2, seed=seed)
+        first, second = list(speculate_tree(pair, config, heads, choices, rule))[-1].token_ids
+        counts[0, first] += 1
+        counts[1, second] += 1
+    return counts[0], counts[1]
+
+
+@pytest.mark.parametrize("rule", [TOP, IID])
+def test_sampled_tree_tokens_are_distributed_as_the_target(target_only_pair, random_heads,
+                                                           rule):
+    first, second = tree_counts(target_only_pair, random_heads, rule)
+    p1, p2 = target_marginals(target_only_pair, PROMPT)
+    assert chi_square_pvalue(first, p1) > 1e-3
+    assert chi_square_pvalue(second, p2) > 1e-3
+
+
+def test_the_iid_ratio_on_deterministic_children_is_caught(target_only_pair, random_heads,
+                                                           monkeypatch):
+    """Top-b children verified with SpecInfer's q-ratio, which assumes children drawn from q:
+    lossy, and the harness says so."""
+
+    def ratio_rule(tree, p, rule, uniforms, q=None):
+        return verify(tree, p, IID, uniforms, q)
+
+    monkeypatch.setattr(tree_module, "verify", ratio_rule)
+    first, _ = tree_counts(target_only_pair, random_heads, TOP)
+    assert chi_square_pvalue(first, target_marginals(target_only_pair, PROMPT)[0]) < 1e-6
+
+
+def test_a_tree_is_refused_where_it_cannot_be_verified_in_one_pass(target_only_pair,
+                                                                   random_heads):
+    windowed = copy.copy(target_only_pair.target)
+    windowed.config = copy.deepcopy(windowed.config)
+    windowed.config.sliding_window = 8
+    with pytest.raises(ValueError, match="sliding attention window"):
+        speculate_tree(dataclasses.replace(target_only_pair, target=windowed),
+                       GenerationConfig(prompt=PROMPT), random_heads, [(0,), (1,), (0, 0)])
+    with pytest.raises(ValueError, match="4 deep; the Medusa heads guess 3 tokens at most"):
+        speculate_tree(target_only_pair, GenerationConfig(prompt=PROMPT), random_heads,
+                       [(0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)])
