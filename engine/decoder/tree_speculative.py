@@ -43,6 +43,7 @@ from engine.decoder.tree import (
 
 # Medusa's own default tree for four heads is larger; this one keeps 10 nodes (a target pass
 # over 11 tokens): the first head's top 3, then the best branch deeper.
+RANKS = 8  # candidates a depth whose acceptance is counted (TreeCycle.ranks)
 DEFAULT_CHOICES = ((0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 1), (0, 1, 0),
                    (0, 0, 0, 0))
 
@@ -51,7 +52,9 @@ DEFAULT_CHOICES = ((0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 1
 class TreeCycle:
     """One cycle: the tree drafted (``tokens``, ``parents``: node i + 1's parent, 0 the root),
     the accepted path (node numbers), the target's next token and how many of the path's
-    tokens and it reached the output (``kept``)."""
+    tokens and it reached the output (``kept``). ``ranks``: at each depth the target's token
+    reached (the accepted ones, then the next token), its rank among that depth's head's
+    candidates (None past ``RANKS``): acceptance by rank and depth, whatever the tree held."""
 
     index: int
     tokens: list[int]
@@ -61,6 +64,7 @@ class TreeCycle:
     kept: int
     draft_ms: float
     verify_ms: float
+    ranks: list[int | None]
     event: str = "tree_cycle"
 
     @property
@@ -100,7 +104,7 @@ def _run(pair, config, heads, paths, rule, decoder, prompt_ids):
     index = 0
     while len(out) < config.max_new_tokens:
         t0 = time.perf_counter()
-        tree, q = _draft(heads, h, paths, rule, config, gen, pair.shared_vocab_size)
+        tree, q, ranked = _draft(heads, h, paths, rule, config, gen, pair.shared_vocab_size)
         t1 = time.perf_counter()
         at, states = cache.length, []
         logits = tree_pass(decoder, cache, last, tree, states)[:, : pair.shared_vocab_size]
@@ -111,6 +115,8 @@ def _run(pair, config, heads, paths, rule, decoder, prompt_ids):
         keep_path(cache, at, path)
         h = states[0][0, path[-1] if path else 0]
         emitted = [tree.tokens[n - 1] for n in path] + [next_token]
+        ranks = [_rank(ranked, d, t) for d, t in enumerate(emitted) if ranked is not None
+                 and d < len(ranked)]
         kept = min(len(emitted), config.max_new_tokens - len(out))
         stop = next((i for i, t in enumerate(emitted[:kept]) if t in pair.stop_token_ids), None)
         if stop is not None:
@@ -119,7 +125,7 @@ def _run(pair, config, heads, paths, rule, decoder, prompt_ids):
         t2 = time.perf_counter()
         decode_ms += (t2 - t0) * 1000.0
         yield TreeCycle(index, list(tree.tokens), list(tree.parents), path, next_token, kept,
-                        (t1 - t0) * 1000.0, (t2 - t1) * 1000.0)
+                        (t1 - t0) * 1000.0, (t2 - t1) * 1000.0, ranks)
         index += 1
         if stop is not None:
             break
@@ -127,20 +133,26 @@ def _run(pair, config, heads, paths, rule, decoder, prompt_ids):
     yield done_event("tree", pair, out, reason, prefill_ms, decode_ms)
 
 
+def _rank(ranked: torch.Tensor, depth: int, token: int) -> int | None:
+    where = (ranked[depth, :RANKS] == token).nonzero()
+    return int(where[0, 0]) if len(where) else None
+
+
 def _draft(heads: MedusaHeads, h, paths, rule: str, config: GenerationConfig,
-           gen: torch.Generator, vocab: int) -> tuple[Tree, dict[int, torch.Tensor]]:
-    """The tree for this cycle and, per node, the q its children were drawn from (depth d's
-    head: one q for every node at depth d)."""
+           gen: torch.Generator, vocab: int
+           ) -> tuple[Tree, dict[int, torch.Tensor], torch.Tensor | None]:
+    """The tree for this cycle, per node the q its children were drawn from (depth d's head:
+    one q for every node at depth d), and each head's candidates ranked ``[depth, V]``."""
     if h is None:  # a one-token prompt, first cycle: nothing to draft from yet
-        return Tree((), ()), {}
+        return Tree((), ()), {}, None
     depth = max(len(p) for p in paths)
     with torch.inference_mode():
         logits = torch.stack([heads.logits(h.to(heads.lm_head.weight.dtype), d)[:vocab].float()
                               for d in range(depth)])  # [depth, V]
     q = warp(logits, config.temperature, config.top_k, config.top_p) if not config.greedy \
         else greedy(logits)
+    ranked = logits.argsort(dim=-1, descending=True)
     if rule == TOP:
-        ranked = logits.argsort(dim=-1, descending=True)
         tree = tree_of(paths, lambda path: ranked[len(path) - 1, path[-1]])
     else:
         def drawn(path):
@@ -149,5 +161,22 @@ def _draft(heads: MedusaHeads, h, paths, rule: str, config: GenerationConfig,
         tree = tree_of(paths, drawn)
     depths = tree.depths()
     by_node = {node: q[depths[node]] for node in range(tree.size + 1) if depths[node] < depth}
-    return tree, by_node
+    return tree, by_node, ranked
 
+
+
+def rank_acceptance(cycles: Sequence[TreeCycle], depth: int, ranks: int = RANKS
+                    ) -> list[list[float]]:
+    """``acc[d][r]``: of the cycles whose target reached depth d + 1 along accepted tokens,
+    the share whose token there was head d's rank-r candidate (what
+    :mod:`engine.analytic.trees` prices a tree with)."""
+    reached = [0] * depth
+    hits = [[0] * ranks for _ in range(depth)]
+    for cycle in cycles:
+        for d, rank in enumerate(cycle.ranks[:depth]):
+            reached[d] += 1
+            if rank is not None and rank < ranks:
+                hits[d][rank] += 1
+            if rank is None or d >= len(cycle.path):  # the walk stopped here
+                break
+    return [[h / n if n else 0.0 for h in row] for row, n in zip(hits, reached, strict=True)]

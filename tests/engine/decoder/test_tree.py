@@ -188,3 +188,28 @@ def test_a_tree_is_refused_where_it_cannot_be_verified_in_one_pass(target_only_p
     with pytest.raises(ValueError, match="4 deep; the Medusa heads guess 3 tokens at most"):
         speculate_tree(target_only_pair, GenerationConfig(prompt=PROMPT), random_heads,
                        [(0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)])
+
+
+def test_acceptance_by_rank_measured_on_one_tree_predicts_another(shipped):
+    """The model of engine.analytic.trees, fed the rank acceptance counted on the default
+    tree's cycles, predicts the tokens a cycle of the heads' chain, run separately."""
+    import json
+
+    from engine.analytic import trees
+    from engine.decoder.tree_speculative import rank_acceptance
+
+    pair, heads = shipped
+    prompts = json.loads((MODELS / "heldout_prompts.json").read_text())["kjv"][:6]
+
+    def cycles_of(choices):
+        out = []
+        for prompt in prompts:
+            config = GenerationConfig(prompt=prompt[:160], temperature=0.0, max_new_tokens=40)
+            *cycles, _ = speculate_tree(pair, config, heads, choices)
+            out += cycles
+        return out
+
+    acc = rank_acceptance(cycles_of(DEFAULT_CHOICES), depth=4, ranks=4)
+    chain = cycles_of(trees.chain(4))
+    measured = sum(c.n_accepted + 1 for c in chain) / len(chain)
+    assert trees.expected_tokens(trees.chain(4), acc) == pytest.approx(measured, rel=0.1)

@@ -1,0 +1,62 @@
+"""The expected yield of a token tree from acceptance by rank and depth (pure Python).
+
+A static tree is a set of paths of ranks: ``(0,)`` the root's first candidate, ``(0, 1)`` that
+node's second. With ``acc[d][r]`` the chance that the token the target accepts at depth d + 1
+is the rank-r candidate there (Medusa's head accuracies: the first head's top-1, top-2, ...
+shares), a node survives when every step of its path was the accepted one:
+
+    survival(r_1 .. r_d) = acc[0][r_1] acc[1][r_2] ... acc[d-1][r_d]
+    tokens a cycle       = 1 + the sum of every node's survival
+
+(the ranks at one depth are exclusive, so the path that survives is unique). A chain, every
+rank 0, gives the per-position model back: its survival rates are
+``acc[0][0], acc[0][0] acc[1][0], ...``. For a budget of N nodes the tree with the most tokens
+a cycle is found greedily: a node's survival never exceeds its parent's or its elder
+sibling's (when ``acc[d]`` falls with rank), so the best N nodes always form a tree (Sequoia,
+Chen et al. 2024, and Medusa's tree search rest on the same argument).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+Path = tuple[int, ...]
+
+
+def survival(path: Path, acc: Sequence[Sequence[float]]) -> float:
+    """The chance that ``path`` is accepted all the way (0 past the depths or ranks given)."""
+    out = 1.0
+    for depth, rank in enumerate(path):
+        if depth >= len(acc) or rank >= len(acc[depth]):
+            return 0.0
+        out *= acc[depth][rank]
+    return out
+
+
+def expected_tokens(paths: Sequence[Path], acc: Sequence[Sequence[float]]) -> float:
+    """Tokens a cycle of the tree ``paths``: its nodes' survival and the target's token."""
+    return 1.0 + sum(survival(p, acc) for p in paths)
+
+
+def best_tree(acc: Sequence[Sequence[float]], budget: int) -> list[Path]:
+    """The ``budget`` nodes with the highest survival, grown from the root (each added node's
+    first child and next sibling join the frontier); in depth order."""
+    chosen: list[Path] = []
+    frontier = [(-survival((0,), acc), (0,))]
+    seen = {(0,)}
+    while frontier and len(chosen) < budget:
+        value, path = heapq.heappop(frontier)
+        if -value <= 0.0:
+            break
+        chosen.append(path)
+        for nxt in (path + (0,), path[:-1] + (path[-1] + 1,)):
+            if nxt not in seen:
+                seen.add(nxt)
+                heapq.heappush(frontier, (-survival(nxt, acc), nxt))
+    return sorted(chosen, key=lambda p: (len(p), p))
+
+
+def chain(depth: int) -> list[Path]:
+    """A chain of ``depth`` drafts as a tree: every node its parent's first candidate."""
+    return [(0,) * d for d in range(1, depth + 1)]
