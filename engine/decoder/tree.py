@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.decoder.forward import FastDecoder, KVCache
+from engine.decoder.forward import FastDecoder, KVCache, RaggedCache
 
 TOP, IID = "top", "iid"
 RULES = (TOP, IID)
@@ -204,3 +204,43 @@ def tree_decoder(pair) -> FastDecoder:
                          "through transformers' pass, whose recurrent or windowed state is a "
                          "chain; speculate with a chain")
     return decoder
+
+
+@torch.inference_mode()
+def tree_pass_rows(decoder: FastDecoder, cache: RaggedCache, roots: list[int], tree: Tree,
+                   tokens: torch.Tensor, hidden: list | None = None) -> torch.Tensor:
+    """:func:`tree_pass` for ``B`` rows of one tree shape (``tree.parents``), row ``b``'s
+    nodes ``tokens[b] [N]`` after its own cache length. Logits ``[B, N + 1, V]``."""
+    n = tree.size + 1
+    device = decoder.embed.device
+    lengths = torch.tensor(cache.lengths, device=device)
+    upto = int(lengths.max()) + n
+    cache.reserve(upto)
+    ids = torch.cat([torch.tensor(roots, device=device)[:, None], tokens.to(device)], dim=1)
+    depth = torch.tensor(tree.depths(), device=device)
+    where = lengths[:, None] + torch.arange(n, device=device)  # storage [B, n]
+    positions = lengths[:, None] + depth  # rotary positions [B, n]
+    cos, sin = decoder._rope_table(int(positions.max()) + 1)
+    columns = torch.arange(upto, device=device)
+    before = columns[None, None, :] < lengths[:, None, None]  # [B, 1, upto]: each cache
+    inside = (columns[None, :] - lengths[:, None]).clamp(0, n - 1)  # [B, upto]
+    tree_mask = tree.mask().to(device)
+    in_tree = (columns[None, :] >= lengths[:, None]) & (columns[None, :] < lengths[:, None] + n)
+    mask = before | (tree_mask[:, inside].permute(1, 0, 2) & in_tree[:, None, :])
+    logits = decoder._pass(cache.slot, ids, n, cos[positions][:, None], sin[positions][:, None],
+                           where, mask[:, None], hidden)
+    cache.lengths = [length + n for length in cache.lengths]
+    return logits
+
+
+@torch.inference_mode()
+def keep_paths(cache: RaggedCache, starts: list[int], paths: list[list[int]]) -> None:
+    """:func:`keep_path` row by row: row ``b``'s accepted nodes after its root at
+    ``starts[b]``."""
+    for b, (start, path) in enumerate(zip(starts, paths, strict=True)):
+        if path:
+            source = torch.tensor([start + node for node in path], device=cache.kv.device)
+            for k_cache, v_cache in cache.slot.layers:
+                k_cache[b, :, start + 1 : start + 1 + len(path)] = k_cache[b, :, source]
+                v_cache[b, :, start + 1 : start + 1 + len(path)] = v_cache[b, :, source]
+    cache.lengths = [start + 1 + len(path) for start, path in zip(starts, paths, strict=True)]

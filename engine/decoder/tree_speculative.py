@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.decoder.batched import BatchConfig
 from engine.decoder.common import done_event, encode_prompt, new_generator
 from engine.decoder.events import DoneEvent, GenerationConfig
-from engine.decoder.forward import KVCache
+from engine.decoder.forward import KVCache, RaggedCache
 from engine.decoder.loading import ModelPair
 from engine.decoder.medusa import MedusaHeads
 from engine.decoder.sampling import greedy, sample_with, warp
@@ -33,10 +34,12 @@ from engine.decoder.tree import (
     TOP,
     Tree,
     keep_path,
+    keep_paths,
     static_paths,
     tree_decoder,
     tree_of,
     tree_pass,
+    tree_pass_rows,
     uniforms_needed,
     verify,
 )
@@ -145,24 +148,40 @@ def _draft(heads: MedusaHeads, h, paths, rule: str, config: GenerationConfig,
     one q for every node at depth d), and each head's candidates ranked ``[depth, V]``."""
     if h is None:  # a one-token prompt, first cycle: nothing to draft from yet
         return Tree((), ()), {}, None
+    tokens, q, ranked = _draft_rows(heads, h[None], paths, rule, config, [gen], vocab)
+    shape = tree_of(paths, lambda path: 0)
+    tree = Tree(tuple(tokens[0].tolist()), shape.parents)
+    return tree, _q_by_node(tree, q[0]), ranked[0]
+
+
+def _q_by_node(tree: Tree, q: torch.Tensor) -> dict[int, torch.Tensor]:
+    """Per node, the q ``[V]`` its children were drawn from: depth d's head's (``q [depth,
+    V]``)."""
+    depths = tree.depths()
+    return {node: q[depths[node]] for node in range(tree.size + 1) if depths[node] < len(q)}
+
+
+@torch.inference_mode()
+def _draft_rows(heads: MedusaHeads, h: torch.Tensor, paths, rule: str,
+                config: GenerationConfig, gens: list[torch.Generator], vocab: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every row's tree tokens ``[B, N]`` in ``paths``' order from the heads over ``h [B,
+    H]``: head d's rank-r candidate at a depth-(d + 1), rank-r node (``top``), or each node
+    drawn from head d's q with the row's generator in path order (``iid``); with each row's
+    ``q [B, depth, V]`` and candidates ranked ``[B, depth, V]``."""
     depth = max(len(p) for p in paths)
-    with torch.inference_mode():
-        logits = torch.stack([heads.logits(h.to(heads.lm_head.weight.dtype), d)[:vocab].float()
-                              for d in range(depth)])  # [depth, V]
-    q = warp(logits, config.temperature, config.top_k, config.top_p) if not config.greedy \
-        else greedy(logits)
+    h = h.to(heads.lm_head.weight.dtype)
+    logits = torch.stack([heads.logits(h, d)[:, :vocab].float() for d in range(depth)], dim=1)
+    q = greedy(logits) if config.greedy else warp(logits, config.temperature, config.top_k,
+                                                  config.top_p)
     ranked = logits.argsort(dim=-1, descending=True)
     if rule == TOP:
-        tree = tree_of(paths, lambda path: ranked[len(path) - 1, path[-1]])
-    else:
-        def drawn(path):
-            return sample_with(q[len(path) - 1], torch.rand((), generator=gen,
-                                                              device=q.device))
-        tree = tree_of(paths, drawn)
-    depths = tree.depths()
-    by_node = {node: q[depths[node]] for node in range(tree.size + 1) if depths[node] < depth}
-    return tree, by_node, ranked
-
+        at_depth = torch.tensor([len(p) - 1 for p in paths], device=h.device)
+        at_rank = torch.tensor([p[-1] for p in paths], device=h.device)
+        return ranked[:, at_depth, at_rank], q, ranked
+    draws = [[sample_with(q[b, len(p) - 1], torch.rand((), generator=gen, device=q.device))
+              for p in paths] for b, gen in enumerate(gens)]
+    return torch.tensor(draws, device=h.device), q, ranked
 
 
 def rank_acceptance(cycles: Sequence[TreeCycle], depth: int, ranks: int = RANKS
@@ -180,3 +199,91 @@ def rank_acceptance(cycles: Sequence[TreeCycle], depth: int, ranks: int = RANKS
             if rank is None or d >= len(cycle.path):  # the walk stopped here
                 break
     return [[h / n if n else 0.0 for h in row] for row, n in zip(hits, reached, strict=True)]
+
+
+@dataclass
+class TreeBatchDone:
+    """A batched tree run: each row's tokens, the steps, and the counts and time over all
+    rows (``cycles``: row-cycles, ``accepted``: their accepted drafts)."""
+
+    token_ids: list[list[int]]
+    steps: int
+    cycles: int
+    accepted: int
+    tokens: int
+    decode_ms: float
+
+    @property
+    def tok_s(self) -> float:
+        return 1000.0 * self.tokens / self.decode_ms if self.decode_ms > 0 else 0.0
+
+
+def speculate_tree_batch(pair: ModelPair, config: BatchConfig, heads: MedusaHeads,
+                         choices: Sequence[Sequence[int]] = DEFAULT_CHOICES, rule: str = TOP
+                         ) -> TreeBatchDone:
+    """``B`` rows decoded together, every cycle one target pass over every row's tree (one
+    shape, each row's own tokens; :func:`engine.decoder.tree.tree_pass_rows`), each row
+    verified by the rule with its own generator. A row with no hidden state yet (a one-token
+    prompt) drafts from zeros, and its tree is simply rejected. Bad settings raise
+    ``ValueError`` before anything runs."""
+    config.validate()
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    paths = static_paths(choices)
+    if max(len(p) for p in paths) > heads.num_heads:
+        raise ValueError(f"the tree is deeper than the {heads.num_heads} Medusa heads")
+    decoder = tree_decoder(pair)
+    prompts = [encode_prompt(pair, config.row(b), lookahead=len(paths) + 1)
+               for b in range(len(config.prompts))]
+    shape = tree_of(paths, lambda path: 0)
+    limits = config.per_row(config.max_new_tokens)
+    gens = [new_generator(pair, seed) for seed in config.per_row(config.seeds)]
+    vocab, device = pair.shared_vocab_size, pair.device
+    cache = RaggedCache(decoder, max(map(len, prompts)) + max(limits) + len(paths) + 2,
+                        len(prompts))
+    width = max(map(len, prompts)) - 1
+    hidden: list = []
+    h = torch.zeros((len(prompts), pair.target.config.hidden_size), device=device)
+    if width > 0:
+        ids = torch.tensor([p[:-1] + [0] * (width - len(p) + 1) for p in prompts], device=device)
+        decoder.ragged(cache, ids, [len(p) - 1 for p in prompts], 1, hidden)
+        for b, p in enumerate(prompts):
+            if len(p) > 1:
+                h[b] = hidden[0][b, len(p) - 2]
+    rows, last = list(range(len(prompts))), [p[-1] for p in prompts]
+    out: list[list[int]] = [[] for _ in prompts]
+    steps = cycles = accepted = 0
+    start = time.perf_counter()
+    while rows:
+        tokens, q, _ = _draft_rows(heads, h, paths, rule, config, gens, vocab)
+        starts, states = list(cache.lengths), []
+        logits = tree_pass_rows(decoder, cache, last, shape, tokens, states)[..., :vocab]
+        p = greedy(logits) if config.greedy else warp(logits, config.temperature,
+                                                       config.top_k, config.top_p)
+        found = []
+        for b in range(len(rows)):
+            tree = Tree(tuple(tokens[b].tolist()), shape.parents)
+            u = torch.rand(uniforms_needed(tree), generator=gens[b], device=device)
+            found.append(verify(tree, p[b], rule, u, _q_by_node(tree, q[b])))
+        paths_kept = [path for path, _ in found]
+        keep_paths(cache, starts, paths_kept)
+        live = []
+        for b, (path, next_token) in enumerate(found):
+            row = rows[b]
+            h[b] = states[0][b, path[-1] if path else 0]
+            emitted = [int(tokens[b, n - 1]) for n in path] + [next_token]
+            room = limits[row] - len(out[row])
+            stop = next((i for i, t in enumerate(emitted[:room]) if t in pair.stop_token_ids),
+                        None)
+            out[row] += emitted[: room if stop is None else stop + 1]
+            cycles, accepted = cycles + 1, accepted + len(path)
+            last[b] = next_token
+            if stop is None and len(out[row]) < limits[row]:
+                live.append(b)
+        steps += 1
+        if len(live) < len(rows):
+            cache.keep_rows(live)
+            h, rows = h[live], [rows[b] for b in live]
+            last, gens = [last[b] for b in live], [gens[b] for b in live]
+    decode_ms = (time.perf_counter() - start) * 1000.0
+    return TreeBatchDone(out, steps, cycles, accepted, sum(map(len, out)), decode_ms)

@@ -213,3 +213,53 @@ def test_acceptance_by_rank_measured_on_one_tree_predicts_another(shipped):
     chain = cycles_of(trees.chain(4))
     measured = sum(c.n_accepted + 1 for c in chain) / len(chain)
     assert trees.expected_tokens(trees.chain(4), acc) == pytest.approx(measured, rel=0.1)
+
+
+@torch.inference_mode()
+def test_rows_of_a_batch_verify_their_trees_as_each_would_alone(target_only_pair):
+    """Rows of different lengths, the same tree shape, their own tokens: each row's logits
+    are its single-stream tree pass's, and after keeping different paths each row's cache
+    continues as its own chain does."""
+    from engine.decoder.forward import RaggedCache
+    from engine.decoder.tree import keep_paths, tree_pass_rows
+
+    pair = target_only_pair
+    decoder = tree_decoder(pair)
+    prompts = [encode_prompt(pair, GenerationConfig(prompt=t))
+               for t in (PROMPT, "the cat sat on the mat and the lazy dog", "héllo")]
+    shape = Tree((0, 0, 0, 0), (0, 0, 1, 3))
+    tokens = torch.tensor([[11, 12, 13, 14], [21, 22, 23, 24], [31, 32, 33, 34]])
+    cache = RaggedCache(decoder, 64, len(prompts))
+    width = max(len(p) for p in prompts) - 1
+    ids = torch.tensor([p[:-1] + [0] * (width - len(p) + 1) for p in prompts])
+    decoder.ragged(cache, ids, [len(p) - 1 for p in prompts], 1)
+    starts = list(cache.lengths)
+    logits = tree_pass_rows(decoder, cache, [p[-1] for p in prompts], shape, tokens)
+    paths = [[1, 3], [], [2]]
+    keep_paths(cache, starts, paths)
+    after = decoder.ragged(cache, torch.tensor([[40], [41], [42]]), [1, 1, 1], 1)[:, -1]
+    for b, prompt in enumerate(prompts):
+        alone = Tree(tuple(tokens[b].tolist()), shape.parents)
+        single = KVCache(decoder, 64)
+        decoder(single, torch.tensor([prompt[:-1]]), 1)
+        assert torch.allclose(logits[b], tree_pass(decoder, single, prompt[-1], alone),
+                              atol=1e-4), b
+        kept = [alone.tokens[n - 1] for n in paths[b]]
+        fresh = pair.target(input_ids=torch.tensor([prompt + kept + [40 + b]])).logits[0, -1]
+        assert torch.allclose(after[b], fresh, atol=1e-4), b
+
+
+def test_greedy_rows_of_a_tree_batch_equal_the_target_alone(shipped):
+    from engine.decoder.batched import BatchConfig
+    from engine.decoder.tree_speculative import speculate_tree_batch
+
+    pair, heads = shipped
+    prompts = [PROMPT, "a", "And it came to pass, when the king heard these words, that",
+               "hack n. 1. Originally, a quick job"]
+    budgets = [30, 9, 41, 14]
+    config = BatchConfig(prompts, temperature=0.0, max_new_tokens=budgets)
+    done = speculate_tree_batch(pair, config, heads)
+    for prompt, budget, tokens in zip(prompts, budgets, done.token_ids, strict=True):
+        alone = GenerationConfig(prompt=prompt, temperature=0.0, max_new_tokens=budget)
+        assert tokens == run_target_only(pair, alone)[1].token_ids, prompt
+    assert done.accepted > 0 and done.tokens == sum(map(len, done.token_ids))
