@@ -223,6 +223,10 @@ def plan_api(
     draft_kv_budget: Annotated[int, Query(
         ge=1, le=KV_BUDGET_MAX, description="with drafter=self-spec: the draft's KV cache, "
                                             "tokens")] = STREAMING_BUDGET,
+    tree: Annotated[str, Query(
+        max_length=20, pattern=r"^$|^[0-9]{1,3},[0-9]{1,3},[0-9]{1,3}$",
+        description="STEPS,TOPK,DRAFT_TOKENS: price a token tree for SGLang's EAGLE "
+                    "(engine=sglang, drafter=eagle) and give its launch line")] = "",
     positions: Annotated[str | None, Query(
         max_length=200, pattern=POSITIONS_PATTERN,
         description="acceptance by position instead of alpha: survival rates (the share of "
@@ -252,7 +256,7 @@ def plan_api(
                      batch_mix=batch_mix, batch_mix_k=batch_mix_k, request_rate=request_rate,
                      output_tokens=output_tokens, drafter=drafter.value,
                      eagle_head=eagle_head.value if eagle_head else None,
-                     draft_kv_budget=draft_kv_budget)
+                     draft_kv_budget=draft_kv_budget, tree=tree)
     try:
         costs = drafter_costs(setting, inputs.drafter, inputs.eagle_head,
                               inputs.draft_kv_budget)

@@ -60,3 +60,27 @@ def best_tree(acc: Sequence[Sequence[float]], budget: int) -> list[Path]:
 def chain(depth: int) -> list[Path]:
     """A chain of ``depth`` drafts as a tree: every node its parent's first candidate."""
     return [(0,) * d for d in range(1, depth + 1)]
+
+
+def rank_model(survival: Sequence[float], width: int) -> list[list[float]]:
+    """Acceptance by rank and depth from acceptance by position alone, an assumption stated
+    wherever it is used: at depth d the top candidate is accepted at the conditional rate
+    ``a_d`` and each further one takes the same share of what is left,
+    ``acc[d][r] = a_d (1 - a_d)^r`` for r < ``width``."""
+    out, before = [], 1.0
+    for s in survival:
+        a = s / before if before > 0 else 0.0
+        out.append([a * (1.0 - a) ** r for r in range(width)])
+        before = s
+    return out
+
+
+def sglang_tree(acc: Sequence[Sequence[float]], steps: int, topk: int, draft_tokens: int
+                ) -> list[Path]:
+    """The tree SGLang's EAGLE verifies for ``--speculative-num-steps`` ``steps`` (its
+    depth), ``--speculative-eagle-topk`` ``topk`` (candidates a node) and
+    ``--speculative-num-draft-tokens`` ``draft_tokens`` (the tokens verified, the root among
+    them): the ``draft_tokens - 1`` nodes with the highest survival within that depth and
+    width, as SGLang keeps the best-scoring nodes of its expansion."""
+    bounded = [list(row[:topk]) for row in acc[:steps]]
+    return best_tree(bounded, draft_tokens - 1)

@@ -217,6 +217,7 @@ class PlanInputs:
     batch_mix_k: int = 0  # the k the server ran while batch_mix was observed (0: none)
     output_tokens: int = OUTPUT_TOKENS  # tokens each request decodes, with request_rate
     positions: str = ""  # acceptance by position, survival rates (engine.analytic.positions)
+    tree: str = ""  # STEPS,TOPK,DRAFT_TOKENS: a token tree for SGLang (engine.planner.tree_plan)
 
     def setting(self, hw: Hardware | None = None, base: Overheads | None = None) -> Setting:
         """The roofline setting: the preset (``hw``: a resolved "this machine") with the

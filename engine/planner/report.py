@@ -224,7 +224,24 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "advice": None if config is not None else (unchecked or advice(p, refused)),
         "notices": notices + p.notices,
         "latency": latency(p, domains, costs, price, p.configure),
+        "tree": tree_section(inputs, costs, domains),
     }
+
+
+def tree_section(inputs: PlanInputs, costs: Costs, domains: Sequence[Domain]) -> dict | None:
+    """With ``tree``: the tree priced for SGLang and its launch line
+    (:mod:`engine.planner.tree_plan`); None without one."""
+    if not inputs.tree:
+        return None
+    if inputs.engine != "sglang" or costs.method not in ("eagle", "eagle3"):
+        raise PlanError("a tree (--tree) is served by SGLang's EAGLE: give --engine sglang "
+                        "--drafter eagle (vLLM 0.32 verifies chains only)")
+    from engine.planner.drafters import eagle_head
+    from engine.planner.tree_plan import TreeShape, tree_report
+
+    return tree_report(costs.setting, eagle_head(costs.setting, inputs.eagle_head),
+                       list(domains), TreeShape.parse(inputs.tree), inputs.max_num_seqs,
+                       inputs.gpus)
 
 
 def _unspeculated(mix: dict[int, float], k: int, domains: Sequence[Domain], costs: Costs,
@@ -478,6 +495,15 @@ def markdown(result: dict) -> str:
     warning = source["warning"] if source else None
     if result["notices"]:
         lines += [""] + [f"- {n}" for n in result["notices"] if n != warning]
+    tree = result.get("tree")
+    if tree is not None:
+        by_batch = ", ".join(f"{r['speedup']:.2f}× at {r['batch']}" for r in tree["by_batch"])
+        lines += ["", f"Tree {tree['tree']} (steps, topk, draft tokens) in SGLang: "
+                      f"{tree['tokens_per_cycle']:.2f} tokens a cycle (a chain of the same "
+                      f"depth: {tree['chain_tokens_per_cycle']:.2f}); {by_batch}. Assumed: "
+                      f"{tree['assumed']}.", "", "SGLang launch line (checked against "
+                      "SGLang 0.5.23's own parser, tools/sglang_args_check.py):",
+                  tree["launch_line"]]
     if result["speculative_config"] is None:
         lines += ["", result["advice"]]
     else:

@@ -66,6 +66,10 @@ def add_parser(sub, d: dict | None = None) -> None:
     plan.add_argument("--mix", help="with --from-probe: your traffic, domain=weight,... "
                                     "(default: weighted by the probe's prompts); alone: "
                                     "domain=weight:alpha,... (a mix given by hand)")
+    plan.add_argument("--tree", metavar="STEPS,TOPK,DRAFT_TOKENS", default="",
+                      help="price a token tree for SGLang's EAGLE (--engine sglang --drafter "
+                           "eagle) and print its launch line: --speculative-num-steps, "
+                           "--speculative-eagle-topk, --speculative-num-draft-tokens, e.g. 5,4,8")
     plan.add_argument("--temperature", type=float,
                       help="with --from-probe: the probe's rows at this temperature "
                            "(needed when it probed several)")
@@ -326,7 +330,7 @@ def inputs_from(args, draft_sample: str) -> PlanInputs:
     """The plan's inputs from the options (the same names, - for _)."""
     values = {name: getattr(args, name) for name in
               ("hardware", "models", "dtype", "kv_dtype", "draft_placement", "engine",
-               "k0_overhead", "k_max",
+               "k0_overhead", "k_max", "tree",
                "max_num_seqs", "data_parallel", *[n for n in NUMBERS if n != "batch"],
                *EDITS, *OVERHEADS)}
     for name, (_words, lo, hi, _integer) in EDITS.items():

@@ -1,0 +1,105 @@
+"""A token tree priced for SGLang, which verifies trees (vLLM 0.32 verifies chains only), and
+the launch line that serves it.
+
+    tokens a cycle  engine.analytic.trees on acceptance by rank and depth (from acceptance by
+                    position with engine.analytic.trees.rank_model, an assumption it states)
+    cycle           ``steps`` head passes, each over ``topk`` tokens a row, and one target pass
+                    over the ``draft_tokens`` verified (the roofline, the setting's overheads)
+    speedup(B)      tokens a cycle x a plain step / the cycle, at every batch up to
+                    max_num_seqs; SGLang runs one tree at every batch (no per-batch schedule)
+
+The launch line's option names are SGLang's (``sglang/srt/server_args.py``); the tests check
+them against its own parser where it can be imported.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from engine.analytic import trees
+from engine.analytic.break_even import step_s
+from engine.analytic.overheads import cycle_s
+from engine.analytic.passes import Setting, forward_pass, target_pass
+from engine.analytic.schedule import Domain, PlanError
+
+TREE_LIMITS = {"steps": (1, 16), "topk": (1, 16), "draft_tokens": (2, 128)}
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """SGLang's three numbers for a tree."""
+
+    steps: int
+    topk: int
+    draft_tokens: int
+
+    @classmethod
+    def parse(cls, text: str) -> TreeShape:
+        """``"STEPS,TOPK,DRAFT_TOKENS"``, e.g. ``"5,4,8"``."""
+        try:
+            steps, topk, tokens = (int(x) for x in text.split(","))
+        except ValueError:
+            raise PlanError("tree takes STEPS,TOPK,DRAFT_TOKENS, three whole numbers, e.g. "
+                            "5,4,8 (SGLang's --speculative-num-steps, --speculative-eagle-topk "
+                            "and --speculative-num-draft-tokens)") from None
+        shape = cls(steps, topk, tokens)
+        for name, (lo, hi) in TREE_LIMITS.items():
+            if not lo <= getattr(shape, name) <= hi:
+                raise PlanError(f"tree: {name} must be from {lo} to {hi} (got "
+                                f"{getattr(shape, name)})")
+        if topk == 1 and tokens != steps + 1:
+            raise PlanError("tree: with topk 1 the tree is a chain, so draft_tokens must be "
+                            "steps + 1 (SGLang refuses any other)")
+        return shape
+
+    def text(self) -> str:
+        return f"{self.steps},{self.topk},{self.draft_tokens}"
+
+
+def tree_cycle(s: Setting, head, shape: TreeShape, batch: int) -> float:
+    """One tree cycle in plain steps at ``batch``: ``steps`` head passes over ``topk`` tokens a
+    row and the verification over ``draft_tokens``."""
+    draft = forward_pass(head.shape(), s, batch, shape.topk).seconds
+    verify = target_pass(s, batch, shape.draft_tokens).seconds
+    return cycle_s(draft, verify, shape.steps, s.overheads, batch, 1, s.target.layers) \
+        / step_s(s, batch)
+
+
+def tree_report(s: Setting, head, domains: list[Domain], shape: TreeShape, max_num_seqs: int,
+                gpus: int) -> dict:
+    """The tree's tokens a cycle, its speedup at each batch, and SGLang's launch line."""
+    if len(domains) != 1:
+        raise PlanError("a tree is priced for one traffic: give --alpha or --positions")
+    domain = domains[0]
+    survival = (list(domain.survival) if domain.survival is not None
+                else [domain.alpha ** i for i in range(1, shape.steps + 1)])
+    assumed = domain.survival is None
+    while len(survival) < shape.steps:  # past the measured positions, the last rate holds
+        survival.append(survival[-1] * (survival[-1] / (survival[-2] if len(survival) > 1
+                                                        else 1.0)))
+    acc = trees.rank_model(survival, shape.topk)
+    paths = trees.sglang_tree(acc, shape.steps, shape.topk, shape.draft_tokens)
+    tokens = trees.expected_tokens(paths, acc)
+    chain = trees.expected_tokens(trees.chain(min(shape.steps, shape.draft_tokens - 1)), acc)
+    batches = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b <= max_num_seqs}
+                     | {max_num_seqs})
+    rows = [{"batch": b, "speedup": tokens / tree_cycle(s, head, shape, b)} for b in batches]
+    pays = [r["batch"] for r in rows if r["speedup"] > 1.0]
+    launch = ["python", "-m", "sglang.launch_server", "--model-path", head.target_checkpoint
+              or s.target.source.removesuffix(" config.json"),
+              "--speculative-algorithm", "EAGLE3" if head.method == "eagle3" else "EAGLE",
+              "--speculative-draft-model-path", head.checkpoint,
+              "--speculative-num-steps", str(shape.steps),
+              "--speculative-eagle-topk", str(shape.topk),
+              "--speculative-num-draft-tokens", str(shape.draft_tokens),
+              "--tp-size", str(gpus), "--max-running-requests", str(max_num_seqs)]
+    return {
+        "tree": shape.text(), "nodes": paths, "tokens_per_cycle": tokens,
+        "chain_tokens_per_cycle": chain, "by_batch": rows,
+        "pays_up_to": max(pays) if pays else None,
+        "assumed": ("acceptance by rank: the top candidate at each depth is accepted at its "
+                    "conditional rate a and each further one takes the share a of what is "
+                    "left" + ("; by position: one alpha at every depth" if assumed else "")),
+        "launch": launch, "launch_line": shlex.join(launch),
+    }
