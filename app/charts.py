@@ -175,3 +175,50 @@ def measured_vs_model(
     dots = [f"{b.x + b.width / 2:.1f},{b.y_model:.1f}" for b in bars if b.y_model is not None]
     path = "M" + " L".join(dots) if dots else ""
     return BarChart(width, height, left, right, top, bottom, bars, ticks, path)
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    path: tuple[int, ...]
+    label: str  # the rank under its parent, 1-based
+    survival: float
+    x: float
+    y: float
+    parent_x: float
+    parent_y: float
+
+
+@dataclass(frozen=True)
+class TreeChart:
+    width: int
+    height: int
+    nodes: list[TreeNode]
+    root_x: float
+    root_y: float
+
+
+def tree_chart(paths: list[tuple[int, ...]], survival: list[float], column: int = 96,
+               row: int = 34) -> TreeChart:
+    """A token tree drawn left to right: a column a depth, a row a node in depth-first order
+    (each node below its elder siblings' subtrees), every node with its survival."""
+    order: list[tuple[int, ...]] = []
+
+    def visit(prefix: tuple[int, ...]) -> None:
+        for path in sorted(p for p in paths if p[:-1] == prefix):
+            order.append(path)
+            visit(path)
+
+    visit(())
+    left, top = 30, 22
+    y = {(): top}
+    for i, path in enumerate(order):
+        y[path] = top + i * row
+    x = {(): left}
+    nodes = []
+    by_path = dict(zip(paths, survival, strict=True))
+    for path in order:
+        x[path] = left + len(path) * column
+        nodes.append(TreeNode(path, str(path[-1] + 1), by_path[path], x[path], y[path],
+                              x[path[:-1]], y[path[:-1]]))
+    width = left + max(len(p) for p in paths) * column + 80
+    return TreeChart(width, top + max(len(order) - 1, 0) * row + 22, nodes, left, top)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from engine.analytic import lookup, positions
+from engine.analytic import lookup, positions, theory, trees
 from engine.analytic.drafters import DRAFTER_WORDS
 from engine.analytic.positions import (
     CONDITIONAL,
@@ -148,6 +148,7 @@ class PageState:
     rates: str = SURVIVAL  # what ``positions`` are: survival or conditional rates
     shape: str = SEQUENTIAL  # the draft's cost shape
     c0: float = SHAPE_SLIDERS["c0"].default  # one pass's fixed cost
+    tree: tuple[tuple[int, ...], ...] | None = None  # a token tree's paths of ranks
 
     def query(self, **changes: float) -> str:
         values = {name: getattr(self, name) for name in SLIDERS} | changes
@@ -161,6 +162,8 @@ class PageState:
             lookup += [("rates", self.rates)] if self.rates != SURVIVAL else []
         if self.shape != SEQUENTIAL:
             lookup += [("shape", self.shape), ("c0", fmt(self.c0))]
+        if self.tree is not None:
+            lookup += [("tree", trees.text(self.tree))]
         return urlencode([(name, fmt(value)) for name, value in values.items()] + held + lookup)
 
     @property
@@ -275,11 +278,12 @@ def parse_page_state(query: Sequence[tuple[str, str]]) -> tuple[PageState, list[
     lookup, lookup_notices = parse_controls(query, LOOKUP_SLIDERS)
     rates_by_position, rates, shape, position_notices = parse_positions(query)
     pass_cost, shape_notices = parse_controls(query, SHAPE_SLIDERS)
+    tree, tree_notices = parse_tree(query)
     return (PageState(**values, held=held, drafter=drafter, pi=float(lookup["pi"]),
                       positions=rates_by_position, rates=rates, shape=shape,
-                      c0=float(pass_cost["c0"])),
+                      c0=float(pass_cost["c0"]), tree=tree),
             notices + held_notices + drafter_notices + lookup_notices + position_notices
-            + shape_notices)
+            + shape_notices + tree_notices)
 
 
 def parse_positions(query: Sequence[tuple[str, str]]
@@ -313,6 +317,36 @@ def parse_positions(query: Sequence[tuple[str, str]]
                        "position.")
         return None, rates, shape, notices
     return tuple(values), rates, shape, notices
+
+
+def parse_tree(query: Sequence[tuple[str, str]]
+               ) -> tuple[tuple[tuple[int, ...], ...] | None, list[str]]:
+    """A token tree from a link (``tree=0;1;0.0``), or None; a tree that cannot be read is
+    dropped with a notice."""
+    raw = next((raw.strip() for key, raw in query if key == "tree"), "")
+    if not raw:
+        return None, []
+    try:
+        return tuple(trees.parse(raw)), []
+    except ValueError as error:
+        return None, [f"tree={_short(raw)!r} was ignored: {error}."]
+
+
+def tree_figures(state: PageState) -> trees.TreeFigures | None:
+    """The tree of the link priced on the slider model: acceptance by rank and depth from its
+    curve (or one α) by :func:`engine.analytic.trees.rank_model`, the draft a pass or a head
+    a level of the cost shape, the verification over the tree's tokens (the batch section's
+    v(k) when the model holds it)."""
+    if state.tree is None:
+        return None
+    paths = list(state.tree)
+    depth = max(max(len(p) for p in paths), len(paths))
+    survival = (state.curve.extended(depth) if state.curve is not None
+                else positions.iid(state.alpha, depth))
+    acc = trees.rank_model(survival, max(p[-1] for p in paths) + 1)
+    return trees.figures(
+        paths, acc, lambda levels: positions.draft_cost(levels, state.c, state.shape, state.c0),
+        lambda n: theory.v_at(min(n, CURVE_MAX_K), state.v, state.v_by_k))
 
 
 def page_figures(state: PageState) -> Figures:

@@ -8,7 +8,7 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from app.charts import speedup_chart
+from app.charts import speedup_chart, tree_chart
 from app.live import PRESETS, offered_drafters, parse_live_state, run_controls
 from app.measurements import measurement_store
 from app.params import (
@@ -19,6 +19,7 @@ from app.params import (
     PageState,
     page_figures,
     parse_page_state,
+    tree_figures,
 )
 from app.plan import parse_plan_state, plan_context, plan_planning
 from app.preview import draw_soon
@@ -104,6 +105,8 @@ def slider_page(request: Request) -> HTMLResponse:
         "notices": notices,
         "fig": fig,
         "chart": speedup_chart(fig),
+        "tree_fig": (tree_fig := tree_figures(state)),
+        "tree_chart": tree_chart(tree_fig.paths, tree_fig.survival) if tree_fig else None,
         "cycles": _simulated(state),
         # How far the strip's own average may fall from the expected one by chance.
         "strip_spread": _strip_sd(state) / SIMULATED_CYCLES**0.5,

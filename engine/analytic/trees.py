@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 Path = tuple[int, ...]
 
@@ -84,3 +85,63 @@ def sglang_tree(acc: Sequence[Sequence[float]], steps: int, topk: int, draft_tok
     width, as SGLang keeps the best-scoring nodes of its expansion."""
     bounded = [list(row[:topk]) for row in acc[:steps]]
     return best_tree(bounded, draft_tokens - 1)
+
+
+def parse(text: str) -> list[Path]:
+    """A tree as a link writes it: paths separated by ``;``, ranks within a path by ``.``
+    (``"0;1;0.0"``: the root's first two candidates and the first one's first), checked: every
+    path's parent and elder sibling are in the tree. ValueError says what is wrong."""
+    paths = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        try:
+            paths.append(tuple(int(r) for r in part.split(".")))
+        except ValueError:
+            raise ValueError(f"{part!r} is not a path: ranks are whole numbers joined by "
+                             "dots, such as 0.1") from None
+    if not 1 <= len(paths) <= MAX_NODES:
+        raise ValueError(f"a tree has 1 to {MAX_NODES} nodes (got {len(paths)})")
+    known = {()}
+    for path in sorted(set(paths), key=lambda p: (len(p), p)):
+        if min(path) < 0 or path[:-1] not in known or (
+                path[-1] > 0 and path[:-1] + (path[-1] - 1,) not in known):
+            raise ValueError(f"path {'.'.join(map(str, path))} needs its parent and its elder "
+                             "siblings in the tree")
+        known.add(path)
+    return sorted(set(paths), key=lambda p: (len(p), p))
+
+
+def text(paths: Sequence[Path]) -> str:
+    return ";".join(".".join(map(str, p)) for p in paths)
+
+
+MAX_NODES = 64
+
+
+@dataclass(frozen=True)
+class TreeFigures:
+    """The slider page's tree beside the chain that verifies as many tokens a cycle."""
+
+    paths: list[Path]
+    survival: list[float]  # each node's, in ``paths``' order
+    tokens: float
+    cycle_cost: float
+    speedup: float
+    chain_tokens: float  # a chain of the same number of drafts (as deep as the positions go)
+    chain_cycle_cost: float
+    chain_speedup: float
+
+
+def figures(paths: Sequence[Path], acc: Sequence[Sequence[float]], draft_cost,
+            verify_cost) -> TreeFigures:
+    """``draft_cost(depth)``: the draft's cost of drafting ``depth`` levels (one pass or one
+    head a level, each level's nodes together); ``verify_cost(tokens)``: a verification over
+    ``tokens`` drafts and the root, in target steps."""
+    depth = max(len(p) for p in paths)
+    n = len(paths)
+    tokens = expected_tokens(paths, acc)
+    cost = draft_cost(depth) + verify_cost(n)
+    chain_paths = chain(n)
+    chain_tokens = expected_tokens(chain_paths, acc)
+    chain_cost = draft_cost(n) + verify_cost(n)
+    return TreeFigures(list(paths), [survival(p, acc) for p in paths], tokens, cost,
+                       tokens / cost, chain_tokens, chain_cost, chain_tokens / chain_cost)

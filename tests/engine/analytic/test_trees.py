@@ -48,3 +48,21 @@ def test_the_greedy_tree_is_the_best_of_its_size(budget):
 def test_a_tree_beats_the_chain_of_the_same_budget_where_the_second_guess_is_good():
     assert (trees.expected_tokens(trees.best_tree(ACC, 3), ACC)
             > trees.expected_tokens(trees.chain(3), ACC))
+
+
+def test_a_tree_is_read_as_a_link_writes_it():
+    assert trees.parse("0;1;0.0") == [(0,), (1,), (0, 0)]
+    assert trees.text(trees.parse("0.0; 0 ;1")) == "0;1;0.0"
+    for bad, message in (("0;2", "elder siblings"), ("0;x", "not a path"), ("", "1 to 64")):
+        with pytest.raises(ValueError, match=message):
+            trees.parse(bad)
+
+
+def test_the_slider_figures_price_a_tree_against_the_chain_of_as_many_drafts():
+    fig = trees.figures([(0,), (1,), (0, 0)], ACC, lambda levels: 0.1 * levels,
+                        lambda n: 1.0 + 0.05 * n)
+    assert fig.tokens == pytest.approx(1 + 0.5 + 0.2 + 0.15)
+    assert fig.cycle_cost == pytest.approx(0.2 + 1.15)  # two levels drafted, three verified
+    assert fig.chain_tokens == pytest.approx(trees.expected_tokens(trees.chain(3), ACC))
+    assert fig.chain_cycle_cost == pytest.approx(0.3 + 1.15)
+    assert fig.survival == pytest.approx([0.5, 0.2, 0.15])
