@@ -27,11 +27,10 @@ def main() -> int:
     from sglang.srt.server_args import ServerArgs
     from sglang.version import __version__
 
-    from engine.analytic.roofline import HARDWARE
-    from engine.planner.inputs import PlanInputs
-    from engine.planner.drafters import eagle_head
-    from engine.planner.tree_plan import TreeShape, tree_report
     from engine.analytic.schedule import single
+    from engine.planner.drafters import eagle_head
+    from engine.planner.inputs import PlanInputs
+    from engine.planner.tree_plan import TreeShape, tree_report
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", type=Path, help="keep the parser's option names in this file")
@@ -42,7 +41,7 @@ def main() -> int:
     if args.write:
         args.write.write_text(json.dumps({"sglang": __version__, "options": options},
                                          indent=0) + "\n")
-    s = PlanInputs(models="llama-8b-1b", hardware="h100-sxm", engine="sglang").setting(HARDWARE["h100-sxm"])
+    s = PlanInputs(models="llama-8b-1b", hardware="h100-sxm", engine="sglang").setting()
     report = tree_report(s, eagle_head(s), single(0.7), TreeShape.parse("5,4,8"), 64, 1)
     line = report["launch"][3:]  # after python -m sglang.launch_server
     parsed = ServerArgs.from_cli_args(parser.parse_args(line))
