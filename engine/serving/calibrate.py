@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.analytic import acceptance as estimators
-from engine.serving.metrics import Counts, MetricsError, read_counts
+from engine.serving.metrics import MetricsError, SpecCounters, read_counts
 
 
 @dataclass
@@ -63,7 +63,7 @@ def calibrate(before: str, after: str | None = None) -> Calibration:
             if early is None:
                 notices.append(f"{_key_label(key)} appears only in the second snapshot; "
                                "its counts are taken from the start.")
-                early = Counts()
+                early = SpecCounters()
             counts[key] = _difference(early, late, _key_label(key))
     rows = []
     for key, c in counts.items():
@@ -82,31 +82,28 @@ def _key_label(key: tuple) -> str:
     return ", ".join(f"{k}={v}" for k, v in key) or "(no labels)"
 
 
-def _difference(early: Counts, late: Counts, label: str) -> Counts:
-    def delta(a: float, b: float, what: str) -> float:
-        if b < a:
+def _difference(early: SpecCounters, late: SpecCounters, label: str) -> SpecCounters:
+    window = late - early
+    before = early.per_position + [0] * (len(late.per_position) - len(early.per_position))
+    named = [("drafts", early.drafts, window.drafts),
+             ("draft tokens", early.draft_tokens, window.draft_tokens),
+             ("accepted tokens", early.accepted, window.accepted),
+             *((f"position {i}", a, d) for i, (a, d) in enumerate(
+                 zip(before, window.per_position, strict=False)))]
+    for what, a, d in named:
+        if d < 0:
             raise MetricsError(
-                f"{label}: {what} went backwards between the snapshots ({a:g} then {b:g}); "
+                f"{label}: {what} went backwards between the snapshots ({a:g} then {a + d:g}); "
                 "was the server restarted, or are the snapshots in the wrong order?")
-        return b - a
-
-    return Counts(
-        drafts=delta(early.drafts, late.drafts, "drafts"),
-        draft_tokens=delta(early.draft_tokens, late.draft_tokens, "draft tokens"),
-        accepted=delta(early.accepted, late.accepted, "accepted tokens"),
-        per_position={i: delta(early.per_position.get(i, 0.0), v, f"position {i}")
-                      for i, v in late.per_position.items()},
-    )
+    return window
 
 
-def _row(labels: dict[str, str], c: Counts) -> CalibrationRow:
+def _row(labels: dict[str, str], c: SpecCounters) -> CalibrationRow:
     where = ", ".join(f"{k}={v}" for k, v in labels.items()) or "(no labels)"
     if c.accepted > c.draft_tokens:
         raise MetricsError(f"{where}: more tokens accepted ({c.accepted:g}) than drafted "
                            f"({c.draft_tokens:g}); these are not consistent counters")
-    per_pos = [c.per_position.get(i, 0.0) for i in range(len(c.per_position))]
-    if c.per_position and sorted(c.per_position) != list(range(len(c.per_position))):
-        raise MetricsError(f"{where}: positions {sorted(c.per_position)} are not 0..k-1")
+    per_pos = c.per_position
     rising = any(later > earlier for earlier, later in zip(per_pos, per_pos[1:], strict=False))
     if rising or any(x > c.drafts for x in per_pos):
         raise MetricsError(f"{where}: per-position counts must fall from position 0 on and "

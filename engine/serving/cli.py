@@ -25,7 +25,8 @@ from pathlib import Path
 
 from engine.cli_options import TORCH_DTYPES, add_drafter_options, add_pair_options
 from engine.measure.commands import measure, prepare_probe, read_text, report
-from engine.serving.client import SpecCounters, VllmClient, VllmError
+from engine.serving.client import VllmClient, VllmError
+from engine.serving.metrics import SpecCounters
 from engine.serving.server import FIX_ENV, VLLM_PYTHON, ServerSpec, VllmServer
 from engine.serving.sweep import (
     SweepPoint,

@@ -16,12 +16,10 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.analytic import acceptance as estimators
-from engine.serving.metrics import MetricsError, read_counts
+from engine.serving.metrics import MetricsError, SpecCounters, read_counts
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a completion or a /metrics page is far smaller
 
@@ -47,49 +45,6 @@ class StreamedCompletion:
     chunks: list[tuple[float, int]] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     done: bool = False
-
-
-@dataclass
-class SpecCounters:
-    """vLLM's speculative-decoding counters (all label sets summed; see docs/design.md, "vLLM").
-
-    ``per_position[i]``: drafts whose token at 0-based position ``i`` was accepted.
-    """
-
-    drafts: int = 0
-    draft_tokens: int = 0
-    accepted: int = 0
-    per_position: list[int] = field(default_factory=list)
-
-    # The figures, from engine.analytic.acceptance: None where nothing was counted (no drafts).
-    @property
-    def draft_acceptance_rate(self) -> float | None:
-        return estimators.draft_acceptance_rate(self.accepted, self.draft_tokens)
-
-    @property
-    def mean_acceptance_length(self) -> float | None:
-        # vLLM counts a draft only for a step that proposed tokens
-        return estimators.mean_acceptance_length(self.accepted, self.drafts)
-
-    @property
-    def per_position_acceptance(self) -> list[float | None]:
-        return estimators.per_position_vllm(self.per_position, self.drafts)
-
-    @property
-    def alpha_counted(self) -> float | None:
-        """None also without per-position counts (vLLM's fixed k is their number)."""
-        return estimators.counted_alpha_vllm(self.accepted, self.drafts, self.per_position)
-
-    def __sub__(self, before: SpecCounters) -> SpecCounters:
-        n = max(len(self.per_position), len(before.per_position))
-        pad = [0] * n
-        mine, theirs = (self.per_position + pad)[:n], (before.per_position + pad)[:n]
-        return SpecCounters(
-            drafts=self.drafts - before.drafts,
-            draft_tokens=self.draft_tokens - before.draft_tokens,
-            accepted=self.accepted - before.accepted,
-            per_position=[a - b for a, b in zip(mine, theirs, strict=True)],
-        )
 
 
 class VllmClient:
@@ -289,21 +244,14 @@ class VllmClient:
 
 def parse_counters(text: str, where: str = "the metrics") -> SpecCounters:
     """The ``vllm:spec_decode_*_total`` counters of a Prometheus text page, summed over label
-    sets (one engine per server here), read by the calibration's reader. Raises
-    :class:`VllmError` for text that is not Prometheus format or has no speculative-decoding
-    counters."""
+    sets (one engine per server here), as whole counts. Raises :class:`VllmError` for text
+    that is not Prometheus format or has no speculative-decoding counters."""
     try:
-        groups = read_counts(text, where)
+        total = sum(read_counts(text, where).values(), SpecCounters())
     except MetricsError as error:
         raise VllmError(str(error)) from None
-    total, per_position = SpecCounters(), Counter[int]()
-    for counts in groups.values():
-        total.drafts += int(counts.drafts)
-        total.draft_tokens += int(counts.draft_tokens)
-        total.accepted += int(counts.accepted)
-        per_position.update({i: int(n) for i, n in counts.per_position.items()})
-    total.per_position = [per_position[i] for i in range(max(per_position, default=-1) + 1)]
-    return total
+    return SpecCounters(int(total.drafts), int(total.draft_tokens), int(total.accepted),
+                        [int(n) for n in total.per_position])
 
 
 def _chunk_token_ids(chunk, where: str) -> list[int]:

@@ -27,7 +27,8 @@ from engine.measure.latency import (
     summarize,
 )
 from engine.measure.sweep_results import Policy
-from engine.serving.client import SpecCounters, VllmClient, VllmError
+from engine.serving.client import VllmClient, VllmError
+from engine.serving.metrics import SpecCounters
 from engine.serving.policy_sweep import server_spec
 from engine.serving.server import VllmServer
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from engine.analytic.schedule import COSTS_FILE_VERSION
 from engine.measure import sweep_results
 from engine.measure.sweep_results import ALL_BATCHES, Policy, parse_policies, spread
-from engine.serving.client import SpecCounters, VllmClient
+from engine.serving.client import VllmClient
+from engine.serving.metrics import SpecCounters
 from engine.serving.server import ServerSpec
 from engine.serving.sweep import _time_batch, check_batches
 

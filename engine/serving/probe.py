@@ -29,7 +29,8 @@ from engine.analytic import acceptance as estimators
 from engine.decoder.loading import ModelPair
 from engine.measure.probe import ProbeConfig, ProbeResult, PromptMeasure, plan, probe
 from engine.measure.prompt_sets import Prompt
-from engine.serving.client import SpecCounters, VllmClient, VllmError
+from engine.serving.client import VllmClient, VllmError
+from engine.serving.metrics import SpecCounters
 
 NOT_AVAILABLE = ("Through vLLM: the sum-min α (expected α) and top-1 agreement need both models' "
                  "distributions, which vLLM does not expose, and c and v need the draft's and "

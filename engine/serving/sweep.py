@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from engine.serving.client import SpecCounters, VllmClient, VllmError
+from engine.serving.client import VllmClient, VllmError
+from engine.serving.metrics import SpecCounters
 
 MAX_BATCH = 256
 

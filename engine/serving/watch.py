@@ -44,8 +44,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from engine.analytic import acceptance as estimators
 from engine.analytic import positions
 from engine.analytic.break_even_alpha import CostsError, break_even, planned_k, step_costs
@@ -53,22 +51,18 @@ from engine.analytic.schedule import TimedCosts
 from engine.planner.deployed import deployed_ranges
 from engine.serving.metrics import (
     ACCEPTED,
-    COUNTERS,
     DRAFT_TOKENS,
     DRAFTS,
     MAX_METRICS_BYTES,
-    MAX_POSITIONS,
-    PER_POS,
     PREFIX,
-    first_bad_line,
+    MetricsError,
+    SpecCounters,
+    read_page,
 )
 
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_WINDOW = 3  # intervals pooled for the verdict
 Z_95 = 1.959963984540054
-GENERATED = "vllm:generation_tokens_total"
-RUNNING = "vllm:num_requests_running"
-PROCESS_START = "process_start_time_seconds"
 
 STARTED, MOVING, FLAT, RESET, GAP = "started", "moving", "flat", "reset", "gap"
 NO_SPECULATION, NOT_VLLM, UNREADABLE = "no-speculation", "not-vllm", "unreadable"
@@ -85,13 +79,10 @@ class WatchError(ValueError):
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One ``/metrics`` page, summed over label sets. ``per_position[i]``: drafts that
-    accepted 0-based position i; its length is the server's k (``num_speculative_tokens``)."""
+    """One ``/metrics`` page: its counters summed over label sets (``per_position``'s length
+    is the server's k) and the gauges the watch reads."""
 
-    drafts: float
-    draft_tokens: float
-    accepted: float
-    per_position: tuple[float, ...]
+    counters: SpecCounters
     generated: float | None  # vllm:generation_tokens_total
     running: float | None  # vllm:num_requests_running
     process_start: float | None = None  # process_start_time_seconds: a restart changes it
@@ -107,73 +98,24 @@ class Unusable(Exception):
 
 
 def read_snapshot(text: str) -> Snapshot:
-    """The counters of one page; :class:`Unusable` (not vLLM, no speculation, unreadable)."""
-    if len(text.encode("utf-8", "replace")) > MAX_METRICS_BYTES:
-        raise Unusable(UNREADABLE, f"the /metrics page is over "
-                                   f"{MAX_METRICS_BYTES // (1024 * 1024)} MB: not read")
+    """The counters of one page (:func:`engine.serving.metrics.read_page`, the one parser);
+    :class:`Unusable` (not vLLM, no speculation, unreadable)."""
     try:
-        families = list(text_string_to_metric_families(text))
-    except Exception:  # noqa: BLE001 - the parser raises several kinds on bad text
-        raise Unusable(UNREADABLE, "the /metrics page is not Prometheus text: "
-                                   f"{first_bad_line(text)}; nothing stored") from None
-    totals = dict.fromkeys((DRAFTS, DRAFT_TOKENS, ACCEPTED), 0.0)
-    per_position: dict[int, float] = {}
-    generated = running = process_start = None
-    present: set[str] = set()
-    seen_vllm = seen_spec = False
-    for family in families:
-        for sample in family.samples:
-            name, value = sample.name, sample.value
-            if name == PROCESS_START and math.isfinite(value):
-                process_start = value
-            if not name.startswith("vllm:"):
-                continue
-            seen_vllm = True
-            if name not in (GENERATED, RUNNING) and _spec_counter(name) is None:
-                continue
-            if not math.isfinite(value) or value < 0:
-                raise Unusable(UNREADABLE, f"{name} is {value:g}: a counter or gauge must be "
-                                           "a finite number of at least 0; nothing stored")
-            if name == GENERATED:
-                generated = (generated or 0.0) + value
-            elif name == RUNNING:
-                running = (running or 0.0) + value
-            else:
-                seen_spec = True
-                counter = _spec_counter(name)
-                present.add(counter)
-                if counter == PER_POS:
-                    position = sample.labels.get("position", "")
-                    if not position.isdigit() or int(position) >= MAX_POSITIONS:
-                        raise Unusable(UNREADABLE, f"{name} has position {position!r}: "
-                                                   f"0..{MAX_POSITIONS - 1} expected")
-                    per_position[int(position)] = per_position.get(int(position), 0.0) + value
-                else:
-                    totals[counter] += value
-    if not seen_vllm:
+        page = read_page(text, "the /metrics page")
+    except MetricsError as error:
+        raise Unusable(UNREADABLE, f"{error}; nothing stored") from None
+    if not page.vllm:
         raise Unusable(NOT_VLLM, "this page has no vllm:* metrics: is the address a vLLM "
                                  "server's?")
-    if not seen_spec:
+    if not page.present:
         raise Unusable(NO_SPECULATION, "this server does not speculate: its /metrics has no "
                                        f"{PREFIX}* counters")
     missing = [f"{PREFIX}{c}_total" for c in (DRAFTS, DRAFT_TOKENS, ACCEPTED)
-               if c not in present]
+               if c not in page.present]
     if missing:
         raise Unusable(UNREADABLE, f"the page lacks {', '.join(missing)}: the counters cannot "
                                    "be read without it; nothing stored")
-    if sorted(per_position) != list(range(len(per_position))):
-        raise Unusable(UNREADABLE, f"per-position counters at {sorted(per_position)}: "
-                                   "positions 0..k-1 expected")
-    return Snapshot(totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED],
-                    tuple(per_position[i] for i in range(len(per_position))), generated, running,
-                    process_start)
-
-
-def _spec_counter(name: str) -> str | None:
-    if not name.startswith(PREFIX) or not name.endswith("_total"):
-        return None
-    base = name[len(PREFIX):-len("_total")]
-    return base if base in COUNTERS else None
+    return Snapshot(page.total(), page.generated, page.running, page.process_start)
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -433,17 +375,16 @@ class Watch:
 
     def _event(self, at: float, state: str, message: str,
                snap: Snapshot | None = None) -> Interval:
-        k = len(snap.per_position) if snap is not None else None
+        k = len(snap.counters.per_position) if snap is not None else None
         return Interval(self.name, at, state, message, k=k or None,
                         assumed_alpha=self.plan.assumed_alpha if self.plan else None)
 
     def _derive(self, a: Snapshot, a_at: float, b: Snapshot, b_at: float) -> Interval:
         seconds = max(b_at - a_at, 1e-9)
-        drafts, draft_tokens = b.drafts - a.drafts, b.draft_tokens - a.draft_tokens
-        accepted = b.accepted - a.accepted
-        k = len(b.per_position)
-        per_pos = [y - (a.per_position[i] if i < len(a.per_position) else 0.0)
-                   for i, y in enumerate(b.per_position)]
+        window = b.counters - a.counters
+        drafts, draft_tokens, accepted = window.drafts, window.draft_tokens, window.accepted
+        k = len(b.counters.per_position)
+        per_pos = window.per_position[:k]
         generated = (b.generated - a.generated
                      if b.generated is not None and a.generated is not None else None)
         iv = Interval(self.name, b_at, MOVING, "", started=a_at, k=k or None, drafts=drafts,
@@ -579,14 +520,15 @@ def best_k_by_position(costs: TimedCosts, batch: int, survival: Sequence[float]
 
 
 def _went_back(a: Snapshot, b: Snapshot) -> bool:
-    pairs = [(a.drafts, b.drafts), (a.draft_tokens, b.draft_tokens), (a.accepted, b.accepted)]
-    pairs += list(zip(a.per_position, b.per_position, strict=False))
+    x, y = a.counters, b.counters
+    pairs = [(x.drafts, y.drafts), (x.draft_tokens, y.draft_tokens), (x.accepted, y.accepted)]
+    pairs += list(zip(x.per_position, y.per_position, strict=False))
     if a.generated is not None and b.generated is not None:
         pairs.append((a.generated, b.generated))
     restarted = (a.process_start is not None and b.process_start is not None
                  and b.process_start != a.process_start)
     return (restarted or any(y < x for x, y in pairs)
-            or len(b.per_position) < len(a.per_position))
+            or len(y.per_position) < len(x.per_position))
 
 
 def _inconsistent(drafts: float, draft_tokens: float, accepted: float,

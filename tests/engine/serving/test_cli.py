@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine.serving.cli import acceptance_line
-from engine.serving.client import SpecCounters
+from engine.serving.metrics import SpecCounters
 
 
 def test_the_figures_come_from_the_counters():

@@ -23,7 +23,7 @@ from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig
 from engine.decoder.loading import load_pair
 from engine.decoder.speculative import speculate
 from engine.measure.prompt_sets import heldout_prompts
-from engine.serving.client import SpecCounters
+from engine.serving.metrics import SpecCounters
 from engine.serving.server import VLLM_PYTHON, ServerSpec, VllmServer
 
 pytestmark = pytest.mark.slow

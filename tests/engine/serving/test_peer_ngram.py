@@ -25,7 +25,7 @@ from engine.decoder.ngram import PromptLookup
 from engine.decoder.speculative import speculate
 from engine.measure.probe import ProbeConfig, summarize_probe
 from engine.measure.prompt_sets import Prompt, builtin, heldout_prompts
-from engine.serving.client import SpecCounters
+from engine.serving.metrics import SpecCounters
 from engine.serving.probe import probe_vllm
 from engine.serving.server import VLLM_PYTHON, ServerSpec, VllmServer
 

@@ -10,7 +10,7 @@ import pytest
 
 from engine.analytic.schedule import COSTS_FILE_VERSION, timed_costs
 from engine.planner.costs import file_costs
-from engine.serving.client import SpecCounters
+from engine.serving.metrics import SpecCounters
 from engine.serving.policy_sweep import (
     VllmCell,
     costs_file,

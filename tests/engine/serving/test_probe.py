@@ -12,7 +12,8 @@ import pytest
 from engine import cli
 from engine.measure.probe import ProbeConfig, PromptMeasure, plan, summarize_probe
 from engine.measure.prompt_sets import Prompt
-from engine.serving.client import SpecCounters, VllmError
+from engine.serving.client import VllmError
+from engine.serving.metrics import SpecCounters
 from engine.serving.probe import (
     ALL_CLEAR,
     NOT_AVAILABLE,

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from engine.serving import server as vllm_server
-from engine.serving.client import SpecCounters, VllmClient, VllmError, parse_counters
+from engine.serving.client import VllmClient, VllmError, parse_counters
+from engine.serving.metrics import SpecCounters
 from engine.serving.server import ServerSpec, VllmServer, free_port
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"

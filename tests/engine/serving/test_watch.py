@@ -64,7 +64,7 @@ def test_the_first_reading_starts_the_count_and_the_second_measures_the_interval
 def test_the_counters_of_every_engine_are_summed():
     one = [w.read_snapshot(page(START, engines=1)), w.read_snapshot(page(START, engines=3))]
     assert one[0] == one[1]
-    assert one[0].drafts == 100 and one[0].per_position == (60, 40, 20, 10)
+    assert one[0].counters.drafts == 100 and one[0].counters.per_position == [60, 40, 20, 10]
 
 
 def test_the_wilson_interval_is_the_textbook_one():
