@@ -9,7 +9,7 @@ from app.charts import measured_vs_model
 from app.params import LOOKUP_SLIDERS, SLIDERS
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.templating import templates
-from engine.analytic import geometric, theory
+from engine.analytic import geometric, positions, theory
 from engine.decoder.events import SummaryEvent
 
 
@@ -42,6 +42,10 @@ def summary_context(summary: SummaryEvent) -> dict[str, Any]:
     use["preset"] = summary.drafter
     if summary.drafter == "ngram":
         use["pi"] = LOOKUP_SLIDERS["pi"].setting(summary.proposal_share)
+    else:  # every draft proposed k: its acceptance by position is the curve the slider takes
+        curve = positions.measured(summary.per_position_acceptance)
+        if curve is not None:
+            use["positions"] = ",".join(f"{s:.3g}" for s in curve)
     return {
         "use": use,
         "positions": measured_vs_model(

@@ -375,6 +375,12 @@
       var output = $(name + "-value");
       if (output) output.value = Number(input.value).toFixed(name === "k" ? 0 : 2);
     });
+    // a run's acceptance by position, as survival rates (empty: one alpha)
+    var rates = $("positions");
+    if (rates) {
+      rates.value = source.dataset.positions || "";
+      if (source.dataset.positions) $("rates").value = "survival";
+    }
     controls.dispatchEvent(new Event("submit", {bubbles: true, cancelable: true}));
     controls.scrollIntoView({behavior: "smooth"});
     return true;

@@ -84,6 +84,13 @@ def test_use_these_numbers_carries_the_drafter_preset_and_a_lookup_runs_pi():
     assert (use["preset"], use["pi"]) == ("ngram", "0.24")
     headed = summary_context(replace(summary, drafter="eagle"))["use"]
     assert headed["preset"] == "eagle" and "pi" not in headed
+    # a run that drafted k every cycle brings its acceptance by position, as survival rates
+    rates = [0.8, 0.5, 0.25, 0.125][: summary.k]
+    curve = summary_context(replace(summary, per_position_acceptance=rates))["use"]
+    assert curve["positions"] == ",".join(f"{r:g}" for r in rates)
+    assert "positions" not in summary_context(replace(
+        summary, per_position_acceptance=[0.8] + [None] * (summary.k - 1)))["use"]
+    assert "positions" not in use  # prompt lookup: pi prices it
 
 
 def lookup_cycle(accepted: int, proposed: int) -> CycleEvent:
