@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.saved.replay import summary_event
+from engine.analytic.drafters import DRAFTER_WORDS
 from engine.analytic.theory import Figures
 
 # A run's charts as files: their title and axis labels.
@@ -29,10 +30,11 @@ def run_title(record: dict[str, Any]) -> str:
     def num(key: str, unit: str = "") -> str:  # None: nothing to estimate from
         return "n/a" if s[key] is None else f"{s[key]:.2f}{unit}"
 
-    # Prompt lookup and the EAGLE head name themselves; a draft model's run reads as it
-    # always has.
-    drafter = {"ngram": "prompt lookup, ", "eagle": "EAGLE head, "}.get(
-        record.get("settings", {}).get("drafter"), "")
+    # Every drafter but the draft model names itself; a draft model's run reads as it always
+    # has.
+    kind = record.get("settings", {}).get("drafter", "model")
+    drafter = {"ngram": "prompt lookup, "}.get(
+        kind, "" if kind == "model" or kind not in DRAFTER_WORDS else f"{DRAFTER_WORDS[kind]}, ")
     return (f"{drafter}k {s['k']}: measured {num('speedup_measured', 'x')}, predicted "
             f"{num('speedup_predicted', 'x')}, alpha {num('alpha_counted')}")
 
