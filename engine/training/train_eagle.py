@@ -25,43 +25,18 @@ import argparse
 import json
 import shlex
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine.decoder.eagle import EagleHead, head_config
-from engine.training.corpus import DOMAINS, CorpusMissing, load_domains, load_file
-from engine.training.train_pair import encode_stream, lr_at, n_params, optimizer
+from engine.training.corpus import DOMAINS
+from engine.training.features import compute_features, load_training, windows_of, with_threads
+from engine.training.train_pair import lr_at, n_params, optimizer
 
 NOISE = 0.1  # features get U(-NOISE, NOISE) added in training (EAGLE-1)
-
-
-def windows_of(stream: torch.Tensor, seq_len: int, count: int = 0) -> torch.Tensor:
-    """The stream cut into windows ``[N, seq_len]``; with ``count``, that many of them evenly
-    spaced over the stream (so every domain keeps its share, and every part of each book)."""
-    n = len(stream) // seq_len
-    windows = stream[: n * seq_len].view(n, seq_len)
-    if 0 < count < n:
-        windows = windows[torch.linspace(0, n - 1, count).round().long()]
-    return windows
-
-
-@torch.inference_mode()
-def compute_features(target, windows: torch.Tensor, batch: int = 16, log=print) -> torch.Tensor:
-    """The target's features ``[N, seq_len, H]`` (float16) for ``windows [N, seq_len]``,
-    each window run on its own from position 0."""
-    n, seq_len = windows.shape
-    features = torch.empty(n, seq_len, target.config.hidden_size, dtype=torch.float16)
-    t0 = time.perf_counter()
-    for i in range(0, n, batch):
-        features[i : i + batch] = target.model(input_ids=windows[i : i + batch]).last_hidden_state
-        if (i // batch) % 25 == 0:
-            log(f"features: {min(i + batch, n)}/{n} windows, {time.perf_counter() - t0:.0f} s")
-    return features
 
 
 def head_loss(head: EagleHead, tokens: torch.Tensor, features: torch.Tensor,
@@ -175,42 +150,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
-        return run(args, argv if argv is not None else sys.argv[1:])
-    finally:
-        torch.set_num_threads(threads)
+    return with_threads(parse_args(argv), run, argv)
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> dict:
     t_start = time.perf_counter()
-    target = AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.float32).eval()
-    for p in target.parameters():
-        p.requires_grad_(False)
-    tokenizer = AutoTokenizer.from_pretrained(args.target)
-    try:
-        corpora = load_file(args.corpus_file) if args.corpus_file else load_domains(
-            tuple(args.domains))
-    except CorpusMissing as e:
-        sys.exit(f"error: {e}")
-    stream = torch.cat([encode_stream(tokenizer, c.train) for c in corpora])
-    heldout = {c.domain: encode_stream(tokenizer, c.heldout) for c in corpora}
-
-    tokens = windows_of(stream, args.seq_len, args.windows)
-    t0 = time.perf_counter()
-    cache = args.features_cache
-    cached = bool(cache and cache.exists() and torch.equal(torch.load(cache)[0], tokens))
-    if cached:
-        features = torch.load(cache)[1]
-    else:
-        features = compute_features(target, tokens)
-        if cache:
-            torch.save((tokens, features), cache)
-    features_s = time.perf_counter() - t0
-    print(f"{len(stream):,} training tokens, {len(tokens):,} windows of {args.seq_len}; "
-          f"features {'loaded' if cached else 'computed'} in {features_s:.0f} s", flush=True)
+    data = load_training(args)
+    target, stream, heldout, tokens, features = (data.target, data.stream, data.heldout,
+                                                  data.tokens, data.features)
+    features_s, cached = data.features_s, data.cached
 
     torch.manual_seed(args.seed)  # weight init draws from the global generator
     head = EagleHead(head_config(target.config), target)

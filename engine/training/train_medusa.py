@@ -28,18 +28,16 @@ import argparse
 import json
 import shlex
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine.decoder.medusa import MedusaHeads
-from engine.training.corpus import DOMAINS, CorpusMissing, load_domains, load_file
-from engine.training.train_eagle import compute_features, windows_of
-from engine.training.train_pair import encode_stream, lr_at, n_params, optimizer
+from engine.training.corpus import DOMAINS
+from engine.training.features import compute_features, load_training, windows_of, with_threads
+from engine.training.train_pair import lr_at, n_params, optimizer
 
 DECAY = 0.8  # head i's loss weight is DECAY ** i (Medusa-1)
 
@@ -138,39 +136,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
-        return run(args, argv if argv is not None else sys.argv[1:])
-    finally:
-        torch.set_num_threads(threads)
+    return with_threads(parse_args(argv), run, argv)
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> dict:
     t_start = time.perf_counter()
-    target = AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.float32).eval()
-    for p in target.parameters():
-        p.requires_grad_(False)
-    tokenizer = AutoTokenizer.from_pretrained(args.target)
-    try:
-        corpora = load_file(args.corpus_file) if args.corpus_file else load_domains(
-            tuple(args.domains))
-    except CorpusMissing as e:
-        sys.exit(f"error: {e}")
-    stream = torch.cat([encode_stream(tokenizer, c.train) for c in corpora])
-    heldout = {c.domain: encode_stream(tokenizer, c.heldout) for c in corpora}
-
-    tokens = windows_of(stream, args.seq_len, args.windows)
-    t0 = time.perf_counter()
-    cache = args.features_cache
-    cached = bool(cache and cache.exists() and torch.equal(torch.load(cache)[0], tokens))
-    features = torch.load(cache)[1] if cached else compute_features(target, tokens)
-    if cache and not cached:
-        torch.save((tokens, features), cache)
-    features_s = time.perf_counter() - t0
-    print(f"{len(stream):,} training tokens, {len(tokens):,} windows of {args.seq_len}; "
-          f"features {'loaded' if cached else 'computed'} in {features_s:.0f} s", flush=True)
+    data = load_training(args)
+    target, stream, heldout, tokens, features = (data.target, data.stream, data.heldout,
+                                                  data.tokens, data.features)
 
     torch.manual_seed(args.seed)
     heads = MedusaHeads.for_target(target, args.heads, args.layers)
@@ -195,8 +168,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict:
         "params_with_lm_head": n_params(heads),
         "training_tokens": len(stream),
         "windows": len(tokens),
-        "features_seconds": round(features_s, 1),
-        "features_cached": cached,
+        "features_seconds": round(data.features_s, 1),
+        "features_cached": data.cached,
         "train_seconds": round(train_s, 1),
         "loss_curve": curve,
         "heldout_loss": heldout_losses,

@@ -130,3 +130,15 @@ def build_zamba(seed: int, vocab_size: int = VOCAB):
     )
     torch.manual_seed(seed)
     return ZambaForCausalLM(config).eval()
+
+
+def sampled_stream(target, n: int, seed: int = 0) -> torch.Tensor:
+    """A token stream the tiny target itself wrote (greedy from random starts would loop;
+    sampling gives text with structure the head can learn)."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(2, target.config.vocab_size, (8, 1), generator=gen)
+    with torch.inference_mode():
+        while ids.shape[1] < n // 8 + 1:
+            p = torch.softmax(target(input_ids=ids).logits[:, -1] * 2.0, -1)
+            ids = torch.cat([ids, torch.multinomial(p, 1, generator=gen)], 1)
+    return ids.flatten()

@@ -6,22 +6,11 @@ from __future__ import annotations
 import argparse
 
 import torch
-from support.tiny_models import build_llama
+from support.tiny_models import build_llama, sampled_stream
 
 from engine.decoder.eagle import EagleHead, head_config, target_features
-from engine.training.train_eagle import compute_features, head_loss, train, windows_of
-
-
-def stream(target, n: int, seed: int = 0) -> torch.Tensor:
-    """A token stream the tiny target itself wrote (greedy from random starts would loop;
-    sampling gives text with structure the head can learn)."""
-    gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(2, target.config.vocab_size, (8, 1), generator=gen)
-    with torch.inference_mode():
-        while ids.shape[1] < n // 8 + 1:
-            p = torch.softmax(target(input_ids=ids).logits[:, -1] * 2.0, -1)
-            ids = torch.cat([ids, torch.multinomial(p, 1, generator=gen)], 1)
-    return ids.flatten()
+from engine.training.features import compute_features, windows_of
+from engine.training.train_eagle import head_loss, train
 
 
 def args(**kw) -> argparse.Namespace:
@@ -52,7 +41,7 @@ def test_a_window_count_spreads_the_windows_over_the_whole_stream():
 
 def test_training_lowers_eagles_loss_and_repeats_with_the_seed():
     target = build_llama(seed=0)
-    tokens = windows_of(stream(target, 512), 32)
+    tokens = windows_of(sampled_stream(target, 512), 32)
     features = compute_features(target, tokens, log=lambda _: None)
 
     def run():
@@ -76,7 +65,7 @@ def test_the_token_loss_is_cross_entropy_to_the_targets_distribution():
     """With the head's prediction equal to the next feature, the regression part is 0 and
     the token part is the entropy of the target's own p."""
     target = build_llama(seed=0)
-    tokens = windows_of(stream(target, 64), 8)
+    tokens = windows_of(sampled_stream(target, 64), 8)
     features = compute_features(target, tokens, log=lambda _: None)
     head = EagleHead(head_config(target.config), target)
     f = features[:2].float()
