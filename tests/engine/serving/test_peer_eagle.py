@@ -13,22 +13,21 @@ last one included) and the outputs must be the same tokens.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
+from support.peers import (
+    TARGET,
+    counters_equal_our_cycles,
+    each_through_vllm,
+    heldout_ids,
+    shipped_target,
+)
 
 from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.eagle import load_head_for
-from engine.decoder.events import CycleEvent, DoneEvent, GenerationConfig
-from engine.decoder.loading import load_pair
-from engine.decoder.speculative import speculate
-from engine.measure.prompt_sets import heldout_prompts
-from engine.serving.metrics import SpecCounters
 from engine.serving.server import VLLM_PYTHON, ServerSpec, VllmServer
 
 pytestmark = pytest.mark.slow
 
-TARGET = "models/target"
 HEAD = "models/eagle"
 K = 4
 NEW_TOKENS = 32
@@ -36,8 +35,7 @@ NEW_TOKENS = 32
 
 @pytest.fixture(scope="module")
 def pair():
-    # End of sequence never stops our runs: vLLM's requests say ignore_eos.
-    return dataclasses.replace(load_pair(TARGET, None), stop_token_ids=frozenset())
+    return shipped_target()
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +45,7 @@ def head(pair):
 
 @pytest.fixture(scope="module")
 def prompt_ids(pair) -> list[list[int]]:
-    texts = heldout_prompts(TARGET, per_domain=4)
-    assert len(texts) == 8
-    return [list(pair.tokenizer(text).input_ids) for text in texts]
+    return heldout_ids(pair)
 
 
 @pytest.fixture(scope="module")
@@ -61,50 +57,17 @@ def server():
         yield running
 
 
-@pytest.fixture(scope="module")
-def greedy_runs(server, prompt_ids) -> list[tuple[list[int], SpecCounters]]:
-    """Each prompt through vLLM, alone, with the counters read around it."""
-    runs = []
-    for ids in prompt_ids:
-        before = server.client.counters()
-        completion = server.client.complete(ids, NEW_TOKENS, temperature=0.0)
-        runs.append((completion.token_ids, server.client.counters() - before))
-    return runs
-
-
-def ours(pair, head, ids: list[int], new_tokens: int) -> tuple[list[CycleEvent], list[int]]:
-    """Our engine with the head on token ids ``ids``: its cycles and its output ids."""
-    text = pair.tokenizer.decode(ids)
-    assert list(pair.tokenizer(text).input_ids) == ids  # the tokenizer round-trips
-    config = GenerationConfig(prompt=text, k=K, temperature=0.0, max_new_tokens=new_tokens)
-    events = list(speculate(pair, config, drafter=DrafterSpec.eagle(head)))
-    cycles = [e for e in events if isinstance(e, CycleEvent)]
-    done = next(e for e in events if isinstance(e, DoneEvent))
-    return cycles, done.token_ids
-
-
 def test_the_server_drafts_with_the_head(server):
     config = server.spec.speculative_config()
     assert config["method"] == "eagle" and config["model"] == HEAD
 
 
-def test_outputs_and_counters_equal_our_cycles(pair, head, prompt_ids, greedy_runs):
+def test_outputs_and_counters_equal_our_cycles(pair, head, prompt_ids, server):
     """The final cycle: both count the whole verification outcome, also the accepted tokens
     past ``max_tokens`` that are cut from the output."""
-    total = SpecCounters(drafts=0, draft_tokens=0, accepted=0, per_position=[0] * K)
-    for ids, (vllm_ids, counts) in zip(prompt_ids, greedy_runs, strict=True):
-        cycles, our_ids = ours(pair, head, ids + vllm_ids[:1], NEW_TOKENS - 1)
-        assert our_ids == vllm_ids[1:]
-        assert all(c.n_proposed == K for c in cycles)
-        got = (counts.drafts, counts.draft_tokens, counts.accepted, counts.per_position)
-        expected = (len(cycles), K * len(cycles), sum(c.n_accepted for c in cycles),
-                    [sum(c.n_accepted > i for c in cycles) for i in range(K)])
-        assert got == expected
-        total = SpecCounters(total.drafts + counts.drafts,
-                             total.draft_tokens + counts.draft_tokens,
-                             total.accepted + counts.accepted,
-                             [a + b for a, b in zip(total.per_position, counts.per_position,
-                                                    strict=True)])
+    runs = each_through_vllm(server, prompt_ids, NEW_TOKENS)
+    total = counters_equal_our_cycles(pair, DrafterSpec.eagle(head), prompt_ids, runs, K,
+                                      NEW_TOKENS)
     print(f"vLLM eagle (models/eagle, k = {K}), {len(prompt_ids)} prompts x {NEW_TOKENS} tokens "
           f"at T = 0: drafts {total.drafts}, draft tokens {total.draft_tokens}, accepted "
           f"{total.accepted}, per position {total.per_position}; draft acceptance rate "
