@@ -6,6 +6,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from app.params import SLIDERS
+from engine.analytic import positions
 from engine.measure.probe import ProbeRow
 from engine.serving.calibrate import Calibration
 
@@ -24,13 +25,20 @@ def use_numbers_query(alpha: float, k: int, c: float | None = None, v: float | N
     return values
 
 
+def by_position(rates: list[float | None]) -> dict[str, str]:
+    """A measured acceptance by position (survival rates) as the slider's ``positions``, or
+    nothing where a position was not measured."""
+    curve = positions.measured(rates)
+    return {} if curve is None else {"positions": ",".join(f"{s:.3g}" for s in curve)}
+
+
 def row_numbers(row: ProbeRow) -> dict[str, str]:
-    """A probe row's numbers, with the slider model's drafter preset; prompt lookup's row
-    also brings pi, its share of cycles with a proposal."""
+    """A probe row's numbers, with the slider model's drafter preset and its acceptance by
+    position; prompt lookup's row brings pi, its share of cycles with a proposal, instead."""
     values = use_numbers_query(row.alpha_counted, row.k, row.c, row.v, row.step_ms)
     if row.drafter == "ngram":
         return values | {"preset": "ngram", "pi": f"{min(max(row.proposal_share, 0.0), 1.0):.2f}"}
-    return values | {"preset": "model"}
+    return values | {"preset": row.drafter} | by_position(row.per_position_acceptance)
 
 
 def href(values: dict[str, str]) -> str:
@@ -38,4 +46,5 @@ def href(values: dict[str, str]) -> str:
 
 
 def calibration_numbers(calibration: Calibration) -> list[dict[str, str]]:
-    return [use_numbers_query(r.alpha_counted, r.k) for r in calibration.rows]
+    return [use_numbers_query(r.alpha_counted, r.k) | by_position(r.per_position_acceptance)
+            for r in calibration.rows]

@@ -180,7 +180,8 @@ def test_calibrate_page_without_javascript_is_a_page_with_the_table(client):
     assert response.status_code == 200
     assert "<!doctype html>" in response.text.lower()
     assert 'class="calibrate-table"' in response.text
-    assert 'href="/?alpha=0.68&amp;k=3"' in response.text  # 15 accepted / (15 + 10 - 3) trials
+    # 15 accepted / (15 + 10 - 3) trials; the counters' acceptance by position with it
+    assert 'href="/?alpha=0.68&amp;k=3&amp;positions=' in response.text
 
 
 def test_calibrate_fragment_for_htmx(client):
