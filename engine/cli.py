@@ -220,7 +220,12 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
 def _validate(args: argparse.Namespace) -> int:
     from engine.analytic import validate  # pure Python, imported only when it runs
 
-    return validate.run_command(args)
+    report = validate.run(rates=args.rates)
+    if args.json:
+        print(json.dumps(validate.report_json(report), indent=2))
+    else:
+        sys.stdout.write(validate.format_report(report))
+    return 0
 
 
 def drafter_of(args, pair):

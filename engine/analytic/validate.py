@@ -28,12 +28,9 @@ model does not explain; :data:`EXPLAINED_MISSES` lists those docs/design.md expl
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import math
 import statistics
-import sys
 from dataclasses import asdict, dataclass, field, replace
 
 from engine.analytic import (
@@ -587,30 +584,3 @@ def report_json(report: Report) -> dict:
         "intervals": {kind: asdict(band) | {"level": intervals.LEVEL}
                       for kind, band in report.intervals.items()},
     }
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rates", choices=sorted(RATES), default=DEFAULT_RATES,
-                        help="bandwidth and FLOP/s the roofline runs at: the page's achieved "
-                             "fractions (default) or the datasheet's")
-    parser.add_argument("--json", action="store_true", help="print the JSON instead")
-
-
-def run_command(args: argparse.Namespace) -> int:
-    report = run(rates=args.rates)
-    if args.json:
-        print(json.dumps(report_json(report), indent=2))
-    else:
-        sys.stdout.write(format_report(report))
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="specscope validate", description=__doc__.split(
-        "\n\n")[0])
-    add_arguments(parser)
-    return run_command(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
