@@ -120,7 +120,7 @@ def test_the_command_line_offers_the_same_rates():
 
 
 def test_specscope_validate_prints_json_without_importing_torch():
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "engine.analytic.validate",
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "engine.cli", "validate",
                            "--json"], capture_output=True, text=True, cwd=REPO, timeout=120,
                           check=True)
     assert not [line for line in done.stderr.splitlines() if line.endswith("| torch")]
