@@ -21,7 +21,7 @@ and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
 :mod:`engine.serving.cli`).
 ``specscope plan``: the draft length for each batch size and vLLM's config for it
 (:mod:`engine.serving.plan_cli`). ``specscope costs``: a step's costs measured through the
-decoding loop, for the plan (:mod:`engine.measure.loop_costs`).
+decoding loop, for the plan (:mod:`engine.measure.loop_costs`, its command in :mod:`engine.measure.commands`).
 ``specscope validate``: the cost model against published GPU measurements
 (:mod:`engine.analytic.validate`).
 ``specscope watch URL``: a vLLM server's acceptance over time against the plan
@@ -194,12 +194,11 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     roof.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
     from engine.measure import commands as measure_commands
-    from engine.measure import loop_costs
     from engine.serving import cli as vllm_cli
     from engine.serving import watch_cli
 
     measure_commands.add_parsers(sub, d, _float_list)
-    loop_costs.add_parser(sub, d, _int_list)
+    measure_commands.add_costs_parser(sub, d, _int_list)
     vllm_cli.add_parser(sub, d)
     plan_cli.add_parser(sub)
     validate = sub.add_parser(
@@ -266,7 +265,6 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
     if given[:1] == ["plan"]:
         return plan_cli.run(plan_parser().parse_args(given))
     from engine.measure import commands as measure_commands
-    from engine.measure import loop_costs
     from engine.serving import cli as vllm_cli
     from engine.serving import watch_cli
     from engine.serving.client import VllmError
@@ -280,7 +278,7 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
     if args.command == "plan":
         return plan_cli.run(args)
     if args.command == "costs":
-        return loop_costs.run(args)
+        return measure_commands.run_costs(args)
     if args.command == "watch":
         return watch_cli.run(args)
     if args.command in ("bench", "roofline"):

@@ -20,44 +20,10 @@ than that spread (:func:`engine.analytic.schedule.plan`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
-import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from engine.analytic.schedule import COSTS_FILE_VERSION
-from engine.cli_options import add_drafter_options
-
-
-def add_parser(sub, d: dict, batches_type) -> None:
-    from engine.cli_options import add_pair_options
-
-    costs = sub.add_parser(
-        "costs", help="a step's costs measured through the decoding loop, for specscope plan",
-        description="Time the batched decoding loop at each batch size and draft length k "
-                    "(0..--k-max) in parts: draft passes, the target pass and the loop's own "
-                    "time outside them. Writes the costs file specscope plan --costs reads.")
-    costs.add_argument("--engine", choices=["specscope"], default="specscope",
-                       help="the engine whose loop is timed (vLLM's costs: specscope sweep "
-                            "--engine vllm --costs-out)")
-    costs.add_argument("--batch", type=batches_type, default=[1, 2, 4, 8, 16, 32, 64],
-                       help="batch sizes (default 1,2,4,8,16,32,64)")
-    costs.add_argument("--k-max", type=int, default=4, help="the longest draft timed (default 4)")
-    add_pair_options(costs, d["target"], d["draft"], k=None)
-    add_drafter_options(costs)
-    costs.add_argument("--new-tokens", type=int, default=32, help="tokens a row per run")
-    costs.add_argument("--repeats", type=int, default=3, help="runs of each (batch, k)")
-    costs.add_argument("--temperature", type=float, default=0.0)
-    costs.add_argument("--prompts", default=None,
-                       help="a built-in prompt set or a prompt file (default: the pair's "
-                            "held-out prompts)")
-    costs.add_argument("--threads", type=int, default=None, help="CPU threads (default: 1)")
-    costs.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
-    costs.add_argument("--clock", choices=["wall", "cpu"], default="cpu",
-                       help="CPU time of the decoding thread (the default: steady on a shared "
-                            "CPU) or wall time")
-    costs.add_argument("--out", type=Path, required=True, help="the costs file to write")
 
 
 def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, new_tokens: int,
@@ -147,47 +113,6 @@ def costs_file(medians: dict[tuple[int, int], dict], batches: Sequence[int], k_m
                 | {"step_mad_ms": round(cell.get("step_mad", 0.0), 4)})
     return {"version": COSTS_FILE_VERSION, "method": "loop"} | meta | {
         "passes": passes, "loop": loop, "steps": steps}
-
-
-def run(args) -> int:
-    def log(message: str) -> None:
-        print(f"specscope costs: {message}", file=sys.stderr, flush=True)
-
-    if args.new_tokens < 2 or args.repeats < 1 or not 0 <= args.k_max <= 16 \
-            or args.temperature < 0:
-        print("specscope costs: error: --new-tokens must be at least 2, --repeats at least 1, "
-              "--k-max 0..16 and --temperature at least 0", file=sys.stderr)
-        return 2
-    from engine.measure.batch_sweep import load_drafting, sweep_prompts
-
-    try:
-        prompts = sweep_prompts(args)
-    except ValueError as error:
-        print(f"specscope costs: error: {error}", file=sys.stderr)
-        return 2
-    threads, pair, drafter, draft = load_drafting(args)
-    log(f"{len(args.batch)} batch sizes x k = 0..{args.k_max} x {args.repeats} repeats, "
-        f"{args.new_tokens} new tokens a row, {threads} thread(s), {args.clock} clock")
-    medians = measure(pair, prompts, args.batch, args.k_max, args.new_tokens, args.repeats,
-                      args.temperature, args.clock == "cpu", drafter, log)
-    where = "CPU" if pair.device.type == "cpu" else str(pair.device)
-    name = Path(draft).name if drafter.kind == "model" else draft
-    meta = {"label": f"{Path(args.target).name} / {name}, measured through the loop",
-            "hardware": f"this machine ({where}, {str(pair.dtype).removeprefix('torch.')}, "
-                        f"{threads} torch thread(s), specscope engine)",
-            "target": args.target, "draft": draft,
-            "drafter": args.drafter, "clock": args.clock, "temperature": args.temperature,
-            "new_tokens": args.new_tokens, "repeats": args.repeats, "threads": threads,
-            "command": "specscope " + " ".join(sys.argv[1:])}
-    try:
-        data = costs_file(medians, args.batch, args.k_max, meta)
-    except ValueError as error:
-        print(f"specscope costs: error: {error}", file=sys.stderr)
-        return 2
-    args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(table(data))
-    log(f"wrote {args.out}")
-    return 0
 
 
 def table(data: dict) -> str:
