@@ -21,7 +21,8 @@ and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
 :mod:`engine.serving.cli`).
 ``specscope plan``: the draft length for each batch size and vLLM's config for it
 (:mod:`engine.serving.plan_cli`). ``specscope costs``: a step's costs measured through the
-decoding loop, for the plan (:mod:`engine.measure.loop_costs`, its command in :mod:`engine.measure.commands`).
+decoding loop, for the plan (:mod:`engine.measure.loop_costs`; the command in
+:mod:`engine.measure.commands`).
 ``specscope validate``: the cost model against published GPU measurements
 (:mod:`engine.analytic.validate`).
 ``specscope watch URL``: a vLLM server's acceptance over time against the plan

@@ -42,7 +42,7 @@ def main() -> int:
         args.write.write_text(json.dumps({"sglang": __version__, "options": options},
                                          indent=0) + "\n")
     s = PlanInputs(models="llama-8b-1b", hardware="h100-sxm", engine="sglang").setting()
-    report = tree_report(s, eagle_head(s), single(0.7), TreeShape.parse("5,4,8"), 64, 1)
+    report = tree_report(s, eagle_head(s), single(0.7), TreeShape.parse("5,4,8")[0], 64, 1)
     line = report["launch"][3:]  # after python -m sglang.launch_server
     parsed = ServerArgs.from_cli_args(parser.parse_args(line))
     checked = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 5,

@@ -42,6 +42,7 @@ from engine.planner.inputs import (
 )
 from engine.planner.provenance import by_hand
 from engine.planner.report import report
+from engine.planner.tree_plan import TREE_PATTERN
 
 DraftSample = Enum("DraftSample", {n: n for n in CHOICES["draft_sample"][1]}, type=str)
 DEFAULT_SAMPLE = DraftSample(CHOICES["draft_sample"][0])
@@ -224,7 +225,7 @@ def plan_api(
         ge=1, le=KV_BUDGET_MAX, description="with drafter=self-spec: the draft's KV cache, "
                                             "tokens")] = STREAMING_BUDGET,
     tree: Annotated[str, Query(
-        max_length=20, pattern=r"^$|^[0-9]{1,3},[0-9]{1,3},[0-9]{1,3}$",
+        max_length=20, pattern=TREE_PATTERN,
         description="STEPS,TOPK,DRAFT_TOKENS: price a token tree for SGLang's EAGLE "
                     "(engine=sglang, drafter=eagle) and give its launch line")] = "",
     positions: Annotated[str | None, Query(
@@ -243,10 +244,9 @@ def plan_api(
     elif positions:
         try:
             domains, notices = by_position(positions), []
-        except PlanError as error:  # rates that rise or leave 0..1: said, never a 500
-            return JSONResponse(status_code=422, content={
-                "message": str(error), "detail": [{"loc": ["query", "positions"],
-                                                   "msg": str(error)}]})
+        except PlanError as error:  # rates that rise: said, and one alpha used instead
+            domains, notices = single(alpha), [f"{error}; planned with alpha {alpha:g}."]
+            positions = None
     else:
         domains, notices = single(alpha), []
     inputs = replace(inputs, alpha=None if mix else alpha, mix=tuple(domains) if mix else (),

@@ -43,8 +43,10 @@ SHAPES = {SEQUENTIAL: "sequential: k c", ONE_PASS: "one pass: c0 + k c"}
 """The draft's cost shapes: a draft pass a token, or one pass with a fixed part and a head a
 position (Medusa heads)."""
 MAX_POSITIONS = 16
-# Rates as a link, the API and the command line write them: 1 to 16 numbers, commas between.
-POSITIONS_PATTERN = r"^\s*[0-9.]{1,8}(\s*,\s*[0-9.]{1,8}){0,15}\s*$"
+# Rates as a link, the API and the command line write them: 1 to 16 numbers from 0 to 1,
+# commas between (that they fall is checked when they are read).
+_RATE = r"(0(\.[0-9]{1,6})?|1(\.0{1,6})?)"
+POSITIONS_PATTERN = rf"^\s*{_RATE}(\s*,\s*{_RATE}){{0,15}}\s*$"
 
 
 class CurveError(ValueError):

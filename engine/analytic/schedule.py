@@ -126,6 +126,8 @@ def mixed_tokens(domains: Sequence[Domain], k: int) -> float:
     """Expected tokens per row per cycle over the mix: ``sum_d w_d E_k(alpha_d)``, with the
     weights normalised to sum to 1."""
     total = sum(d.weight for d in domains)
+    if total <= 0:  # no weight at all (a domain the mix weighs 0, priced alone): each alike
+        return sum(d.tokens(k) for d in domains) / len(domains)
     return sum(d.weight * d.tokens(k) for d in domains) / total
 
 

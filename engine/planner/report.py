@@ -193,6 +193,8 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
     if args is not None and args["max_num_seqs"] < inputs.max_num_seqs:
         notices.append(f"max_num_seqs is {args['max_num_seqs']}, not {inputs.max_num_seqs}: "
                        "no more sequences fit in memory, and vLLM would queue the rest.")
+    tree, tree_notes = tree_section(inputs, costs, domains)
+    notices += tree_notes
     return {
         "verdict": (rate_verdict(rate, interval, chosen, p) if rate is not None and
                     refused is None else verdict(p, refused, price, band, interval, chosen)),
@@ -224,24 +226,28 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "advice": None if config is not None else (unchecked or advice(p, refused)),
         "notices": notices + p.notices,
         "latency": latency(p, domains, costs, price, p.configure),
-        "tree": tree_section(inputs, costs, domains),
+        "tree": tree,
     }
 
 
-def tree_section(inputs: PlanInputs, costs: Costs, domains: Sequence[Domain]) -> dict | None:
+def tree_section(inputs: PlanInputs, costs: Costs, domains: Sequence[Domain]
+                 ) -> tuple[dict | None, list[str]]:
     """With ``tree``: the tree priced for SGLang and its launch line
-    (:mod:`engine.planner.tree_plan`); None without one."""
+    (:mod:`engine.planner.tree_plan`), or None and why it was not priced."""
     if not inputs.tree:
-        return None
+        return None, []
     if inputs.engine != "sglang" or costs.method not in ("eagle", "eagle3"):
-        raise PlanError("a tree (--tree) is served by SGLang's EAGLE: give --engine sglang "
-                        "--drafter eagle (vLLM 0.32 verifies chains only)")
+        return None, ["No tree priced: a tree is served by SGLang's EAGLE (engine sglang, "
+                      "drafter eagle); vLLM 0.32 verifies chains only."]
+    if len(domains) != 1:
+        return None, ["No tree priced: a tree is priced for one traffic (an alpha or "
+                      "acceptance by position), not a mix."]
     from engine.planner.drafters import eagle_head
     from engine.planner.tree_plan import TreeShape, tree_report
 
+    shape, notes = TreeShape.parse(inputs.tree)
     return tree_report(costs.setting, eagle_head(costs.setting, inputs.eagle_head),
-                       list(domains), TreeShape.parse(inputs.tree), inputs.max_num_seqs,
-                       inputs.gpus)
+                       list(domains), shape, inputs.max_num_seqs, inputs.gpus), notes
 
 
 def _unspeculated(mix: dict[int, float], k: int, domains: Sequence[Domain], costs: Costs,

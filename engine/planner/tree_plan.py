@@ -24,6 +24,8 @@ from engine.analytic.passes import Setting, forward_pass, target_pass
 from engine.analytic.schedule import Domain, PlanError
 
 TREE_LIMITS = {"steps": (1, 16), "topk": (1, 16), "draft_tokens": (2, 128)}
+# The three numbers within those limits, as the API's schema states them.
+TREE_PATTERN = (r"^$|^([1-9]|1[0-6]),([1-9]|1[0-6]),([2-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$")
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,10 @@ class TreeShape:
     draft_tokens: int
 
     @classmethod
-    def parse(cls, text: str) -> TreeShape:
-        """``"STEPS,TOPK,DRAFT_TOKENS"``, e.g. ``"5,4,8"``."""
+    def parse(cls, text: str) -> tuple[TreeShape, list[str]]:
+        """``"STEPS,TOPK,DRAFT_TOKENS"``, e.g. ``"5,4,8"``, and what was changed to read it:
+        with topk 1 the tree is a chain, so draft_tokens becomes steps + 1 (SGLang refuses
+        any other). PlanError for numbers that are not a tree."""
         try:
             steps, topk, tokens = (int(x) for x in text.split(","))
         except ValueError:
@@ -49,9 +53,10 @@ class TreeShape:
                 raise PlanError(f"tree: {name} must be from {lo} to {hi} (got "
                                 f"{getattr(shape, name)})")
         if topk == 1 and tokens != steps + 1:
-            raise PlanError("tree: with topk 1 the tree is a chain, so draft_tokens must be "
-                            "steps + 1 (SGLang refuses any other)")
-        return shape
+            return cls(steps, 1, steps + 1), [
+                f"tree {text}: with topk 1 the tree is a chain, so draft_tokens is steps + 1 = "
+                f"{steps + 1} (SGLang refuses any other)."]
+        return shape, []
 
     def text(self) -> str:
         return f"{self.steps},{self.topk},{self.draft_tokens}"

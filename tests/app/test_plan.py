@@ -330,9 +330,11 @@ def test_the_api_plans_for_an_eagle_head_or_self_speculation(client):
     missing = client.get("/api/plan?drafter=eagle&models=llama-70b-1b&gpus=8")
     assert missing.status_code == 422
     assert "no EAGLE head preset drafts for Llama 3.1 70B" in missing.json()["message"]
-    for bad in ("drafter=lookahead", "draft_kv_budget=0", "eagle_head=nope", "positions=0.4,0.6",
-                "positions=lots"):
+    for bad in ("drafter=lookahead", "draft_kv_budget=0", "eagle_head=nope", "positions=lots",
+                "positions=1.5", "tree=17,4,8"):
         assert client.get(f"/api/plan?{bad}").status_code == 422
+    rising = client.get("/api/plan?positions=0.4,0.6&alpha=0.65").json()  # the schema's words
+    assert any("cannot rise" in n and "alpha 0.65" in n for n in rising["notices"])
 
 
 def test_the_api_says_alpha_was_given_and_the_tpot_at_every_batch(client):

@@ -402,3 +402,13 @@ def test_a_schedules_own_cost_is_paid_by_its_speculating_ranges_never_by_a_fixed
         if r.k:
             tokens = schedule.mixed_tokens(domains, r.k)
             assert r.speedup[0] == pytest.approx(tokens / (cycle(r.hi, r.k) + 0.1))
+
+
+def test_a_domain_the_mix_weighs_zero_is_still_priced_alone():
+    """A mix entry of weight 0 plans nothing for it, but its own report prices it (it used to
+    divide by its zero weight)."""
+    from engine.analytic import schedule as sched
+
+    domains = [sched.Domain("code", 3.0, 0.85), sched.Domain("chat", 0.0, 0.4)]
+    assert sched.mixed_tokens(domains[1:], 2) == pytest.approx(1 + 0.4 + 0.16)
+    assert sched.mixed_tokens(domains, 2) == pytest.approx(1 + 0.85 + 0.85**2)

@@ -25,17 +25,19 @@ def setting():
 
 @pytest.mark.parametrize(("text", "message"), [
     ("5,4", "three whole numbers"), ("0,4,8", "steps must be from 1"),
-    ("3,1,8", "so draft_tokens must be steps"), ("5,4,200", "draft_tokens must be from 2"),
+    ("5,4,200", "draft_tokens must be from 2"),
 ])
 def test_a_tree_shape_is_read_or_refused_with_the_reason(text, message):
     with pytest.raises(PlanError, match=message):
         TreeShape.parse(text)
-    assert TreeShape.parse("5,4,8") == TreeShape(5, 4, 8)
+    assert TreeShape.parse("5,4,8") == (TreeShape(5, 4, 8), [])
+    chain, notes = TreeShape.parse("3,1,8")  # with topk 1, a chain: draft tokens steps + 1
+    assert chain == TreeShape(3, 1, 4) and "a chain" in notes[0]
 
 
 def test_a_tree_yields_more_than_its_chain_and_its_gain_fades_with_the_batch():
     s = setting()
-    report = tree_report(s, eagle_head(s), single(0.7), TreeShape.parse("5,4,8"), 512, 1)
+    report = tree_report(s, eagle_head(s), single(0.7), TreeShape.parse("5,4,8")[0], 512, 1)
     assert report["tokens_per_cycle"] > report["chain_tokens_per_cycle"]
     assert len(report["nodes"]) == 7  # draft tokens, the root among them
     speedups = [r["speedup"] for r in report["by_batch"]]
@@ -44,7 +46,7 @@ def test_a_tree_yields_more_than_its_chain_and_its_gain_fades_with_the_batch():
 
 def test_the_launch_line_uses_sglangs_own_option_names():
     s = setting()
-    report = tree_report(s, eagle_head(s), single(0.7), TreeShape.parse("4,2,6"), 64, 2)
+    report = tree_report(s, eagle_head(s), single(0.7), TreeShape.parse("4,2,6")[0], 64, 2)
     options = [word for word in shlex.split(report["launch_line"]) if word.startswith("--")]
     assert options and set(options) <= set(OPTIONS["options"]), set(options) - set(
         OPTIONS["options"])
@@ -57,5 +59,7 @@ def test_the_plan_prints_a_tree_only_for_sglangs_eagle(capsys):
     assert main(["plan", "--alpha", "0.7", "--engine", "sglang", "--drafter", "eagle",
                  "--models", "llama-8b-1b", "--tree", "5,4,8"]) == 0
     assert "sglang.launch_server" in capsys.readouterr().out
-    assert main(["plan", "--alpha", "0.7", "--models", "llama-8b-1b", "--tree", "5,4,8"]) == 2
-    assert "verifies chains only" in capsys.readouterr().err
+    assert main(["plan", "--alpha", "0.7", "--models", "llama-8b-1b", "--tree", "5,4,8"]) == 0
+    out = capsys.readouterr().out
+    assert "No tree priced" in out and "verifies chains only" in out
+    assert "sglang.launch_server" not in out
