@@ -8,8 +8,9 @@ the launch line that serves it.
     speedup(B)      tokens a cycle x a plain step / the cycle, at every batch up to
                     max_num_seqs; SGLang runs one tree at every batch (no per-batch schedule)
 
-The launch line's option names are SGLang's (``sglang/srt/server_args.py``); the tests check
-them against its own parser where it can be imported.
+The launch line's option names are SGLang's (``sglang/srt/server_args.py``):
+``tools/sglang_args_check.py`` parses the line with SGLang's own parser and keeps its option
+names in ``measurements/sglang/server_args.json``, which the suite checks the line against.
 """
 
 from __future__ import annotations
