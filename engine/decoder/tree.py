@@ -32,6 +32,7 @@ way (their state is a chain), so those models are refused with the reason.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -73,14 +74,19 @@ class Tree:
 
     def mask(self) -> torch.Tensor:
         """``[N + 1, N + 1]`` bool: node i (0: the root) sees node j when j is i or one of its
-        ancestors."""
-        n = self.size + 1
-        seen = torch.zeros((n, n), dtype=torch.bool)
-        seen[0, 0] = True
-        for i, parent in enumerate(self.parents, 1):
-            seen[i] = seen[parent]
-            seen[i, i] = True
-        return seen
+        ancestors (one per shape: the same tree is verified every cycle)."""
+        return _ancestors(self.parents)
+
+
+@functools.lru_cache(maxsize=64)
+def _ancestors(parents: tuple[int, ...]) -> torch.Tensor:
+    n = len(parents) + 1
+    seen = torch.zeros((n, n), dtype=torch.bool)
+    seen[0, 0] = True
+    for i, parent in enumerate(parents, 1):
+        seen[i] = seen[parent]
+        seen[i, i] = True
+    return seen
 
 
 def static_paths(choices: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
@@ -121,6 +127,8 @@ def verify(tree: Tree, p: torch.Tensor, rule: str, uniforms: torch.Tensor,
     the accepted path (node numbers, root excluded) and the next token."""
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    if greedy_rows(p):  # one-hot p: either rule follows the target's argmax, no draws
+        return follow_argmax(tree, p.argmax(dim=-1).tolist())
     path: list[int] = []
     node, used = 0, 0
     while True:
@@ -150,6 +158,24 @@ def verify(tree: Tree, p: torch.Tensor, rule: str, uniforms: torch.Tensor,
             return path, min(x, len(left) - 1)
         path.append(accepted)
         node = accepted
+
+
+def greedy_rows(p: torch.Tensor) -> bool:
+    """Whether every row of ``p`` is one-hot (temperature 0)."""
+    return bool((p.max(dim=-1).values == 1.0).all())
+
+
+def follow_argmax(tree: Tree, argmax: list[int]) -> tuple[list[int], int]:
+    """The rule at temperature 0: from the root, go to the child whose token is the target's
+    argmax at the node, until none is; the next token is the argmax there."""
+    path, node = [], 0
+    while True:
+        child = next((c for c in tree.children(node) if tree.tokens[c - 1] == argmax[node]),
+                     None)
+        if child is None:
+            return path, argmax[node]
+        path.append(child)
+        node = child
 
 
 def uniforms_needed(tree: Tree) -> int:
