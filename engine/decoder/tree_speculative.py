@@ -148,7 +148,7 @@ def _draft(heads: MedusaHeads, h, paths, rule: str, config: GenerationConfig,
     one q for every node at depth d), and each head's candidates ranked ``[depth, V]``."""
     if h is None:  # a one-token prompt, first cycle: nothing to draft from yet
         return Tree((), ()), {}, None
-    tokens, q, ranked = _draft_rows(heads, h[None], paths, rule, config, [gen], vocab)
+    tokens, q, ranked = _draft_rows(heads, h[None], paths, rule, config, [gen], vocab, RANKS)
     shape = tree_of(paths, lambda path: 0)
     tree = Tree(tuple(tokens[0].tolist()), shape.parents)
     return tree, _q_by_node(tree, q[0]), ranked[0]
@@ -163,18 +163,20 @@ def _q_by_node(tree: Tree, q: torch.Tensor) -> dict[int, torch.Tensor]:
 
 @torch.inference_mode()
 def _draft_rows(heads: MedusaHeads, h: torch.Tensor, paths, rule: str,
-                config: GenerationConfig, gens: list[torch.Generator], vocab: int
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                config: GenerationConfig, gens: list[torch.Generator], vocab: int,
+                ranks: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every row's tree tokens ``[B, N]`` in ``paths``' order from the heads over ``h [B,
     H]``: head d's rank-r candidate at a depth-(d + 1), rank-r node (``top``), or each node
     drawn from head d's q with the row's generator in path order (``iid``); with each row's
-    ``q [B, depth, V]`` and candidates ranked ``[B, depth, V]``."""
+    ``q [B, depth, V]`` and its best candidates ranked ``[B, depth, R]`` (R: the ranks the
+    paths use, at least ``ranks``)."""
     depth = max(len(p) for p in paths)
     h = h.to(heads.lm_head.weight.dtype)
     logits = torch.stack([heads.logits(h, d)[:, :vocab].float() for d in range(depth)], dim=1)
     q = greedy(logits) if config.greedy else warp(logits, config.temperature, config.top_k,
                                                   config.top_p)
-    ranked = logits.argsort(dim=-1, descending=True)
+    width = min(max(ranks, max(p[-1] for p in paths) + 1), logits.shape[-1])
+    ranked = logits.topk(width, dim=-1).indices  # a sort of the whole vocabulary is not needed
     if rule == TOP:
         at_depth = torch.tensor([len(p) - 1 for p in paths], device=h.device)
         at_rank = torch.tensor([p[-1] for p in paths], device=h.device)
