@@ -222,3 +222,42 @@ def tree_chart(paths: list[tuple[int, ...]], survival: list[float], column: int 
                               x[path[:-1]], y[path[:-1]]))
     width = left + max(len(p) for p in paths) * column + 80
     return TreeChart(width, top + max(len(order) - 1, 0) * row + 22, nodes, left, top)
+
+
+@dataclass(frozen=True)
+class CycleTreeNode:
+    text: str
+    kind: str  # accepted, rejected or discarded (engine.decoder.events.TreeDraft)
+    x: float  # where the token's text starts
+    y: float
+    edge_x: float  # where the edge from its parent starts
+    parent_y: float
+
+
+@dataclass(frozen=True)
+class CycleTreeChart:
+    width: int
+    height: int
+    nodes: list[CycleTreeNode]
+    root_y: float
+
+
+def cycle_tree(tree, column: int = 70, row: int = 17) -> CycleTreeChart:
+    """One live cycle's token tree, compact: a column a depth, each depth's nodes stacked in
+    node order (siblings by rank), an edge to each node's parent; ``tree`` is a
+    :class:`engine.decoder.events.TreeDraft`."""
+    nodes, parents = tree.nodes, tree.parents
+    left, top = 8, 11
+    xy = {0: (left, top)}
+    depth_of = {0: 0}
+    used: dict[int, int] = {}
+    out = []
+    for i, (node, parent) in enumerate(zip(nodes, parents, strict=True), 1):
+        depth = depth_of[parent] + 1
+        depth_of[i] = depth
+        xy[i] = (left + 14 + (depth - 1) * column, top + used.get(depth, 0) * row)
+        used[depth] = used.get(depth, 0) + 1
+        edge_x = xy[parent][0] + (column - 12 if parent else 4)
+        out.append(CycleTreeNode(node.text, node.kind, *xy[i], edge_x, xy[parent][1]))
+    width = left + 14 + max(used, default=1) * column
+    return CycleTreeChart(width, top + max(used.values(), default=1) * row, out, top)

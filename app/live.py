@@ -12,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from pydantic_core import PydanticCustomError
 
 from app.params import MAX_SEED, Slider, fmt, parse_controls
+from engine.analytic import trees
 from engine.analytic.drafters import DRAFTER_WORDS, HEAD_DRAFTERS
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.analytic.theory import CURVE_MAX_K
@@ -64,6 +65,26 @@ BODY_DESCRIPTIONS = {
 }
 
 
+TREE_CHARS = 400  # 64 nodes of a few ranks each
+TREE_DESCRIPTION = (
+    "a token tree for the Medusa heads (drafter \"medusa\"): paths of ranks separated by "
+    "\";\", ranks within a path by \".\" (\"0;1;0.0\": the first head's top two and, under "
+    "the top one, the second head's top one), the slider page's tree syntax; every cycle "
+    "verifies the whole tree in one target pass, and k is the tree's depth. Empty: a chain "
+    f"of k drafts. The default tree: {trees.text(trees.MEDUSA_TREE)}")
+
+
+def parse_run_tree(text: str, drafter: str) -> tuple[tuple[int, ...], ...] | None:
+    """A live run's tree from its text (None: empty, a chain); ``ValueError`` says what is
+    wrong, a tree for a drafter other than the Medusa heads among it."""
+    if not text.strip():
+        return None
+    if drafter != "medusa":
+        raise ValueError(f"a token tree is drafted by the Medusa heads only (drafter "
+                         f"\"medusa\"), not by {DRAFTER_WORDS.get(drafter, drafter)}")
+    return tuple(trees.parse(text))
+
+
 def offered_drafters(settings: Settings) -> dict[str, str]:
     """The drafters this server offers: a trained head only where some pair names one."""
     return {key: label for key, label in DRAFTER_WORDS.items()
@@ -88,6 +109,9 @@ def run_request_model(settings: Settings) -> type[BaseModel]:
                                  "eagle: the pair's EAGLE head; medusa: the pair's Medusa "
                                  "heads (both draft from the target's hidden states; no "
                                  "draft model)")),
+        # no tree where no pair offers Medusa heads: the schema says so
+        "tree": (str, Field("", max_length=TREE_CHARS if "medusa" in offered_drafters(settings)
+                            else 0, pattern=r"^[0-9.;\s]*$", description=TREE_DESCRIPTION)),
     }
     for name, control in BODY_CONTROLS.items():
         s = controls[control]
@@ -153,12 +177,14 @@ class LiveState:
     repeats: int
     slow: bool  # show the cycles in slow motion (the page's pace; the run is not slowed)
     drafter: str = "model"  # a name of engine.analytic.drafters.DRAFTER_NAMES
+    run_tree: str = ""  # the Medusa heads' token tree (TREE_DESCRIPTION); "": a chain
 
     def query(self) -> str:
         """This state as the link's query string, in the order the panel shows it."""
         values = asdict(self)
         values["slow"] = "1" if self.slow else None
         values["drafter"] = None if self.drafter == "model" else self.drafter
+        values["run_tree"] = self.run_tree or None
         return urlencode({name: value if isinstance(value, str) else fmt(value)
                           for name, value in values.items() if value is not None})
 
@@ -185,4 +211,11 @@ def parse_live_state(
         drafter = "model"
     if settings.pairs[pair].draft is None and drafter == "model":
         drafter = "ngram"  # a pair without a draft model can only look up
-    return LiveState(prompt=prompt, pair=pair, slow=slow, drafter=drafter, **values), notices
+    run_tree = next((raw for key, raw in query if key == "run_tree"), "")
+    try:
+        tree = parse_run_tree(run_tree[:TREE_CHARS], drafter)
+    except ValueError as error:
+        notices.append(f"run_tree={run_tree[:40]!r} was ignored: {error}.")
+        tree = None
+    return LiveState(prompt=prompt, pair=pair, slow=slow, drafter=drafter,
+                     run_tree=trees.text(tree) if tree else "", **values), notices

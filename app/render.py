@@ -46,6 +46,8 @@ def summary_context(summary: SummaryEvent) -> dict[str, Any]:
         curve = positions.measured(summary.per_position_acceptance)
         if curve is not None:
             use["positions"] = ",".join(f"{s:.3g}" for s in curve)
+    if summary.tree:
+        use["tree"] = summary.tree
     return {
         "use": use,
         "positions": measured_vs_model(

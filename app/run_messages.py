@@ -99,7 +99,8 @@ def message_json(message: RunMessage) -> dict[str, Any]:
                 "baseline_ms": message.baseline_ms, "running": asdict(message.running),
                 "drafter": e.drafter, "n_proposed": e.proposed, "match_n": e.match_n,
                 "match_start": e.match_start, "match_text": e.match_text,
-                "match_before": e.match_before}
+                "match_before": e.match_before,
+                "tree": None if e.tree is None else asdict(e.tree)}
     if message.kind is MessageKind.SUMMARY:
         return asdict(message.event)
     if message.kind is MessageKind.SAVED:

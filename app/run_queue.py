@@ -153,7 +153,7 @@ class RunManager:
         draft-model run on a pair without a draft."""
         pair = self.pairs[pair_name]
         drafter.check(pair, config.k)
-        encode_prompt(pair, config.validate(), lookahead=config.k)
+        encode_prompt(pair, config.validate(), lookahead=drafter.lookahead(config.k))
 
     def cancel(self, run: LiveRun) -> None:
         with self._wake:

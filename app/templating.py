@@ -6,6 +6,7 @@ import datetime
 
 from fastapi.templating import Jinja2Templates
 
+from app.charts import cycle_tree
 from engine.analytic.presets import devices
 from engine.settings import REPO_ROOT
 
@@ -63,3 +64,4 @@ templates.env.filters["token_label"] = _token_label
 templates.env.filters["durations"] = _durations
 templates.env.filters["ms"] = _ms
 templates.env.filters["devices"] = devices
+templates.env.filters["cycle_tree"] = cycle_tree

@@ -32,7 +32,6 @@ from engine.decoder.events import GenerationConfig  # noqa: E402
 from engine.decoder.loading import load_pair, set_threads  # noqa: E402
 from engine.decoder.medusa import load_heads_for  # noqa: E402
 from engine.decoder.tree_speculative import (  # noqa: E402
-    DEFAULT_CHOICES,
     rank_acceptance,
     speculate_tree,
     speculate_tree_batch,
@@ -70,7 +69,7 @@ def main() -> None:
     best4 = trees.best_tree(acc, 4)
     predicted = {"chain": trees.expected_tokens(trees.chain(4), acc),
                  "tree4": trees.expected_tokens(best4, acc),
-                 "tree10": trees.expected_tokens(list(DEFAULT_CHOICES), acc)}
+                 "tree10": trees.expected_tokens(list(trees.MEDUSA_TREE), acc)}
     print(f"acceptance by rank and depth (rows: depth 1-4, ranks 1-4): "
           f"{[[round(x, 3) for x in row] for row in acc]}")
     print(f"best 4-node tree: {best4}; predicted tokens a cycle: "
@@ -96,7 +95,7 @@ def main() -> None:
             return speculate_tree_batch(pair, config, heads, best4).tokens
 
         def tree10(config=config):
-            return speculate_tree_batch(pair, config, heads, DEFAULT_CHOICES).tokens
+            return speculate_tree_batch(pair, config, heads, trees.MEDUSA_TREE).tokens
 
         rates = {name: statistics.median(cpu_rate(run) for _ in range(args.repeats))
                  for name, run in (("off", off), ("chain", chain), ("tree4", tree4),

@@ -203,7 +203,9 @@
   function syncUrl() {
     window.specscopeShowState();
     var params = new URLSearchParams(new FormData($("controls")));
-    new FormData($("live-form")).forEach(function (value, key) { params.set(key, value); });
+    new FormData($("live-form")).forEach(function (value, key) {
+      if (value !== "") params.set(key, value);  // an empty tree is a chain: not in the link
+    });
     // The traffic panel's choices (several values per name) are kept as they are.
     new URLSearchParams(window.location.search).forEach(function (value, key) {
       if (key.indexOf("probe_") === 0) params.append(key, value);
@@ -223,7 +225,8 @@
       prompt: form.get("prompt"), pair: form.get("pair"), drafter: form.get("drafter") || "model",
       k: Number(form.get("run_k")), temperature: Number(form.get("temperature")),
       top_p: Number(form.get("top_p")), max_new_tokens: Number(form.get("max_new_tokens")),
-      seed: Number(form.get("run_seed")), repeats: Number(form.get("repeats"))
+      seed: Number(form.get("run_seed")), repeats: Number(form.get("repeats")),
+      tree: form.get("run_tree") || ""
     });
   }
 
@@ -381,6 +384,8 @@
       rates.value = source.dataset.positions || "";
       if (source.dataset.positions) $("rates").value = "survival";
     }
+    // a run's token tree (empty: a chain)
+    if ($("tree")) $("tree").value = source.dataset.tree || "";
     controls.dispatchEvent(new Event("submit", {bubbles: true, cancelable: true}));
     controls.scrollIntoView({behavior: "smooth"});
     return true;
@@ -398,6 +403,11 @@
     if (!form) return;
     form.addEventListener("submit", start);
     form.addEventListener("input", syncUrl);
+    // A token tree is the Medusa heads' only: the field takes part only with them.
+    $("drafter").addEventListener("change", function () {
+      $("run_tree").disabled = $("drafter").value !== "medusa";
+      syncUrl();
+    });
     $("stop-live").addEventListener("click", function () { if (running) running.abort(); });
     form.querySelectorAll(".preset").forEach(function (button) {
       button.addEventListener("click", function () { $("prompt").value = button.dataset.prompt; syncUrl(); });

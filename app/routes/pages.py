@@ -30,7 +30,7 @@ from app.saved.loading import NotSaved, StoreUnavailable, saved_record
 from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
 from app.traffic.state import parse_traffic_state, traffic_context
-from engine.analytic import lookup, positions
+from engine.analytic import lookup, positions, trees
 from engine.analytic.drafters import DRAFTER_WORDS
 from engine.analytic.positions import SHAPES
 from engine.analytic.theory import accepted_sd, simulate_cycles
@@ -154,6 +154,7 @@ def slider_page(request: Request) -> HTMLResponse:
         context |= {
             "live": live,
             "live_drafters": offered_drafters(settings),
+            "medusa_tree": trees.text(trees.MEDUSA_TREE),
             "run_controls": run_controls(settings),
             "presets": PRESETS,
             "pairs": settings.pairs,

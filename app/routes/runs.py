@@ -2,6 +2,7 @@
 the page. Both streams come from the same :class:`app.run_messages.RunMessage`s."""
 
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from app.body_limits import body_limits, too_large
 from app.errors import error_responses
-from app.live import run_request_model
+from app.live import parse_run_tree, run_request_model
 from app.render import render_page_message
 from app.run_messages import MessageKind, RunMessage, message_json
 from app.run_queue import QueueFull, RunManager, Stopping
@@ -54,7 +55,15 @@ async def _stream(
     if body.drafter == "model" and manager.pairs[body.pair].draft is None:
         raise _reject("drafter", f"pair {body.pair!r} has no draft model: choose prompt lookup "
                                  "(\"ngram\")", body.drafter)
-    drafter = DrafterSpec(body.drafter, head=head)
+    try:
+        tree = parse_run_tree(body.tree, body.drafter)
+        drafter = DrafterSpec(body.drafter, head=head, tree=tree)
+        if tree:
+            drafter.check(manager.pairs[body.pair], body.k)
+    except ValueError as error:
+        raise _reject("tree", str(error), body.tree[:40]) from None
+    if tree:  # the tree's depth is the positions a cycle can accept
+        config = dataclasses.replace(config, k=drafter.depth)
     try:
         # tokenizes: a prompt too long is refused here
         manager.check(body.pair, config, drafter)
@@ -75,8 +84,10 @@ STREAM_DESCRIPTION = (
     "`tokens` as `{id, text, kind}`, `draft_ms`, `verify_ms`, `baseline_ms`: the target-only "
     "time for the same tokens, `running` figures, `drafter`, `n_proposed`: the draft tokens of "
     "the cycle, 0..k for prompt lookup, and for it `match_n` and `match_start`: the n-gram that "
-    "matched and where it starts in the prompt and output's token ids; the first repeat's "
-    "cycles), `repeat` "
+    "matched and where it starts in the prompt and output's token ids; `tree`, for a run "
+    "with a token tree: its `nodes` ({id, text, kind}), `parents` (0: the root), `paths` "
+    "of ranks and `ranks`: the rank of the target's token at each depth reached; the first "
+    "repeat's cycles), `repeat` "
     "(`repeat`, `repeats`: a further measurement started), `summary` (the run against the "
     "target-only run, interleaved with it, over all repeats), `saved` "
     "(`id` and `url` of the saved run, see `GET /api/runs/{run_id}`, or `error`: why it was "

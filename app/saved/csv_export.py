@@ -45,6 +45,8 @@ def token_rows(record: dict[str, Any]) -> str:
             if drafter == "ngram":
                 is_draft = token["kind"] != "target" and bool(steps)
                 step = steps[0] if is_draft else cycle["verify_ms"]
+            elif cycle.get("tree"):  # one pass of the heads drafted the whole tree
+                step = cycle["draft_ms"] if token["kind"] != "target" else cycle["verify_ms"]
             else:
                 is_draft = token["kind"] != "target" and position < len(steps)
                 step = steps[position] if is_draft else cycle["verify_ms"]

@@ -7,13 +7,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.run_messages import timeline_scale_ms
-from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent, Token
+from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent, Token, TreeDraft
 from engine.decoder.stats import acceptance, histogram_speedup, predicted_speedup, summarize
 
 
 def cycle_events(record: dict[str, Any]) -> list[CycleEvent]:
-    return [CycleEvent(**{**c, "tokens": [Token(**t) for t in c["tokens"]]})
+    return [CycleEvent(**{**c, "tokens": [Token(**t) for t in c["tokens"]],
+                          "tree": _tree(c.get("tree"))})
             for c in record["cycles"]]
+
+
+def _tree(saved: dict[str, Any] | None) -> TreeDraft | None:
+    if saved is None:
+        return None
+    return TreeDraft(**{**saved, "nodes": [Token(**t) for t in saved["nodes"]]})
 
 
 def summary_event(record: dict[str, Any]) -> SummaryEvent:

@@ -23,6 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 Path = tuple[int, ...]
+# The Medusa heads' tree the engine drafts by default. Medusa's own default for four heads is
+# larger; this one keeps 10 nodes (a target pass over 11 tokens): the first head's top 3,
+# then the best branch deeper.
+MEDUSA_TREE: tuple[Path, ...] = ((0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0),
+                                 (0, 0, 1), (0, 1, 0), (0, 0, 0, 0))
 
 
 def survival(path: Path, acc: Sequence[Sequence[float]]) -> float:
@@ -56,6 +61,24 @@ def best_tree(acc: Sequence[Sequence[float]], budget: int) -> list[Path]:
                 seen.add(nxt)
                 heapq.heappush(frontier, (-survival(nxt, acc), nxt))
     return sorted(chosen, key=lambda p: (len(p), p))
+
+
+def rank_acceptance(walks: Sequence[tuple[Sequence[int | None], int]], depth: int,
+                    ranks: int) -> list[list[float]]:
+    """``acc[d][r]`` measured: of the cycles whose target reached depth d + 1 along accepted
+    tokens, the share whose token there was the rank-r candidate. ``walks``: each cycle's
+    ranks (at each depth the target's token reached, its rank among that depth's candidates,
+    None past those counted) and how many drafts it accepted."""
+    reached = [0] * depth
+    hits = [[0] * ranks for _ in range(depth)]
+    for walk, accepted in walks:
+        for d, rank in enumerate(walk[:depth]):
+            reached[d] += 1
+            if rank is not None and rank < ranks:
+                hits[d][rank] += 1
+            if rank is None or d >= accepted:  # the walk stopped here
+                break
+    return [[h / n if n else 0.0 for h in row] for row, n in zip(hits, reached, strict=True)]
 
 
 def chain(depth: int) -> list[Path]:

@@ -5,6 +5,8 @@ step calls (:class:`engine.decoder.drafters.Drafter`) once the rows are known.
     DrafterSpec.ngram(PromptLookup(2, 4))   prompt lookup with these n-gram bounds
     DrafterSpec.eagle(head)                 an EAGLE head loaded for the pair's target
     DrafterSpec.medusa(heads)               Medusa heads loaded for the pair's target
+    DrafterSpec.medusa(heads, tree)         the same heads drafting a token tree (paths of
+                                            ranks, engine.analytic.trees) each cycle
 
 The kinds are :data:`engine.analytic.drafters.DRAFTER_NAMES`, the one list every command,
 route and form offers. A spec is checked against a pair once (:meth:`DrafterSpec.check`), and
@@ -30,11 +32,13 @@ class DrafterSpec:
     """``kind``: one of ``DRAFTER_NAMES``; ``lookup``: prompt lookup's n-gram bounds (kind
     "ngram"); ``head``: the loaded head of kind "eagle"
     (:func:`engine.decoder.eagle.load_head_for`) or "medusa"
-    (:func:`engine.decoder.medusa.load_heads_for`)."""
+    (:func:`engine.decoder.medusa.load_heads_for`); ``tree``: the Medusa heads' token tree,
+    its paths of ranks (None: a chain of k drafts)."""
 
     kind: str = "model"
     lookup: PromptLookup = field(default_factory=PromptLookup)
     head: EagleHead | MedusaHeads | None = field(default=None, compare=False, repr=False)
+    tree: tuple[tuple[int, ...], ...] | None = None
 
     @classmethod
     def ngram(cls, lookup: PromptLookup | None = None) -> DrafterSpec:
@@ -45,8 +49,18 @@ class DrafterSpec:
         return cls("eagle", head=head)
 
     @classmethod
-    def medusa(cls, heads: MedusaHeads) -> DrafterSpec:
-        return cls("medusa", head=heads)
+    def medusa(cls, heads: MedusaHeads, tree=None) -> DrafterSpec:
+        return cls("medusa", head=heads, tree=None if tree is None else tuple(map(tuple, tree)))
+
+    @property
+    def depth(self) -> int:
+        """A tree's depth: the positions one of its cycles can accept (0: no tree)."""
+        return max(map(len, self.tree)) if self.tree else 0
+
+    def lookahead(self, k: int) -> int:
+        """Positions past the prompt a cycle needs: the tree's nodes and the target's
+        token, or k drafts."""
+        return len(self.tree) + 1 if self.tree else k
 
     def check(self, pair, k_max: int) -> DrafterSpec:
         """Raise ``ValueError`` with a readable message when this drafter cannot run on
@@ -54,6 +68,9 @@ class DrafterSpec:
         if self.kind not in DRAFTER_NAMES:
             raise ValueError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}, "
                              f"got {self.kind!r}")
+        if self.tree and self.kind != "medusa":
+            raise ValueError("a token tree is drafted by Medusa heads only (drafter "
+                             f"\"medusa\"), not by {self.kind!r}")
         if self.kind == "ngram":
             self.lookup.validate()
         elif self.kind == "eagle" and self.head is None:
@@ -62,7 +79,10 @@ class DrafterSpec:
         elif self.kind == "medusa" and self.head is None:
             raise ValueError("the Medusa drafter needs heads: load them for the target "
                              "(models/medusa are the shipped pair's)")
-        elif self.kind == "medusa" and k_max > self.head.num_heads:
+        elif self.kind == "medusa" and self.depth > self.head.num_heads:
+            raise ValueError(f"the tree is {self.depth} deep; the Medusa heads guess "
+                             f"{self.head.num_heads} tokens at most")
+        elif self.kind == "medusa" and not self.tree and k_max > self.head.num_heads:
             raise ValueError(f"the Medusa heads guess at most {self.head.num_heads} tokens "
                              f"(one a head): k must be at most {self.head.num_heads}, got "
                              f"{k_max}")

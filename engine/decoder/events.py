@@ -30,6 +30,7 @@ __all__ = [
     "StepEvent",
     "SummaryEvent",
     "Token",
+    "TreeDraft",
 ]
 
 MAX_DRAFT_K = 32  # a verification pass over more than 33 positions is never worth it
@@ -111,6 +112,22 @@ class Token:
 
 
 @dataclass
+class TreeDraft:
+    """A cycle's token tree (engine.decoder.tree_speculative): ``nodes[i]`` is node i + 1
+    with its own text and its kind (accepted: on the accepted path; rejected: a child tried
+    where the walk stopped; discarded: never reached), ``parents[i]`` its parent (0: the
+    root, the newest token), ``paths`` the static tree's paths of ranks in node order, and
+    ``ranks``: at each depth the target's token reached, its rank among that depth's
+    candidates (None past those counted): acceptance by rank and depth, whatever the tree
+    held."""
+
+    nodes: list[Token]
+    parents: list[int]
+    paths: list[list[int]]
+    ranks: list[int | None]
+
+
+@dataclass
 class CycleEvent:
     """One cycle: k draft steps and one verification pass.
 
@@ -140,6 +157,10 @@ class CycleEvent:
     match_start: int = -1  # and where it starts in the context's ids (prompt + output)
     match_text: str = ""  # the matched n-gram's text
     match_before: str = ""  # the text just before its earlier occurrence (a few tokens)
+    # A token tree's cycle (Medusa heads): the tree; ``tokens`` is then its accepted path,
+    # the children tried where it stopped, the other nodes, and the target's token, and ``k``
+    # the tree's depth (the positions a cycle can accept).
+    tree: TreeDraft | None = None
     event: str = "cycle"
 
     @property
@@ -224,6 +245,7 @@ class SummaryEvent(Acceptance):
     geometric_df: int = 0
     geometric_p: float | None = None
     geometric_smallest_expected: float | None = None
+    tree: str = ""  # a token tree's paths as a link writes them (engine.analytic.trees.text)
     event: str = "summary"
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from engine.decoder import tree_speculative
 from engine.decoder.batched import BatchConfig, Decoding, new_stepper
 from engine.decoder.common import (
     Clock,
@@ -68,6 +69,9 @@ def speculate(
     """
     config.validate()
     drafter.check(pair, config.k)
+    if drafter.tree:
+        run = tree_speculative.cycle_events(pair, config, drafter.head, drafter.tree)
+        return _tree(run, baseline_step_ms)
     prompt_ids = encode_prompt(pair, config, lookahead=config.k)
     return _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, drafter)
 
@@ -87,6 +91,21 @@ class Outcome:
     overlap: list[float]  # sum_x min(p(x), q(x)) at the verified positions
     cycle_ms: float  # draft, verification and the bookkeeping after them
     match: Proposal = NO_PROPOSAL  # prompt lookup: the n-gram that matched, and where
+
+
+def _tree(run, baseline_step_ms):
+    """A token tree's cycles (Medusa heads; ``on_verify`` sees chains only), then the
+    summary as for a chain."""
+    cycles = []
+    try:
+        for event in run:
+            if isinstance(event, CycleEvent):
+                cycles.append(event)
+            elif baseline_step_ms is not None:
+                yield summarize(cycles, baseline_step_ms)
+            yield event
+    finally:
+        run.close()
 
 
 def _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, drafter: DrafterSpec):

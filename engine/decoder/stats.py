@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from engine.analytic import acceptance as estimators
-from engine.analytic import geometric, lookup, theory
+from engine.analytic import geometric, lookup, theory, trees
 from engine.decoder.events import Acceptance, CycleEvent, SummaryEvent
 
 
@@ -93,11 +93,22 @@ def predicted_speedup(
     draft head) has the draft model's (engine.analytic.theory). None without an alpha, where
     a drafter proposes every cycle; prompt lookup without a proposal needs none."""
     k = cycles[0].k
+    if cycles[0].tree is not None:
+        return tree_tokens(cycles) / theory.cycle_cost(k, c, v)
     if cycles[0].drafter == "ngram":
         lengths = proposal_lengths(cycles, k)
         pi = 1.0 - lengths[0] / len(cycles)
         return lookup.speedup(alpha or 0.0, k, pi, c, v, lengths)
     return None if alpha is None else theory.speedup(alpha, k, c, v)
+
+
+def tree_tokens(cycles: Sequence[CycleEvent]) -> float:
+    """Tokens a cycle that the tree of these cycles yields by the tree model
+    (engine.analytic.trees) at the acceptance by rank and depth the cycles measured."""
+    paths = [tuple(p) for p in cycles[0].tree.paths]
+    acc = trees.rank_acceptance([(c.tree.ranks, c.n_accepted) for c in cycles],
+                                cycles[0].k, max(p[-1] for p in paths) + 1)
+    return trees.expected_tokens(paths, acc)
 
 
 def histogram_speedup(cycles: Sequence[CycleEvent], c: float, v: float) -> float | None:
@@ -160,4 +171,6 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         geometric_df=0 if fit is None else fit.df,
         geometric_p=None if fit is None else fit.p_value,
         geometric_smallest_expected=None if fit is None else fit.smallest_expected,
+        tree="" if cycles[0].tree is None else trees.text([tuple(p) for p in
+                                                            cycles[0].tree.paths]),
     )

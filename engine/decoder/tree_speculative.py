@@ -22,9 +22,26 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.analytic import trees
 from engine.decoder.batched import BatchConfig
-from engine.decoder.common import done_event, encode_prompt, new_generator
-from engine.decoder.events import DoneEvent, GenerationConfig
+from engine.decoder.common import (
+    TextDecoder,
+    detokenizer,
+    done_event,
+    encode_prompt,
+    new_generator,
+)
+from engine.decoder.events import (
+    ACCEPTED,
+    DISCARDED,
+    REJECTED,
+    TARGET,
+    CycleEvent,
+    DoneEvent,
+    GenerationConfig,
+    Token,
+    TreeDraft,
+)
 from engine.decoder.forward import KVCache, RaggedCache
 from engine.decoder.loading import ModelPair
 from engine.decoder.medusa import MedusaHeads
@@ -44,11 +61,7 @@ from engine.decoder.tree import (
     verify,
 )
 
-# Medusa's own default tree for four heads is larger; this one keeps 10 nodes (a target pass
-# over 11 tokens): the first head's top 3, then the best branch deeper.
 RANKS = 8  # candidates a depth whose acceptance is counted (TreeCycle.ranks)
-DEFAULT_CHOICES = ((0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 1), (0, 1, 0),
-                   (0, 0, 0, 0))
 
 
 @dataclass
@@ -76,7 +89,7 @@ class TreeCycle:
 
 
 def speculate_tree(pair: ModelPair, config: GenerationConfig, heads: MedusaHeads,
-                   choices: Sequence[Sequence[int]] = DEFAULT_CHOICES, rule: str = TOP,
+                   choices: Sequence[Sequence[int]] = trees.MEDUSA_TREE, rule: str = TOP,
                    ) -> Iterator[TreeCycle | DoneEvent]:
     """Tree speculation (see the module's docstring); bad settings raise ``ValueError``
     here, before anything runs."""
@@ -91,6 +104,63 @@ def speculate_tree(pair: ModelPair, config: GenerationConfig, heads: MedusaHeads
     decoder = tree_decoder(pair)
     prompt_ids = encode_prompt(pair, config, lookahead=len(paths) + 1)
     return _run(pair, config, heads, paths, rule, decoder, prompt_ids)
+
+
+def cycle_events(pair: ModelPair, config: GenerationConfig, heads: MedusaHeads,
+                 choices: Sequence[Sequence[int]] = trees.MEDUSA_TREE, rule: str = TOP,
+                 ) -> Iterator[CycleEvent | DoneEvent]:
+    """The tree run as the live panel shows cycles: each :class:`TreeCycle` as a
+    :class:`~engine.decoder.events.CycleEvent` carrying its tree (see its ``tree``), its
+    ``k`` the tree's depth; then the :class:`DoneEvent`. Bad settings raise ``ValueError``
+    here, before anything runs."""
+    run = speculate_tree(pair, config, heads, choices, rule)
+    paths = static_paths(choices)
+    prompt_ids = encode_prompt(pair, config, lookahead=len(paths) + 1)
+    return _as_cycle_events(run, paths, TextDecoder(detokenizer(pair.tokenizer), prompt_ids))
+
+
+def _as_cycle_events(run, paths, text: TextDecoder):
+    try:
+        for event in run:
+            yield event if isinstance(event, DoneEvent) else _cycle_event(event, paths, text)
+    finally:
+        run.close()
+
+
+def _cycle_event(cycle: TreeCycle, paths, text: TextDecoder) -> CycleEvent:
+    """One tree cycle as shown: every node's own text (its branch read after the output so
+    far), the accepted path (as far as it reached the output), the children tried where the
+    walk stopped (rejected), the rest (discarded), then the target's token."""
+    depth = max(map(len, paths))
+    n = len(cycle.path)
+    shown = set(cycle.path[: cycle.kept])
+    stop = cycle.path[-1] if cycle.path else 0
+    tried = [i for i, parent in enumerate(cycle.parents, 1) if parent == stop]
+    texts = [text.peek(_branch(cycle, node))[-1] for node in range(1, len(cycle.tokens) + 1)]
+    kinds = [ACCEPTED if node in shown else REJECTED if node in tried else DISCARDED
+             for node in range(1, len(cycle.tokens) + 1)]
+    nodes = [Token(t, s, kind) for t, s, kind in zip(cycle.tokens, texts, kinds, strict=True)]
+    for node in cycle.path[: cycle.kept]:
+        text.push(cycle.tokens[node - 1])
+    order = ([nodes[i - 1] for i in cycle.path if i in shown]
+             + [nodes[i - 1] for i in tried] + [t for t in nodes if t.kind == DISCARDED])
+    if cycle.kept > n:
+        order.append(Token(cycle.next_token, text.push(cycle.next_token), TARGET))
+    return CycleEvent(
+        index=cycle.index, tokens=order, draft_ms=cycle.draft_ms, verify_ms=cycle.verify_ms,
+        cycle_ms=cycle.draft_ms + cycle.verify_ms, k=depth, n_accepted=n,
+        rejected=bool(tried), draft_step_ms=[cycle.draft_ms / depth] * depth, overlap=[],
+        n_emitted=cycle.kept, drafter="medusa", n_proposed=depth,
+        tree=TreeDraft(nodes, list(cycle.parents), [list(p) for p in paths], cycle.ranks))
+
+
+def _branch(cycle: TreeCycle, node: int) -> list[int]:
+    """The tokens from the root's first child down to ``node``."""
+    branch = []
+    while node:
+        branch.append(cycle.tokens[node - 1])
+        node = cycle.parents[node - 1]
+    return branch[::-1]
 
 
 def _run(pair, config, heads, paths, rule, decoder, prompt_ids):
@@ -188,19 +258,9 @@ def _draft_rows(heads: MedusaHeads, h: torch.Tensor, paths, rule: str,
 
 def rank_acceptance(cycles: Sequence[TreeCycle], depth: int, ranks: int = RANKS
                     ) -> list[list[float]]:
-    """``acc[d][r]``: of the cycles whose target reached depth d + 1 along accepted tokens,
-    the share whose token there was head d's rank-r candidate (what
-    :mod:`engine.analytic.trees` prices a tree with)."""
-    reached = [0] * depth
-    hits = [[0] * ranks for _ in range(depth)]
-    for cycle in cycles:
-        for d, rank in enumerate(cycle.ranks[:depth]):
-            reached[d] += 1
-            if rank is not None and rank < ranks:
-                hits[d][rank] += 1
-            if rank is None or d >= len(cycle.path):  # the walk stopped here
-                break
-    return [[h / n if n else 0.0 for h in row] for row, n in zip(hits, reached, strict=True)]
+    """Acceptance by rank and depth of these cycles
+    (:func:`engine.analytic.trees.rank_acceptance`)."""
+    return trees.rank_acceptance([(c.ranks, len(c.path)) for c in cycles], depth, ranks)
 
 
 @dataclass
@@ -221,7 +281,7 @@ class TreeBatchDone:
 
 
 def speculate_tree_batch(pair: ModelPair, config: BatchConfig, heads: MedusaHeads,
-                         choices: Sequence[Sequence[int]] = DEFAULT_CHOICES, rule: str = TOP
+                         choices: Sequence[Sequence[int]] = trees.MEDUSA_TREE, rule: str = TOP
                          ) -> TreeBatchDone:
     """``B`` rows decoded together, every cycle one target pass over every row's tree (one
     shape, each row's own tokens; :func:`engine.decoder.tree.tree_pass_rows`), each row

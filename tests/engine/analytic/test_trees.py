@@ -66,3 +66,15 @@ def test_the_slider_figures_price_a_tree_against_the_chain_of_as_many_drafts():
     assert fig.chain_tokens == pytest.approx(trees.expected_tokens(trees.chain(3), ACC))
     assert fig.chain_cycle_cost == pytest.approx(0.3 + 1.15)
     assert fig.survival == pytest.approx([0.5, 0.2, 0.15])
+
+
+def test_rank_acceptance_counts_each_depth_over_the_cycles_that_reached_it():
+    # (ranks the target's token had at each depth reached, drafts accepted)
+    walks = [([0, 1], 1),     # depth 1 rank 0 accepted, depth 2 rank 1 not in the tree
+             ([2], 0),        # depth 1 rank 2: rejected, the walk stopped
+             ([None], 0),     # past the ranks counted
+             ([0, 0, 0], 2)]  # two accepted, the third rank 0 reached as the target's token
+    acc = trees.rank_acceptance(walks, depth=3, ranks=3)
+    assert acc[0] == [2 / 4, 0.0, 1 / 4]
+    assert acc[1] == [1 / 2, 1 / 2, 0.0]
+    assert acc[2] == [1.0, 0.0, 0.0]

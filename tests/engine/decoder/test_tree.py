@@ -13,12 +13,17 @@ import torch
 from support.lossless import chi_square_pvalue, target_marginals
 
 import engine.decoder.tree_speculative as tree_module
+from engine.analytic import trees
+from engine.analytic.trees import MEDUSA_TREE
+from engine.decoder import stats
 from engine.decoder.baseline import run_target_only
 from engine.decoder.common import encode_prompt
+from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.events import DoneEvent, GenerationConfig
 from engine.decoder.forward import KVCache
 from engine.decoder.loading import load_pair
 from engine.decoder.medusa import MedusaHeads, load_heads_for
+from engine.decoder.speculative import speculate
 from engine.decoder.tree import (
     IID,
     TOP,
@@ -30,7 +35,7 @@ from engine.decoder.tree import (
     tree_pass,
     verify,
 )
-from engine.decoder.tree_speculative import DEFAULT_CHOICES, TreeCycle, speculate_tree
+from engine.decoder.tree_speculative import TreeCycle, speculate_tree
 
 MODELS = Path(__file__).parents[3] / "models"
 PROMPT = "the quick brown fox"
@@ -126,6 +131,38 @@ def test_greedy_tree_decoding_equals_the_target_alone(shipped, rule):
     assert sum(c.n_accepted for c in cycles) > 0
 
 
+def test_a_tree_run_as_cycle_events_shows_what_the_target_alone_writes(shipped):
+    """The drafter spec's tree through :func:`speculate`: every cycle a chain-view event with
+    its tree, the accepted path first, the output the target's own; the summary prices the
+    tree by the acceptance by rank its cycles measured."""
+    pair, heads = shipped
+    config = GenerationConfig(prompt="And it came to pass, when the king heard these words,",
+                              temperature=0.0, max_new_tokens=40)
+    drafter = DrafterSpec.medusa(heads, MEDUSA_TREE)
+    *cycles, summary, done = speculate(pair, config, drafter=drafter,
+                                       baseline_step_ms=[10.0] * 40)
+    assert done.token_ids == run_target_only(pair, config)[1].token_ids
+    assert "".join(c.text for c in cycles) == done.text
+    for c in cycles:
+        assert c.k == 4 and len(c.tree.nodes) == len(MEDUSA_TREE)
+        kinds = [t.kind for t in c.tokens]
+        assert kinds[: c.n_accepted] == ["accepted"] * c.n_accepted or c is cycles[-1]
+        assert [t.text for t in c.tokens if t.kind == "accepted"] == [
+            n.text for n in c.tree.nodes if n.kind == "accepted"]
+    assert summary.tree == trees.text(MEDUSA_TREE)
+    predicted_tokens = stats.tree_tokens(cycles)
+    measured_tokens = sum(c.n_accepted + 1 for c in cycles) / len(cycles)
+    assert predicted_tokens == pytest.approx(measured_tokens, rel=0.2)
+
+
+def test_a_tree_is_the_medusa_heads_own_and_no_deeper_than_they_are(shipped):
+    pair, heads = shipped
+    with pytest.raises(ValueError, match="Medusa heads only"):
+        DrafterSpec("eagle", tree=((0,),)).check(pair, 1)
+    with pytest.raises(ValueError, match="the tree is 5 deep"):
+        DrafterSpec.medusa(heads, trees.chain(5)).check(pair, 1)
+
+
 def test_a_tree_accepts_more_a_cycle_than_the_heads_chain(shipped):
     """The first head's top three instead of its top one: the same target pass accepts more."""
     pair, heads = shipped
@@ -137,7 +174,7 @@ def test_a_tree_accepts_more_a_cycle_than_the_heads_chain(shipped):
         *cycles, _ = speculate_tree(pair, config, heads, choices)
         return sum(c.n_accepted for c in cycles) / len(cycles)
 
-    assert mean_accepted(DEFAULT_CHOICES) > mean_accepted(chain)
+    assert mean_accepted(MEDUSA_TREE) > mean_accepted(chain)
 
 
 # ---- sampled: distributed as the target ------------------------------------------------------
@@ -209,7 +246,7 @@ def test_acceptance_by_rank_measured_on_one_tree_predicts_another(shipped):
             out += cycles
         return out
 
-    acc = rank_acceptance(cycles_of(DEFAULT_CHOICES), depth=4, ranks=4)
+    acc = rank_acceptance(cycles_of(MEDUSA_TREE), depth=4, ranks=4)
     chain = cycles_of(trees.chain(4))
     measured = sum(c.n_accepted + 1 for c in chain) / len(chain)
     assert trees.expected_tokens(trees.chain(4), acc) == pytest.approx(measured, rel=0.1)

@@ -1,0 +1,64 @@
+"""Run live with a token tree in real Chromium, on the shipped pair: the tree field takes part
+only with the Medusa heads, is kept in the link, each cycle draws its tree with the accepted
+path marked, and "Use these numbers" carries the tree to the slider model's tree mode."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+from support.browser import checked_page
+from support.live_server import LiveServer
+
+from app.main import create_app
+from engine.analytic import trees
+from engine.settings import PairSpec, Settings
+
+pytestmark = pytest.mark.browser
+
+MODELS = Path(__file__).parents[2] / "models"
+TREE = trees.text(trees.MEDUSA_TREE)
+
+
+@pytest.fixture(scope="module")
+def shipped_server() -> LiveServer:
+    settings = Settings(
+        pairs={"shipped": PairSpec(target=str(MODELS / "target"), draft=str(MODELS / "draft"),
+                                   medusa=str(MODELS / "medusa"), label="shipped pair")},
+        default_pair="shipped", device="cpu", queue_size=1, max_new_tokens_limit=256,
+        run_timeout_s=60.0)
+    with LiveServer(create_app(settings)) as server:
+        yield server
+
+
+@pytest.fixture
+def page(browser, shipped_server) -> Page:
+    with checked_page(browser, shipped_server.url) as page:
+        yield page
+
+
+def test_a_tree_run_draws_each_cycles_tree_and_its_numbers_open_the_slider_tree(page):
+    page.goto("/?temperature=0&max_new_tokens=32&repeats=1")
+    expect(page.locator("#run_tree")).to_be_disabled()  # the draft model drafts no tree
+    page.locator("#drafter").select_option("medusa")
+    expect(page.locator("#run_tree")).to_be_enabled()
+    page.locator("#run_tree").fill(TREE)
+    page.locator("#prompt").fill("And it came to pass, when the king heard these words, that")
+    expect(page).to_have_url(re.compile(r"run_tree=" + re.escape("0%3B1%3B2")))
+    page.locator("#run-live").click()
+    expect(page.locator("#live-summary .live-summary")).to_be_visible(timeout=60_000)
+    expect(page.locator("#live-status")).to_have_text("Done.")
+    drawn = page.locator("#live-cycles svg.cycle-tree")
+    expect(drawn.first).to_be_visible()
+    assert drawn.count() == page.locator("#live-cycles .cycle").count()
+    assert drawn.first.locator("text.tree-token").count() == len(trees.MEDUSA_TREE)
+    expect(page.locator("#live-cycles text.tree-token.accepted").first).to_be_attached()
+    expect(page.locator('[data-summary="tree_tokens_predicted"]')).to_be_visible()
+    page.locator("#use-numbers").click()
+    expect(page.locator("#tree")).to_have_value(TREE)
+    expect(page.locator(".tree-box")).to_be_visible()
+    page.reload()
+    expect(page.locator("#run_tree")).to_have_value(TREE)
+    expect(page.locator("#drafter")).to_have_value("medusa")
