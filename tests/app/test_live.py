@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.live import DEFAULT_PROMPT, parse_live_state
-from engine.settings import Settings
+from engine.settings import PairSpec, Settings
 
 SETTINGS = Settings(load_models=False, max_new_tokens_limit=100, max_prompt_chars=100)
 
@@ -27,3 +27,22 @@ def test_long_prompts_are_cut_and_unknown_pairs_replaced():
     live, notices = parse_live_state([("prompt", "x" * 150), ("pair", "/etc/passwd")], SETTINGS)
     assert live.prompt == "x" * 100 and live.pair == "shipped"
     assert any("cut to 100" in n for n in notices) and any("not offered" in n for n in notices)
+
+
+MEDUSA = Settings(pairs={"shipped": PairSpec(target="models/target", medusa="models/medusa")},
+                  default_pair="shipped", load_models=False)
+
+
+def test_a_tree_in_a_link_is_kept_for_the_medusa_heads_and_written_back_canonical():
+    live, notices = parse_live_state([("drafter", "medusa"), ("run_tree", " 0;1; 0.0 ;0")],
+                                     MEDUSA)
+    assert notices == [] and live.run_tree == "0;1;0.0"
+    assert "run_tree=0%3B1%3B0.0" in live.query()
+    assert "run_tree" not in parse_live_state([], MEDUSA)[0].query()  # a chain: not in the link
+
+
+def test_a_tree_the_link_cannot_use_is_dropped_with_a_notice():
+    for query, says in (([("run_tree", "0;1")], "Medusa heads only"),
+                        ([("drafter", "medusa"), ("run_tree", "0.1")], "elder siblings")):
+        live, notices = parse_live_state(query, MEDUSA)
+        assert live.run_tree == "" and len(notices) == 1 and says in notices[0]
