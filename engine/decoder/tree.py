@@ -20,10 +20,15 @@ by chi-square, with a broken-rule control):
 - ``iid`` (children drawn independently from one ``q``): SpecInfer's multi-step speculative
   sampling (Miao et al. 2023): child x is accepted with ``min(1, p'(x) / q(x))``, and after a
   rejection ``p' <- norm(max(p' - q, 0))``.
+- ``distinct`` (children drawn from ``q`` without replacement, so siblings never repeat):
+  recursive rejection sampling (Jeon et al. 2024, "Recursive Speculative Decoding"): the same
+  step with ``q'``, the node's q with the siblings already drawn removed and renormalised:
+  accept with ``min(1, p'(x) / q'(x))``, after a rejection ``p' <- norm(max(p' - q', 0))`` and
+  ``x`` leaves ``q'``.
 
-Applying the ``iid`` ratio to deterministic children is lossy, and the chi-square test catches
-it. At temperature 0 ``p`` is one-hot, so both rules follow the target's argmax: greedy output
-equals the target alone.
+Applying the ``iid`` ratio to deterministic children is lossy, and so is applying it to
+children drawn without replacement; the chi-square test catches both. At temperature 0 ``p`` is
+one-hot, so every rule follows the target's argmax: greedy output equals the target alone.
 
 Trees run on the engine's own forward pass (Llama-family decoders without a sliding window):
 a sliding window or a recurrent (linear-attention) layer cannot verify a tree in one pass this
@@ -40,8 +45,8 @@ import torch
 
 from engine.decoder.forward import FastDecoder, KVCache, RaggedCache
 
-TOP, IID = "top", "iid"
-RULES = (TOP, IID)
+TOP, IID, DISTINCT = "top", "iid", "distinct"
+RULES = (TOP, IID, DISTINCT)
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,8 @@ def verify(tree: Tree, p: torch.Tensor, rule: str, uniforms: torch.Tensor,
            q: dict[int, torch.Tensor] | None = None) -> tuple[list[int], int]:
     """The rule (see the module's docstring) on the target's ``p [N + 1, V]`` (row 0 the
     root's). ``uniforms``: one a node tried and one for the final draw, in order; ``q[node]``
-    (rule ``iid``): the distribution ``[V]`` that node's children were drawn from. Returns
+    (rules ``iid`` and ``distinct``): the distribution ``[V]`` that node's children were
+    drawn from. Returns
     the accepted path (node numbers, root excluded) and the next token."""
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -133,14 +139,19 @@ def verify(tree: Tree, p: torch.Tensor, rule: str, uniforms: torch.Tensor,
     node, used = 0, 0
     while True:
         left = p[node].double().clone()
+        # the q the next child was drawn from (none at a leaf)
+        drawn = q[node].double().clone() if rule != TOP and node in q else None
         accepted = None
         for child in tree.children(node):
             x = tree.tokens[child - 1]
             total = left.sum()
             if rule == TOP:
                 chance = left[x] / total if total > 0 else torch.zeros((), dtype=left.dtype)
+            elif drawn.sum() <= 0:  # siblings drawn without replacement used up q's support
+                used += 1
+                continue
             else:
-                qx = q[node][x].double()
+                qx = drawn[x] / drawn.sum()
                 chance = torch.clamp(left[x] / (total * qx), max=1.0) if qx > 0 else 0.0
             u = uniforms[used]
             used += 1
@@ -149,8 +160,10 @@ def verify(tree: Tree, p: torch.Tensor, rule: str, uniforms: torch.Tensor,
                 break
             if rule == TOP:
                 left[x] = 0.0
-            else:
-                left = torch.clamp(left / total - q[node].double(), min=0.0)
+                continue
+            left = torch.clamp(left / total - drawn / drawn.sum(), min=0.0)
+            if rule == DISTINCT:  # the next sibling was drawn without this one
+                drawn[x] = 0.0
         if accepted is None:
             left = left if left.sum() > 0 else p[node].double()
             cdf = left.cumsum(0)

@@ -3,8 +3,9 @@
     prefill the target with the prompt (all but its newest token)
     repeat until max new tokens or end of sequence:
         draft:   the static tree (paths of ranks): the node at depth d, rank r gets head d's
-                 rank-r token (``top``), or each node's children are drawn i.i.d. from head
-                 d's q (``iid``); head d reads the hidden state that chose the newest token
+                 rank-r token (``top``), or each node's children are drawn from head d's q,
+                 i.i.d. (``iid``) or without replacement (``distinct``); head d reads the
+                 hidden state that chose the newest token
         verify:  one target pass over the whole tree (:func:`engine.decoder.tree.tree_pass`)
                  and the rule of :func:`engine.decoder.tree.verify`
         commit:  the accepted path's keys and values kept, the next token pending
@@ -47,6 +48,7 @@ from engine.decoder.loading import ModelPair
 from engine.decoder.medusa import MedusaHeads
 from engine.decoder.sampling import greedy, sample_with, warp
 from engine.decoder.tree import (
+    DISTINCT,
     RULES,
     TOP,
     Tree,
@@ -251,9 +253,25 @@ def _draft_rows(heads: MedusaHeads, h: torch.Tensor, paths, rule: str,
         at_depth = torch.tensor([len(p) - 1 for p in paths], device=h.device)
         at_rank = torch.tensor([p[-1] for p in paths], device=h.device)
         return ranked[:, at_depth, at_rank], q, ranked
-    draws = [[sample_with(q[b, len(p) - 1], torch.rand((), generator=gen, device=q.device))
-              for p in paths] for b, gen in enumerate(gens)]
+    draws = [_draw(q[b], paths, gen, distinct=rule == DISTINCT) for b, gen in enumerate(gens)]
     return torch.tensor(draws, device=h.device), q, ranked
+
+
+def _draw(q: torch.Tensor, paths, gen: torch.Generator, distinct: bool) -> list[int]:
+    """One row's nodes in path order, each from its depth's head's ``q [depth, V]`` with
+    ``gen``: independently, or (``distinct``) without the siblings drawn before it."""
+    out: list[int] = []
+    siblings: dict[tuple[int, ...], list[int]] = {}
+    for path in paths:
+        probs = q[len(path) - 1]
+        taken = siblings.setdefault(path[:-1], [])
+        if distinct and taken:
+            probs = probs.clone()
+            probs[taken] = 0.0
+        x = int(sample_with(probs, torch.rand((), generator=gen, device=q.device)))
+        taken.append(x)
+        out.append(x)
+    return out
 
 
 def rank_acceptance(cycles: Sequence[TreeCycle], depth: int, ranks: int = RANKS

@@ -51,6 +51,8 @@ def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
     """Ids expected fewer than 5 times are pooled into one cell, as chi-square needs."""
     expected = probs * counts.sum()
     small = expected < 5
-    observed = torch.cat([counts[~small], counts[small].sum(0, keepdim=True)])
-    expected = torch.cat([expected[~small], expected[small].sum(0, keepdim=True)])
+    observed, expected = counts[~small].double(), expected[~small]
+    if small.any():  # one pooled cell, only where there is something to pool
+        observed = torch.cat([observed, counts[small].double().sum(0, keepdim=True)])
+        expected = torch.cat([expected, (probs * counts.sum())[small].sum(0, keepdim=True)])
     return chisquare(observed.numpy(), expected.numpy()).pvalue

@@ -25,6 +25,7 @@ from engine.decoder.loading import load_pair
 from engine.decoder.medusa import MedusaHeads, load_heads_for
 from engine.decoder.speculative import speculate
 from engine.decoder.tree import (
+    DISTINCT,
     IID,
     TOP,
     Tree,
@@ -192,7 +193,7 @@ def tree_counts(pair, heads, rule: str, runs: int = 2000) -> tuple[torch.Tensor,
     return counts[0], counts[1]
 
 
-@pytest.mark.parametrize("rule", [TOP, IID])
+@pytest.mark.parametrize("rule", [TOP, IID, DISTINCT])
 def test_sampled_tree_tokens_are_distributed_as_the_target(target_only_pair, random_heads,
                                                            rule):
     first, second = tree_counts(target_only_pair, random_heads, rule)
@@ -300,3 +301,31 @@ def test_greedy_rows_of_a_tree_batch_equal_the_target_alone(shipped):
         alone = GenerationConfig(prompt=prompt, temperature=0.0, max_new_tokens=budget)
         assert tokens == run_target_only(pair, alone)[1].token_ids, prompt
     assert done.accepted > 0 and done.tokens == sum(map(len, done.token_ids))
+
+
+@pytest.mark.parametrize(("drawn", "rule", "lossless"), [
+    (TOP, TOP, True), (IID, IID, True), (DISTINCT, DISTINCT, True),
+    (TOP, IID, False),  # SpecInfer's ratio on deterministic children
+    (DISTINCT, IID, False),  # the ratio that forgets the siblings drawn before
+])
+def test_each_rule_gives_p_on_the_children_it_was_made_for_and_a_wrong_one_does_not(
+        drawn, rule, lossless):
+    """Three children of the root, drawn from q as ``drawn`` says (the top three of q, i.i.d.,
+    or without replacement), judged by ``rule``: the token that comes out is distributed as
+    p exactly when the rule matches the draw. q here overlaps p, so a wrong rule shows (a
+    model's q rarely does at random)."""
+    from engine.decoder.tree_speculative import _draw
+
+    p = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)
+    q = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    gen = torch.Generator().manual_seed(0)
+    counts = torch.zeros(4)
+    for _ in range(20_000):
+        tokens = ([3, 2, 1] if drawn == TOP
+                  else _draw(q[None], [(0,), (1,), (2,)], gen, distinct=drawn == DISTINCT))
+        tree = Tree(tuple(tokens), (0, 0, 0))
+        path, next_token = verify(tree, p.expand(4, 4), rule, torch.rand(4, generator=gen),
+                                  {0: q})
+        counts[tokens[path[0] - 1] if path else next_token] += 1
+    pvalue = chi_square_pvalue(counts, p)
+    assert pvalue > 1e-3 if lossless else pvalue < 1e-6
