@@ -109,6 +109,17 @@ EAGLE_HEADS: dict[str, HeadShape] = {
         hidden=4096, intermediate=14336, heads=32, kv_heads=8, lm_head_vocab=32000,
         fc_inputs=3, fc_bias=False, checkpoint="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
         method="eagle3", target_checkpoint="meta-llama/Llama-3.1-8B-Instruct"),
+    # SpecForge's EAGLE-3 config for Llama 3 70B (configs/llama3-70B-ealge3.json, the file's
+    # own spelling): hidden 8192, intermediate 28672, 1 layer, 64 heads, 8 KV heads, vocab
+    # 128256, draft_vocab_size 32000. Llama 3.3 70B and 3.1 70B share the shape; the
+    # EAGLE-3 authors' head for 3.3 70B (yuhuili/EAGLE3-LLaMA3.3-Instruct-70B) is the one
+    # SGLang's PR 4716 served.
+    "eagle3-llama-3.3-70b": HeadShape(
+        "EAGLE-3 head of Llama 3.3 70B (SpecForge's llama3-70B eagle3 config)",
+        "SpecForge configs/llama3-70B-ealge3.json", "llama-3.1-70b",
+        hidden=8192, intermediate=28672, heads=64, kv_heads=8, lm_head_vocab=32000,
+        fc_inputs=3, fc_bias=False, checkpoint="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B",
+        method="eagle3", target_checkpoint="meta-llama/Llama-3.3-70B-Instruct"),
 }
 
 
@@ -219,6 +230,17 @@ def eagle_draft_pass(s: Setting, head: HeadShape, batch: float, gpus: int | None
     weights, and one layer's KV cache over the whole context. ``gpus``: its tensor-parallel
     degree (the target's unless given; vLLM 0.32 lets an EAGLE head run on fewer)."""
     return forward_pass(head.shape(), s, batch, 1, gpus)
+
+
+def eagle_tree_cycle_s(s: Setting, head: HeadShape, steps: int, topk: int, draft_tokens: int,
+                       batch: float) -> float:
+    """One cycle of an EAGLE head drafting a tree as SGLang does (s): ``steps`` head passes,
+    each over ``topk`` tokens a row, and one target pass over the ``draft_tokens`` verified,
+    with the setting's overheads (:func:`engine.analytic.overheads.cycle_s`)."""
+    draft = forward_pass(head.shape(), s, batch, topk).seconds
+    verify = target_pass(s, batch, draft_tokens).seconds
+    return cycle_s(draft, verify, steps, s.overheads, batch, head.shape().layers,
+                   s.target.layers)
 
 
 def self_spec_draft_pass(s: Setting, batch: float, budget: int = STREAMING_BUDGET) -> Pass:

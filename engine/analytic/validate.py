@@ -192,6 +192,9 @@ def _describe(series: Series, point: Point, o: Overheads | None = None,
         parts.append(f"{value}{unit}" if name in ("dtype", "gpus") else f"{name} {value}")
     if series.fields.get("own_sweep"):
         parts.append(f"alpha {series.fields['alpha']:.3f}")
+    if series.setting(point, "tree"):
+        tree = series.setting(point, "tree")
+        parts.append(f"tree {tree['steps']},{tree['topk']},{tree['draft_tokens']}")
     if series.setting(point, "eagle_head") and series.setting(point, "acceptance_length"):
         parts.append(f"{series.setting(point, 'acceptance_length'):g} tokens a cycle")
     elif "calibration" in series.fields and o is not None and inputs is not None:
@@ -407,6 +410,15 @@ def predict(series: Series, point: Point, o: Overheads, alphas: dict[int, float]
         tokens = eagle_tokens_per_cycle(series, point, o, calibration_ratio(series, inputs),
                                         rates)
         return eagle_speedup(series, point, o, tokens, rates)
+    if series.setting(point, "tree") and series.setting(point, "eagle_head"):
+        # a tree's cycle (SGLang's shape) over the tokens it emitted
+        tree = series.setting(point, "tree")
+        head = drafters.EAGLE_HEADS[series.setting(point, "eagle_head")]
+        cycle = drafters.eagle_tree_cycle_s(setting_for(series, point, rates, o), head,
+                                            tree["steps"], tree["topk"], tree["draft_tokens"],
+                                            batch)
+        token_s = cycle / series.setting(point, "acceptance_length")
+        return 1.0 / token_s if series.quantity == "tokens_per_s_per_sequence" else token_s * 1e3
     if series.quantity == "tpot_ms" and series.setting(point, "eagle_head"):
         # a token's time: the cycle over the tokens it emits
         cycle, _ = _eagle_cycle(series, point, o, rates, batch)

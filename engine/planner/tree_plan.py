@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from engine.analytic import trees
 from engine.analytic.break_even import step_s
-from engine.analytic.overheads import cycle_s
-from engine.analytic.passes import Setting, forward_pass, target_pass
+from engine.analytic.drafters import eagle_tree_cycle_s
+from engine.analytic.passes import Setting
 from engine.analytic.schedule import Domain, PlanError
 
 TREE_LIMITS = {"steps": (1, 16), "topk": (1, 16), "draft_tokens": (2, 128)}
@@ -66,9 +66,7 @@ class TreeShape:
 def tree_cycle(s: Setting, head, shape: TreeShape, batch: int) -> float:
     """One tree cycle in plain steps at ``batch``: ``steps`` head passes over ``topk`` tokens a
     row and the verification over ``draft_tokens``."""
-    draft = forward_pass(head.shape(), s, batch, shape.topk).seconds
-    verify = target_pass(s, batch, shape.draft_tokens).seconds
-    return cycle_s(draft, verify, shape.steps, s.overheads, batch, 1, s.target.layers) \
+    return eagle_tree_cycle_s(s, head, shape.steps, shape.topk, shape.draft_tokens, batch) \
         / step_s(s, batch)
 
 

@@ -327,9 +327,9 @@ def test_the_api_plans_for_an_eagle_head_or_self_speculation(client):
                            "&draft_kv_budget=512").json()
     assert self_spec["method"] == "self-spec" and self_spec["speculative_config"] is None
     assert "does not serve self-speculation" in self_spec["refused"]
-    missing = client.get("/api/plan?drafter=eagle&models=llama-70b-1b&gpus=8")
+    missing = client.get("/api/plan?drafter=eagle&models=qwen-7b-0.5b")
     assert missing.status_code == 422
-    assert "no EAGLE head preset drafts for Llama 3.1 70B" in missing.json()["message"]
+    assert "no EAGLE head preset drafts for Qwen2.5 7B" in missing.json()["message"]
     for bad in ("drafter=lookahead", "draft_kv_budget=0", "eagle_head=nope", "positions=lots",
                 "positions=1.5", "tree=17,4,8"):
         assert client.get(f"/api/plan?{bad}").status_code == 422

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine import cli
-from engine.analytic import drafters, own_sweeps, published, roofline, validate
+from engine.analytic import drafters, own_sweeps, published, roofline, shapes, validate
 from engine.analytic.validate import EXPLAINED_MISSES, HELD_OUT_LIMIT
 
 REPO = Path(__file__).resolve().parents[3]
@@ -178,7 +178,8 @@ def test_the_eagle3_prediction_reproduces_the_batch_1_ratio_by_construction():
 
 
 def test_the_eagle3_batch_64_figure_is_priced_as_a_chain_but_not_held_against_the_model():
-    """SGLang drafted a tree there: reference only until trees are priced."""
+    """SGLang drafted a tree there, and neither its shape nor its acceptance length is stated:
+    reference only (the trees with both are held out, below)."""
     assert EAGLE3 not in {r.id for r in REPORT.series}
     (point,) = SERIES[EAGLE3].points
     tokens, speedup = _by_hand(64)
@@ -201,3 +202,36 @@ def test_a_calibration_on_a_missing_series_is_named():
     others = {k: v for k, v in SERIES.items() if k != "sglang-h100-llama-3.1-8b-plain"}
     with pytest.raises(ValueError, match="calibrated on 'sglang-h100-llama-3.1-8b-plain'"):
         validate.predict(series, point, SGLANG, {}, inputs=others)
+
+
+TREES = ["sglang-pr4247-llama31-8b-eagle3-trees", "sglang-pr4716-llama33-70b-eagle3-tree"]
+
+
+@pytest.mark.parametrize("series_id", TREES)
+def test_published_tree_figures_are_held_out_and_priced_as_trees(series_id):
+    """A tree's tokens/s: the acceptance length the run measured over one SGLang tree cycle
+    (steps head passes over topk tokens a row, one verification over the draft tokens)."""
+    series = SERIES[series_id]
+    (result,) = [r for r in REPORT.series if r.id == series_id]
+    assert result.split == "held_out"
+    head = drafters.EAGLE_HEADS[series.fields["eagle_head"]]
+    for point, priced in zip(series.points, result.points, strict=True):
+        tree = point.get("tree", series.fields.get("tree"))
+        setting = validate.setting_for(series, point, o=SGLANG)
+        cycle = drafters.eagle_tree_cycle_s(setting, head, tree["steps"], tree["topk"],
+                                            tree["draft_tokens"], 1)
+        assert priced.model == pytest.approx(point.get("acceptance_length") / cycle)
+
+
+def test_a_tree_costs_its_chain_at_batch_1_and_far_more_once_verification_is_compute_bound():
+    setting = roofline.Setting(hardware=roofline.HARDWARE["h100-sxm"],
+                               target=shapes.model("llama-3.1-8b"),
+                               draft=shapes.model("llama-3.1-8b"), context=512)
+    head = drafters.EAGLE_HEADS["eagle3-llama-3.1-8b"]
+
+    def ratio(batch):
+        return (drafters.eagle_tree_cycle_s(setting, head, 5, 8, 64, batch)
+                / drafters.eagle_tree_cycle_s(setting, head, 5, 1, 6, batch))
+
+    assert ratio(1) == pytest.approx(1.0, abs=0.05)
+    assert ratio(128) > 4.0

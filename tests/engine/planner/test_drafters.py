@@ -49,8 +49,9 @@ def test_an_eagle_head_takes_the_drafts_place_and_names_its_checkpoint():
 def test_a_head_is_chosen_for_the_target_or_refused_for_another():
     assert eagle_head(setting()) is EAGLE_HEADS["eagle3-llama-3.1-8b"]
     assert eagle_head(setting("shipped"), "shipped-eagle") is EAGLE_HEADS["shipped-eagle"]
-    with pytest.raises(PlanError, match="no EAGLE head preset drafts for Llama 3.1 70B"):
-        eagle_head(setting("llama-70b-1b"))
+    assert eagle_head(setting("llama-70b-1b")) is EAGLE_HEADS["eagle3-llama-3.3-70b"]
+    with pytest.raises(PlanError, match="no EAGLE head preset drafts for Qwen2.5 7B"):
+        eagle_head(setting("qwen-7b-0.5b"))
     with pytest.raises(PlanError, match="not of the plan's target"):
         eagle_head(setting(), "shipped-eagle")
     with pytest.raises(PlanError, match="no EAGLE head preset 'nope'"):

@@ -512,8 +512,9 @@ def test_an_eagle_head_on_one_gpu_beside_a_sharded_target_is_printed_not_refused
 
 
 def test_a_target_without_a_head_preset_or_a_head_of_another_is_an_error(capsys):
-    assert main(["plan", "--alpha", "0.8", *LLAMA, "--drafter", "eagle"]) == 2
-    assert "no EAGLE head preset drafts for Llama 3.1 70B" in capsys.readouterr().err
+    assert main(["plan", "--alpha", "0.8", "--models", "qwen-7b-0.5b", "--drafter",
+                 "eagle"]) == 2
+    assert "no EAGLE head preset drafts for Qwen2.5 7B" in capsys.readouterr().err
     assert main(["plan", "--alpha", "0.8", *EIGHT_B, "--drafter", "eagle", "--eagle-head",
                  "shipped-eagle"]) == 2
     assert "not of the plan's target" in capsys.readouterr().err
