@@ -176,24 +176,54 @@ class EagleHead(nn.Module):
         each attends the row's positions up to its own; ``PADDING`` positions write nothing
         and their outputs are meaningless.
         """
+        x, q, k, v = self._project(tokens, features, positions)
+        if cache is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                 enable_gqa=k.shape[1] != q.shape[1])
+        else:
+            out = self._attend_cached(cache, q, k, v, positions)
+        return self._finish(x, out)
+
+    def forward_tree(self, tokens: torch.Tensor, features: torch.Tensor, positions: torch.Tensor,
+                     cache: EagleCache, tree_kv: list[torch.Tensor], mask: torch.Tensor
+                     ) -> torch.Tensor:
+        """Entries of a draft tree, one row: ``tokens``, ``positions`` ``[1, n]``, ``features
+        [1, n, H]``. Each attends the row's cached positions and, among the tree's entries
+        (those in ``tree_kv``, ``[k, v]`` each ``[1, kv_heads, m, head_dim]``, then these n),
+        the ones ``mask [n, m + n]`` allows: its ancestors and itself. These entries' keys
+        and values are appended to ``tree_kv``; the cache is not written. Features ``[1, n,
+        H]``."""
+        x, q, k, v = self._project(tokens, features, positions)
+        length = int(cache.lengths[0])
+        if tree_kv:
+            k, v = torch.cat([tree_kv[0], k], dim=2), torch.cat([tree_kv[1], v], dim=2)
+        tree_kv[:] = [k, v]
+        keys = torch.cat([cache.k[:, :, :length], k.to(cache.k.dtype)], dim=2)
+        values = torch.cat([cache.v[:, :, :length], v.to(cache.v.dtype)], dim=2)
+        seen = torch.cat([torch.ones((mask.shape[0], length), dtype=torch.bool,
+                                     device=mask.device), mask], dim=1)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=seen[None, None],
+                                             enable_gqa=keys.shape[1] != q.shape[1])
+        return self._finish(x, out)
+
+    def _project(self, tokens, features, positions):
+        """The fused input ``x [B, n, H]`` and its rotated queries, keys and values."""
         assert self.shared is not None, "share(target) first: the head uses its embedding"
         embeds = self.shared.embed_tokens(tokens).to(features.dtype)
         x = self.fc(torch.cat((embeds, features), dim=-1))
-        layer = self.layers[0]
-        attn = layer.self_attn
+        attn = self.layers[0].self_attn
         b, n, _ = x.shape
         q = attn.q_proj(x).view(b, n, attn.heads, attn.head_dim).transpose(1, 2)
         k = attn.k_proj(x).view(b, n, attn.kv_heads, attn.head_dim).transpose(1, 2)
         v = attn.v_proj(x).view(b, n, attn.kv_heads, attn.head_dim).transpose(1, 2)
         cos, sin = self.rotary(x, positions.clamp(min=0))
         q, k = apply_rotary_pos_emb(q, k, cos, sin)
-        if cache is None:
-            out = F.scaled_dot_product_attention(
-                q, k, v, is_causal=True, enable_gqa=attn.kv_heads != attn.heads
-            )
-        else:
-            out = self._attend_cached(cache, q, k, v, positions)
-        x = x + attn.o_proj(out.transpose(1, 2).reshape(b, n, -1))
+        return x, q, k, v
+
+    def _finish(self, x, out):
+        layer = self.layers[0]
+        b, n, _ = x.shape
+        x = x + layer.self_attn.o_proj(out.transpose(1, 2).reshape(b, n, -1))
         return x + layer.mlp(layer.post_attention_layernorm(x))
 
     def _attend_cached(self, cache: EagleCache, q, k, v, positions: torch.Tensor):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -105,7 +106,8 @@ def speculate_tree(pair: ModelPair, config: GenerationConfig, heads: MedusaHeads
                          "tokens at most")
     decoder = tree_decoder(pair)
     prompt_ids = encode_prompt(pair, config, lookahead=len(paths) + 1)
-    return _run(pair, config, heads, paths, rule, decoder, prompt_ids)
+    drafter = MedusaTree(heads, paths, rule, config, pair.shared_vocab_size)
+    return run_tree(pair, config, drafter, rule, decoder, prompt_ids, len(paths))
 
 
 def cycle_events(pair: ModelPair, config: GenerationConfig, heads: MedusaHeads,
@@ -165,21 +167,68 @@ def _branch(cycle: TreeCycle, node: int) -> list[int]:
     return branch[::-1]
 
 
-def _run(pair, config, heads, paths, rule, decoder, prompt_ids):
+class TreeDrafter(Protocol):
+    """What drafts a tree each cycle of :func:`run_tree` (one row)."""
+
+    def prefill(self, prompt_ids: list[int], hidden: torch.Tensor | None) -> None:
+        """``hidden [n - 1, H]``: the target's final hidden states over the prompt but its
+        newest token (None for a one-token prompt)."""
+
+    def draft(self, gen: torch.Generator
+              ) -> tuple[Tree, dict[int, torch.Tensor] | None, list[torch.Tensor] | None]:
+        """The tree, per node the q its children were drawn from (None: deterministic
+        children), and at each depth the candidates ranked (None: not ranked by depth)."""
+
+    def commit(self, path: list[int], next_token: int, tree: Tree,
+               states: torch.Tensor) -> None:
+        """After the rule: ``states [N + 1, H]`` the target's final hidden states over the
+        root and the tree's nodes."""
+
+
+class MedusaTree:
+    """Medusa heads drafting the static tree ``paths``: head d reads the hidden state that
+    chose the newest token."""
+
+    def __init__(self, heads: MedusaHeads, paths, rule: str, config: GenerationConfig,
+                 vocab: int):
+        self.heads, self.paths, self.rule, self.config, self.vocab = (heads, paths, rule,
+                                                                      config, vocab)
+        self.h: torch.Tensor | None = None
+
+    def prefill(self, prompt_ids, hidden) -> None:
+        self.h = None if hidden is None else hidden[-1]  # the state that chose the newest
+
+    def draft(self, gen):
+        if self.h is None:  # a one-token prompt, first cycle: nothing to draft from yet
+            return Tree((), ()), {}, None
+        tokens, q, ranked = _draft_rows(self.heads, self.h[None], self.paths, self.rule,
+                                        self.config, [gen], self.vocab, RANKS)
+        shape = tree_of(self.paths, lambda path: 0)
+        tree = Tree(tuple(tokens[0].tolist()), shape.parents)
+        return tree, _q_by_node(tree, q[0]), list(ranked[0])
+
+    def commit(self, path, next_token, tree, states) -> None:
+        self.h = states[path[-1] if path else 0]
+
+
+def run_tree(pair: ModelPair, config: GenerationConfig, drafter: TreeDrafter, rule: str,
+             decoder, prompt_ids: list[int], lookahead: int
+             ) -> Iterator[TreeCycle | DoneEvent]:
+    """The loop of every tree run (see the module's docstring): ``drafter`` drafts, one
+    target pass verifies by ``rule``, the accepted path's cache is kept."""
     gen = new_generator(pair, config.seed)
-    capacity = len(prompt_ids) + config.max_new_tokens + len(paths) + 2
-    cache = KVCache(decoder, capacity)
+    cache = KVCache(decoder, len(prompt_ids) + config.max_new_tokens + lookahead + 2)
     start = time.perf_counter()
     hidden: list = []
     if len(prompt_ids) > 1:
         decoder(cache, torch.tensor([prompt_ids[:-1]], device=pair.device), 1, hidden)
-    h = hidden[0][0, -1] if hidden else None  # the state that chose the newest token
+    drafter.prefill(prompt_ids, hidden[0][0] if hidden else None)
     prefill_ms = (time.perf_counter() - start) * 1000.0
     last, out, reason, decode_ms = prompt_ids[-1], [], "length", 0.0
     index = 0
     while len(out) < config.max_new_tokens:
         t0 = time.perf_counter()
-        tree, q, ranked = _draft(heads, h, paths, rule, config, gen, pair.shared_vocab_size)
+        tree, q, ranked = drafter.draft(gen)
         t1 = time.perf_counter()
         at, states = cache.length, []
         logits = tree_pass(decoder, cache, last, tree, states)[:, : pair.shared_vocab_size]
@@ -188,10 +237,10 @@ def _run(pair, config, heads, paths, rule, decoder, prompt_ids):
         u = torch.rand(uniforms_needed(tree), generator=gen, device=pair.device)
         path, next_token = verify(tree, p, rule, u, q)
         keep_path(cache, at, path)
-        h = states[0][0, path[-1] if path else 0]
+        drafter.commit(path, next_token, tree, states[0][0])
         emitted = [tree.tokens[n - 1] for n in path] + [next_token]
-        ranks = [_rank(ranked, d, t) for d, t in enumerate(emitted) if ranked is not None
-                 and d < len(ranked)]
+        ranks = [] if ranked is None else [_rank(ranked[d], t) for d, t in enumerate(emitted)
+                                           if d < len(ranked)]
         kept = min(len(emitted), config.max_new_tokens - len(out))
         stop = next((i for i, t in enumerate(emitted[:kept]) if t in pair.stop_token_ids), None)
         if stop is not None:
@@ -208,22 +257,9 @@ def _run(pair, config, heads, paths, rule, decoder, prompt_ids):
     yield done_event("tree", pair, out, reason, prefill_ms, decode_ms)
 
 
-def _rank(ranked: torch.Tensor, depth: int, token: int) -> int | None:
-    where = (ranked[depth, :RANKS] == token).nonzero()
+def _rank(ranked: torch.Tensor, token: int) -> int | None:
+    where = (ranked[:RANKS] == token).nonzero()
     return int(where[0, 0]) if len(where) else None
-
-
-def _draft(heads: MedusaHeads, h, paths, rule: str, config: GenerationConfig,
-           gen: torch.Generator, vocab: int
-           ) -> tuple[Tree, dict[int, torch.Tensor], torch.Tensor | None]:
-    """The tree for this cycle, per node the q its children were drawn from (depth d's head:
-    one q for every node at depth d), and each head's candidates ranked ``[depth, V]``."""
-    if h is None:  # a one-token prompt, first cycle: nothing to draft from yet
-        return Tree((), ()), {}, None
-    tokens, q, ranked = _draft_rows(heads, h[None], paths, rule, config, [gen], vocab, RANKS)
-    shape = tree_of(paths, lambda path: 0)
-    tree = Tree(tuple(tokens[0].tolist()), shape.parents)
-    return tree, _q_by_node(tree, q[0]), ranked[0]
 
 
 def _q_by_node(tree: Tree, q: torch.Tensor) -> dict[int, torch.Tensor]:
