@@ -36,7 +36,6 @@ from engine.analytic.machine_overheads import LoopFit, loop_overheads
 from engine.analytic.passes import Setting
 from engine.analytic.presets import PAIRS, Hardware, this_machine
 from engine.analytic.published import MEASURED_HERE, Point, Series, Source, load_split, role_of
-from engine.analytic.theory import expected_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = tuple(f"measurements/{name}.json" for name in (
@@ -147,16 +146,3 @@ def predict(series: Series, point: Point) -> float:
     """The model's speedup at the point (1 at k = 0: plain decoding)."""
     s = setting_for(series, point)
     return 1.0 if s.k == 0 else speedup_at(s, point.batch)
-
-
-def from_costs(series: Series, point: Point) -> float | None:
-    """The same speedup formula, ``E / (k c + v)``, fed the measured passes of :data:`COSTS`
-    instead of the roofline's (``TimedCosts.cycle``): where this meets the sweep and the
-    model does not, the miss is in the roofline's pass times. None for vLLM's sweep (the
-    file times our engine, not vLLM) and at k = 0."""
-    if series.fields["engine"] != "specscope":
-        return None
-    k = series.setting(point, "k")
-    if k == 0:
-        return None
-    return expected_tokens(series.fields["alpha"], k) / timed().cycle(point.batch, k)
