@@ -122,9 +122,10 @@ def test_this_machine_is_fitted_to_the_costs_files_passes_with_its_loop_overhead
 
 def from_costs(series, point) -> float | None:
     """The same speedup formula, ``E / (k c + v)``, fed the measured passes of the costs
-    file (:data:`engine.analytic.own_sweeps.COSTS`) instead of the roofline's (``TimedCosts.cycle``): where this meets the sweep and the
-    model does not, the miss is in the roofline's pass times. None for vLLM's sweep (the
-    file times our engine, not vLLM) and at k = 0."""
+    file (:data:`engine.analytic.own_sweeps.COSTS`, ``TimedCosts.cycle``) instead of the
+    roofline's: where this meets the sweep and the model does not, the miss is in the
+    roofline's pass times. None for vLLM's sweep (the file times our engine, not vLLM) and
+    at k = 0."""
     if series.fields["engine"] != "specscope":
         return None
     k = series.setting(point, "k")
