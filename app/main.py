@@ -39,9 +39,9 @@ from app.saved.archive import Archiver
 from app.security import SecurityHeaders
 from app.store import RunStore, StoreUnavailable
 from app.strict_query import known_query_only
-from app.watch import WatchService
+from app.watch.deployments import WatchService
 from engine.decoder.loading import ModelPair, load_pair, set_threads
-from engine.serving.watch_store import WatchStore, WatchStoreError
+from engine.serving.watch.store import WatchStore, WatchStoreError
 from engine.settings import REPO_ROOT, Settings
 
 SWAGGER_VERSION = "5.35.0"

@@ -2,7 +2,7 @@
 
 Pads a real vLLM page (tests/support/vllm_metrics_after.txt) with other metric families to
 each size, then reads it as the calibration does (engine.serving.calibrate) and as the watch
-does (engine.serving.watch.read_snapshot), measuring the peak of Python's allocations
+does (engine.serving.watch.intervals.read_snapshot), measuring the peak of Python's allocations
 (tracemalloc) above the text itself and the CPU time.
 
     .venv/bin/python benchmarks/metrics_parse_memory.py [--sizes 0.5,1,2,4]
@@ -16,7 +16,7 @@ import tracemalloc
 from pathlib import Path
 
 from engine.serving.calibrate import calibrate
-from engine.serving.watch import read_snapshot
+from engine.serving.watch.intervals import read_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = (ROOT / "tests/support/vllm_metrics_after.txt").read_text()

@@ -26,7 +26,7 @@ decoding loop, for the plan (:mod:`engine.measure.loop_costs`; the command in
 ``specscope validate``: the cost model against published GPU measurements
 (:mod:`engine.analytic.validate`).
 ``specscope watch URL``: a vLLM server's acceptance over time against the plan
-(:mod:`engine.serving.watch_cli`).
+(:mod:`engine.serving.watch.command`).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
 
     from engine.measure import commands as measure_commands
     from engine.serving import cli as vllm_cli
-    from engine.serving import watch_cli
+    from engine.serving.watch import command as watch_cli
 
     measure_commands.add_parsers(sub, d, _float_list)
     measure_commands.add_costs_parser(sub, d, _int_list)
@@ -267,8 +267,8 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
         return plan_cli.run(plan_parser().parse_args(given))
     from engine.measure import commands as measure_commands
     from engine.serving import cli as vllm_cli
-    from engine.serving import watch_cli
     from engine.serving.client import VllmError
+    from engine.serving.watch import command as watch_cli
 
     d = UNREAD_DEFAULTS if given in ([], ["-h"], ["--help"]) else defaults()
     args = build_parser(d, add_commands).parse_args(argv)

@@ -26,9 +26,9 @@ from starlette.exceptions import HTTPException
 from app.errors import Problem
 from app.streams import KEEPALIVE_S, STREAM_HEADERS
 from app.templating import templates
-from app.watch import Deployment, WatchService
-from app.watch_charts import time_chart
-from engine.serving.watch import CSV_COLUMNS, batch_mix, batch_mix_k, batch_mix_text
+from app.watch.charts import time_chart
+from app.watch.deployments import Deployment, WatchService
+from engine.serving.watch.intervals import CSV_COLUMNS, batch_mix, batch_mix_k, batch_mix_text
 
 router = APIRouter(tags=["watch"])
 UNKNOWN = {404: {"model": Problem, "description": "no deployment of that name is watched here "

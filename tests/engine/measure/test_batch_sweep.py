@@ -13,7 +13,7 @@ from engine.measure.curves import parse_curve
 from engine.measure.sweep_results import Policy, parse_policies, read_schedule, schedule_policy
 from engine.serving.cli import spec_from_plan
 from engine.serving.server import ServerSpec
-from engine.serving.watch import read_plan
+from engine.serving.watch.intervals import read_plan
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -12,7 +12,7 @@ from support.watch_pages import Counts, PageServer, page
 
 from engine.analytic.break_even_alpha import break_even as break_even_of
 from engine.analytic.break_even_alpha import expected_tokens, step_costs
-from engine.serving import watch as w
+from engine.serving.watch import intervals as w
 from engine.settings import REPO_ROOT
 
 K = 4

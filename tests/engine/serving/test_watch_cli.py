@@ -7,7 +7,7 @@ import json
 from support.watch_pages import Counts, PageServer, page
 
 from engine.cli import main
-from engine.serving.watch_store import WatchStore
+from engine.serving.watch.store import WatchStore
 
 START = Counts(drafts=100, accepted_per_position=(60, 40, 20, 10), generated=1000, running=1)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.serving.watch import GAP, MOVING, Interval
-from engine.serving.watch_store import WatchStore, WatchStoreError
+from engine.serving.watch.intervals import GAP, MOVING, Interval
+from engine.serving.watch.store import WatchStore, WatchStoreError
 
 
 def interval(name: str, at: float, state: str = MOVING, alpha: float | None = 0.7) -> Interval:

@@ -26,7 +26,8 @@ from engine.analytic.break_even_alpha import break_even as break_even_of
 from engine.analytic.break_even_alpha import expected_tokens
 from engine.measure.prompt_sets import builtin
 from engine.serving.server import VLLM_PYTHON, ServerSpec, VllmServer
-from engine.serving.watch import (
+from engine.serving.watch.command import line
+from engine.serving.watch.intervals import (
     GAP,
     MOVING,
     RESET,
@@ -37,8 +38,7 @@ from engine.serving.watch import (
     read_plan,
     wilson,
 )
-from engine.serving.watch_cli import line
-from engine.serving.watch_store import WatchStore
+from engine.serving.watch.store import WatchStore
 from engine.settings import REPO_ROOT
 
 pytestmark = pytest.mark.slow

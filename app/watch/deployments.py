@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Gauge
 
 from app.parsing import Parsers
-from engine.serving.watch import (
+from engine.serving.watch.intervals import (
     GAP,
     WARNING,
     Interval,
@@ -28,7 +28,7 @@ from engine.serving.watch import (
     read_costs,
     read_plan,
 )
-from engine.serving.watch_store import WatchStore, WatchStoreError
+from engine.serving.watch.store import WatchStore, WatchStoreError
 from engine.settings import Settings
 
 log = logging.getLogger("specscope.watch")

@@ -2,8 +2,9 @@
 
 A row is written with the pruning of that deployment's rows beyond ``kept`` in one
 transaction, so a crash leaves the history whole; a restart of specscope reads it back. The
-interval itself is stored as JSON (:meth:`engine.serving.watch.Interval.to_json`), beside the
-columns the queries need. One connection behind a lock, WAL journal and a busy timeout: the
+interval itself is stored as JSON
+(:meth:`engine.serving.watch.intervals.Interval.to_json`), beside the columns the queries
+need. One connection behind a lock, WAL journal and a busy timeout: the
 page's server and a ``specscope watch --db`` on the same file take turns.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from engine.serving.watch import Interval
+from engine.serving.watch.intervals import Interval
 
 BUSY_TIMEOUT_S = 30.0
 SCHEMA = """

@@ -2,12 +2,12 @@
 
     specscope watch http://10.0.0.5:8000 --interval 10 --plan plan.json --costs vllm-costs.json
 
-One line per scrape (:mod:`engine.serving.watch`): the state, the batch, counted alpha with its
-Wilson interval, the draft acceptance rate, the mean acceptance length, the break-even alpha
-of the planned k there and the verdict, then the lines that explain a missing figure or a
-warning. ``--json`` prints each interval as one JSON object instead; ``--db`` also stores them
-(the page's SQLite history, bounded by ``--kept``). Ctrl-C stops it. Unlike the page's
-server, the command watches any URL its user gives.
+One line per scrape (:mod:`engine.serving.watch.intervals`): the state, the batch, counted
+alpha with its Wilson interval, the draft acceptance rate, the mean acceptance length, the
+break-even alpha of the planned k there and the verdict, then the lines that explain a
+missing figure or a warning. ``--json`` prints each interval as one JSON object instead;
+``--db`` also stores them (the page's SQLite history, bounded by ``--kept``). Ctrl-C stops
+it. Unlike the page's server, the command watches any URL its user gives.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.serving.watch import (
+from engine.serving.watch.intervals import (
     DEFAULT_INTERVAL_S,
     DEFAULT_WINDOW,
     MOVING,
@@ -101,7 +101,7 @@ def run(args) -> int:
         watch = build(args)
         store = None
         if args.db:
-            from engine.serving.watch_store import WatchStore, WatchStoreError
+            from engine.serving.watch.store import WatchStore, WatchStoreError
 
             try:
                 store = WatchStore(args.db, args.kept)
