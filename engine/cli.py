@@ -212,8 +212,9 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
                           help="the roofline's bandwidth and FLOP/s: the page's achieved "
                                "fractions (default) or the datasheet's")
     validate.add_argument("--json", action="store_true", help="print the JSON instead")
-    validate.set_defaults(run=_validate)
     watch_cli.add_parser(sub, d)
+    for name, run in handlers(d).items():
+        sub.choices[name].set_defaults(run=run)
     return parser
 
 
@@ -262,42 +263,54 @@ def plan_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, add_commands: Callable | None = None) -> int:
+    """Parse and dispatch: every command carries its handler (``run``), which takes the
+    parsed arguments (with ``argv``, the words given, for those that record them)."""
     given = sys.argv[1:] if argv is None else argv
     if given[:1] == ["plan"]:
         return plan_cli.run(plan_parser().parse_args(given))
+    d = UNREAD_DEFAULTS if given in ([], ["-h"], ["--help"]) else defaults()
+    args = build_parser(d, add_commands).parse_args(argv)
+    args.argv = argv
+    return args.run(args)
+
+
+def handlers(d: dict) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Each engine command's handler; a user's mistake is one line on stderr and exit 2."""
     from engine.measure import commands as measure_commands
     from engine.serving import cli as vllm_cli
     from engine.serving.client import VllmError
     from engine.serving.watch import command as watch_cli
 
-    d = UNREAD_DEFAULTS if given in ([], ["-h"], ["--help"]) else defaults()
-    args = build_parser(d, add_commands).parse_args(argv)
-    if getattr(args, "run", None) is not None:  # a command added by add_commands
-        return args.run(args)
-    if args.command in ("vllm", "sweep"):
-        return vllm_cli.run(args)
-    if args.command == "plan":
-        return plan_cli.run(args)
-    if args.command == "costs":
-        return measure_commands.run_costs(args)
-    if args.command == "watch":
-        return watch_cli.run(args)
-    if args.command in ("bench", "roofline"):
+    def probe(args):
+        if args.engine == "vllm":
+            return vllm_cli.probe_command(args, args.argv, d)
+        return measure_commands.run(args, args.argv, d)
+
+    return {
+        "generate": lambda args: _generate_command(args, d),
+        "bench": _errors_exit(lambda args: _bench(args, args.argv), ValueError, OSError),
+        "roofline": _errors_exit(_roofline, ValueError, OSError),
+        "probe": _errors_exit(probe, ValueError, OSError, VllmError, name="probe"),
+        "calibrate": _errors_exit(vllm_cli.calibrate_command, ValueError, OSError, VllmError,
+                                  name="calibrate"),
+        "vllm": vllm_cli.run, "sweep": vllm_cli.run, "plan": plan_cli.run,
+        "costs": measure_commands.run_costs, "watch": watch_cli.run, "validate": _validate,
+    }
+
+
+def _errors_exit(run: Callable, *errors: type[Exception], name: str = ""
+                 ) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
         try:
-            return _bench(args, argv) if args.command == "bench" else _roofline(args)
-        except (ValueError, OSError) as exc:
-            print(f"specscope: error: {exc}", file=sys.stderr)
+            return run(args)
+        except errors as exc:
+            print(f"specscope{' ' + name if name else ''}: error: {exc}", file=sys.stderr)
             return 2
-    if args.command in ("probe", "calibrate"):
-        try:
-            if args.command == "calibrate":
-                return vllm_cli.calibrate_command(args)
-            if args.engine == "vllm":
-                return vllm_cli.probe_command(args, argv, d)
-            return measure_commands.run(args, argv, d)
-        except (ValueError, OSError, VllmError) as exc:
-            print(f"specscope {args.command}: error: {exc}", file=sys.stderr)
-            return 2
+
+    return handler
+
+
+def _generate_command(args: argparse.Namespace, d: dict) -> int:
     config = GenerationConfig(
         prompt=args.prompt,
         k=args.k,
