@@ -130,16 +130,7 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         notices.insert(0, warning)
     refused = refusal(deployment)
     interval = validate.default_intervals()["speedup"]
-    rate = (at_request_rate(p, domains, costs, price, inputs)
-            if inputs.request_rate is not None and p.ranges else None)
-    band = decision.paying_band(p, interval) if mix is None and rate is None else None
-    if rate is not None:
-        chosen = (decision.weighted_decision(rate["gain"], interval) if "gain" in rate
-                  else decision.DO_NOT)
-    elif mix is not None:
-        chosen = decision.weighted_decision(p.gain_over_off, interval)
-    else:
-        chosen = decision.band_decision(band)
+    rate, band, chosen = _decide(p, domains, costs, price, inputs, mix, interval)
     wanted = p.speculates and chosen != decision.DO_NOT
     checked = inputs.engine in engines.CONFIG_CHECKED
     config = (speculative_config(p, deployment) if refused is None and wanted and checked
@@ -151,48 +142,7 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "plan prints a config only for vLLM, whose config it can check: "
         + (f"serve the best fixed k = {p.fixed_k} in {engines.LABELS[inputs.engine]} "
            "yourself." if wanted else "serve the target alone."))
-    if config is not None:
-        if schedule_dropped(deployment) and len(p.ranges) > 1:
-            notices.append(f"With data_parallel_size {inputs.data_parallel}, vLLM drops "
-                           "num_speculative_tokens_per_batch_size and runs the static "
-                           "num_speculative_tokens (config/vllm.py): the config is the best "
-                           f"fixed k = {p.fixed_k}, {p.fixed_over_off:.3f}× no speculative "
-                           "config, not the schedule.")
-        elif "num_speculative_tokens_per_batch_size" in config and runner == "V2":
-            notices.append("vLLM's V2 model runner (the default where Triton is available) "
-                           "captures full CUDA graphs for each schedule tier, so the schedule's "
-                           "speculating ranges cost what a fixed k's do; its k = 0 ranges are "
-                           f"priced by {price.source}.")
-        elif len(p.ranges) > 1 and p.fixed_gain < 1:
-            notices.append(f"The config is the best fixed k = {p.fixed_k}, not the schedule: "
-                           f"with its own cost counted the schedule is "
-                           f"{1 - p.fixed_gain:.1%} slower than it.")
-        elif len(p.ranges) > 1:
-            notices.append(f"The config is the best fixed k = {p.fixed_k}, not the schedule: "
-                           f"the schedule gains {p.fixed_gain - 1:.1%} over it, within the "
-                           f"{SCHEDULE_MARGIN - 1:.0%} a schedule must clear, and a fixed k "
-                           "keeps vLLM's full CUDA graphs.")
-    if costs.method == MEDUSA:
-        notices.append("vLLM's Medusa proposer drafts one fixed k (it asserts it, so a per-batch "
-                       f"schedule would crash it) of at most the {costs.k_limit} heads trained "
-                       "(it overwrites their number with num_speculative_tokens): the config "
-                       f"is the best fixed k = {p.fixed_k}. It drafts each head's argmax at "
-                       "every temperature: measure alpha with --draft-sample greedy."
-                       + (" No heads are published for this target: train them "
-                          "(python -m engine.training.train_medusa shows how) and put their "
-                          f"folder where the config says {MEDUSA_PLACEHOLDER}."
-                          if costs.draft == MEDUSA_PLACEHOLDER else ""))
-    if costs.method in EAGLE_METHODS:
-        notices.append("The plan prices chain drafts, one token a draft step, as vLLM 0.32 "
-                       "verifies them (it has no tree attention backend): EAGLE-3's published "
-                       "tables (SGLang) verify draft trees, so their speedups are not this "
-                       "plan's.")
-    if config is not None and deployment.dtype == "int4":
-        notices.append("int4 weights: vLLM runs them from a checkpoint quantized beforehand "
-                       "(AWQ or GPTQ); name one with --target, and the draft's with --draft.")
-    if args is not None and args["max_num_seqs"] < inputs.max_num_seqs:
-        notices.append(f"max_num_seqs is {args['max_num_seqs']}, not {inputs.max_num_seqs}: "
-                       "no more sequences fit in memory, and vLLM would queue the rest.")
+    notices += _deployment_notices(p, config, args, deployment, inputs, costs, runner, price)
     tree, tree_notes = tree_section(inputs, costs, domains)
     notices += tree_notes
     return {
@@ -228,6 +178,75 @@ def report(domains: Sequence[Domain], costs: Costs, inputs: PlanInputs,
         "latency": latency(p, domains, costs, price, p.configure),
         "tree": tree,
     }
+
+
+def _decide(p: Plan, domains: Sequence[Domain], costs: Costs, price, inputs: PlanInputs,
+            mix, interval) -> tuple[dict | None, decision.Band | None, str]:
+    """The traffic's figures (at a request rate), the paying band (without a traffic) and
+    the decision, from the traffic the inputs give: a request rate, a batch mix, or none."""
+    rate = (at_request_rate(p, domains, costs, price, inputs)
+            if inputs.request_rate is not None and p.ranges else None)
+    band = decision.paying_band(p, interval) if mix is None and rate is None else None
+    if rate is not None:
+        chosen = (decision.weighted_decision(rate["gain"], interval) if "gain" in rate
+                  else decision.DO_NOT)
+    elif mix is not None:
+        chosen = decision.weighted_decision(p.gain_over_off, interval)
+    else:
+        chosen = decision.band_decision(band)
+    return rate, band, chosen
+
+
+def _deployment_notices(p: Plan, config: dict | None, args: dict | None,
+                        deployment: Deployment, inputs: PlanInputs, costs: Costs, runner: str,
+                        price) -> list[str]:
+    """What the config prints and what it leaves out, said: a schedule vLLM drops or that
+    does not clear its margin, a proposer's limits, weights to quantize first, the sequences
+    that fit."""
+    out: list[str] = []
+    if config is not None:
+        if schedule_dropped(deployment) and len(p.ranges) > 1:
+            out.append(f"With data_parallel_size {inputs.data_parallel}, vLLM drops "
+                       "num_speculative_tokens_per_batch_size and runs the static "
+                       "num_speculative_tokens (config/vllm.py): the config is the best "
+                       f"fixed k = {p.fixed_k}, {p.fixed_over_off:.3f}× no speculative "
+                       "config, not the schedule.")
+        elif "num_speculative_tokens_per_batch_size" in config and runner == "V2":
+            out.append("vLLM's V2 model runner (the default where Triton is available) "
+                       "captures full CUDA graphs for each schedule tier, so the schedule's "
+                       "speculating ranges cost what a fixed k's do; its k = 0 ranges are "
+                       f"priced by {price.source}.")
+        elif len(p.ranges) > 1 and p.fixed_gain < 1:
+            out.append(f"The config is the best fixed k = {p.fixed_k}, not the schedule: "
+                       f"with its own cost counted the schedule is "
+                       f"{1 - p.fixed_gain:.1%} slower than it.")
+        elif len(p.ranges) > 1:
+            out.append(f"The config is the best fixed k = {p.fixed_k}, not the schedule: "
+                       f"the schedule gains {p.fixed_gain - 1:.1%} over it, within the "
+                       f"{SCHEDULE_MARGIN - 1:.0%} a schedule must clear, and a fixed k "
+                       "keeps vLLM's full CUDA graphs.")
+    if costs.method == MEDUSA:
+        out.append("vLLM's Medusa proposer drafts one fixed k (it asserts it, so a per-batch "
+                   f"schedule would crash it) of at most the {costs.k_limit} heads trained "
+                   "(it overwrites their number with num_speculative_tokens): the config "
+                   f"is the best fixed k = {p.fixed_k}. It drafts each head's argmax at "
+                   "every temperature: measure alpha with --draft-sample greedy."
+                   + (" No heads are published for this target: train them "
+                      "(python -m engine.training.train_medusa shows how) and put their "
+                      f"folder where the config says {MEDUSA_PLACEHOLDER}."
+                      if costs.draft == MEDUSA_PLACEHOLDER else ""))
+    if costs.method in EAGLE_METHODS:
+        out.append("The plan prices chain drafts, one token a draft step, as vLLM 0.32 "
+                   "verifies them (it has no tree attention backend): EAGLE-3's published "
+                   "tables (SGLang) verify draft trees, so their speedups are not this "
+                   "chain's; --engine sglang --tree STEPS,TOPK,DRAFT_TOKENS prices one.")
+    if config is not None and deployment.dtype == "int4":
+        out.append("int4 weights: vLLM runs them from a checkpoint quantized beforehand "
+                   "(AWQ or GPTQ); name one with --target, and the draft's with --draft.")
+    if args is not None and args["max_num_seqs"] < inputs.max_num_seqs:
+        out.append(f"max_num_seqs is {args['max_num_seqs']}, not {inputs.max_num_seqs}: "
+                   "no more sequences fit in memory, and vLLM would queue the rest.")
+    return out
 
 
 def tree_section(inputs: PlanInputs, costs: Costs, domains: Sequence[Domain]
