@@ -22,15 +22,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.analytic.trees import TreeShape  # noqa: E402
 from engine.decoder.drafter_spec import DrafterSpec  # noqa: E402
 from engine.decoder.eagle import load_head_for  # noqa: E402
-from engine.decoder.eagle_tree import Expansion, speculate_eagle_tree  # noqa: E402
+from engine.decoder.eagle_tree import speculate_eagle_tree  # noqa: E402
 from engine.decoder.events import CycleEvent, GenerationConfig  # noqa: E402
 from engine.decoder.loading import load_pair, set_threads  # noqa: E402
 from engine.decoder.speculative import speculate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-SHAPES = (Expansion(4, 1, 5), Expansion(4, 2, 6), Expansion(5, 4, 8), Expansion(6, 4, 16))
+SHAPES = (TreeShape(4, 1, 5), TreeShape(4, 2, 6), TreeShape(5, 4, 8), TreeShape(6, 4, 16))
 
 
 def main() -> None:

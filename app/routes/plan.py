@@ -28,6 +28,7 @@ from engine.analytic.schedule import (
     by_position,
     single,
 )
+from engine.analytic.trees import TREE_PATTERN
 from engine.planner.drafters import KV_BUDGET_MAX, drafter_costs
 from engine.planner.inputs import (
     BATCH_MIX_HELP,
@@ -42,7 +43,6 @@ from engine.planner.inputs import (
 )
 from engine.planner.provenance import by_hand
 from engine.planner.report import report
-from engine.planner.tree_plan import TREE_PATTERN
 
 DraftSample = Enum("DraftSample", {n: n for n in CHOICES["draft_sample"][1]}, type=str)
 DEFAULT_SAMPLE = DraftSample(CHOICES["draft_sample"][0])

@@ -168,3 +168,50 @@ def figures(paths: Sequence[Path], acc: Sequence[Sequence[float]], draft_cost,
     chain_cost = draft_cost(n) + verify_cost(n)
     return TreeFigures(list(paths), [survival(p, acc) for p in paths], tokens, cost,
                        tokens / cost, chain_tokens, chain_cost, chain_tokens / chain_cost)
+
+
+TREE_LIMITS = {"steps": (1, 16), "topk": (1, 16), "draft_tokens": (2, 128)}
+# The three numbers within those limits, as the API's schema states them.
+TREE_PATTERN = (r"^$|^([1-9]|1[0-6]),([1-9]|1[0-6]),([2-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$")
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """SGLang's three numbers for an EAGLE tree: ``steps`` head passes (its depth), ``topk``
+    candidates a node and nodes expanded a depth, ``draft_tokens`` verified (the root among
+    them); the plan prices it (engine.planner.tree_plan), the engine drafts it
+    (engine.decoder.eagle_tree)."""
+
+    steps: int = 5
+    topk: int = 4
+    draft_tokens: int = 8
+
+    @property
+    def most_nodes(self) -> int:
+        """The nodes the steps can draft: topk, then topk children of each of topk nodes."""
+        return self.topk + (self.steps - 1) * self.topk ** 2
+
+    @classmethod
+    def parse(cls, text: str) -> tuple[TreeShape, list[str]]:
+        """``"STEPS,TOPK,DRAFT_TOKENS"``, e.g. ``"5,4,8"``, and what was changed to read it:
+        with topk 1 the tree is a chain, so draft_tokens becomes steps + 1 (SGLang refuses
+        any other). ValueError for numbers that are not a tree."""
+        try:
+            steps, topk, tokens = (int(x) for x in text.split(","))
+        except ValueError:
+            raise ValueError("tree takes STEPS,TOPK,DRAFT_TOKENS, three whole numbers, e.g. "
+                             "5,4,8 (SGLang's --speculative-num-steps, --speculative-eagle-topk "
+                             "and --speculative-num-draft-tokens)") from None
+        shape = cls(steps, topk, tokens)
+        for name, (lo, hi) in TREE_LIMITS.items():
+            if not lo <= getattr(shape, name) <= hi:
+                raise ValueError(f"tree: {name} must be from {lo} to {hi} (got "
+                                 f"{getattr(shape, name)})")
+        if topk == 1 and tokens != steps + 1:
+            return cls(steps, 1, steps + 1), [
+                f"tree {text}: with topk 1 the tree is a chain, so draft_tokens is steps + 1 = "
+                f"{steps + 1} (SGLang refuses any other)."]
+        return shape, []
+
+    def text(self) -> str:
+        return f"{self.steps},{self.topk},{self.draft_tokens}"

@@ -13,10 +13,11 @@
     commit   the accepted path's target keys and values kept; the head's next entries are the
              path's tokens and the next token beside the target's features along the path
 
-SGLang's three numbers name it: ``--speculative-num-steps`` (``steps``, the depth),
-``--speculative-eagle-topk`` (``topk``) and ``--speculative-num-draft-tokens``
-(``draft_tokens``, the root among them). With ``topk`` 1 the tree is the EAGLE chain of
-``steps`` drafts (the tests hold the two to the same cycles at temperature 0).
+SGLang's three numbers name it (:class:`engine.analytic.trees.TreeShape`, the shape the plan
+prices): ``--speculative-num-steps`` (``steps``, the depth), ``--speculative-eagle-topk``
+(``topk``) and ``--speculative-num-draft-tokens`` (``draft_tokens``, the root among them).
+With ``topk`` 1 the tree is the EAGLE chain of ``steps`` drafts (the tests hold the two to
+the same cycles at temperature 0).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.analytic.trees import TreeShape
 from engine.decoder.common import encode_prompt
 from engine.decoder.eagle import EagleHead
 from engine.decoder.events import DoneEvent, GenerationConfig
@@ -34,38 +36,31 @@ from engine.decoder.loading import ModelPair
 from engine.decoder.tree import TOP, Tree, tree_decoder
 from engine.decoder.tree_speculative import TreeCycle, run_tree
 
+SGLANG_DEFAULT = TreeShape(5, 4, 8)  # SGLang's documented defaults
 
-@dataclass(frozen=True)
-class Expansion:
-    """SGLang's tree: ``steps`` head passes, ``topk`` candidates a node and nodes expanded a
-    depth, ``draft_tokens`` verified (the root among them)."""
 
-    steps: int = 5
-    topk: int = 4
-    draft_tokens: int = 8
-
-    def check(self) -> Expansion:
-        if not (self.steps >= 1 and self.topk >= 1 and self.draft_tokens >= 2):
-            raise ValueError("an EAGLE-2 tree needs steps >= 1, topk >= 1 and draft_tokens "
-                             f">= 2 (got {self.steps}, {self.topk}, {self.draft_tokens})")
-        most = self.topk + (self.steps - 1) * self.topk ** 2
-        if self.draft_tokens - 1 > most:
-            raise ValueError(f"{self.steps} steps of topk {self.topk} draft {most} nodes at "
-                             f"most; draft_tokens must be at most {most + 1}")
-        return self
+def check(shape: TreeShape) -> TreeShape:
+    """``shape`` if an EAGLE-2 expansion can fill it; ValueError says why not."""
+    if not (shape.steps >= 1 and shape.topk >= 1 and shape.draft_tokens >= 2):
+        raise ValueError("an EAGLE-2 tree needs steps >= 1, topk >= 1 and draft_tokens >= 2 "
+                         f"(got {shape.text()})")
+    if shape.draft_tokens - 1 > shape.most_nodes:
+        raise ValueError(f"{shape.steps} steps of topk {shape.topk} draft {shape.most_nodes} "
+                         f"nodes at most; draft_tokens must be at most {shape.most_nodes + 1}")
+    return shape
 
 
 def speculate_eagle_tree(pair: ModelPair, config: GenerationConfig, head: EagleHead,
-                         expansion: Expansion = Expansion()) -> Iterator[TreeCycle | DoneEvent]:
+                         shape: TreeShape = SGLANG_DEFAULT) -> Iterator[TreeCycle | DoneEvent]:
     """EAGLE-2 speculation (see the module's docstring): a :class:`TreeCycle` per cycle,
     then a :class:`DoneEvent`. Bad settings raise ``ValueError`` here."""
     config.validate()
-    expansion.check()
+    check(shape)
     decoder = tree_decoder(pair)
-    prompt_ids = encode_prompt(pair, config, lookahead=expansion.draft_tokens)
-    capacity = len(prompt_ids) + config.max_new_tokens + expansion.draft_tokens + 2
-    drafter = EagleTree(head, pair.shared_vocab_size, capacity, expansion, pair.device)
-    return run_tree(pair, config, drafter, TOP, decoder, prompt_ids, expansion.draft_tokens)
+    prompt_ids = encode_prompt(pair, config, lookahead=shape.draft_tokens)
+    capacity = len(prompt_ids) + config.max_new_tokens + shape.draft_tokens + 2
+    drafter = EagleTree(head, pair.shared_vocab_size, capacity, shape, pair.device)
+    return run_tree(pair, config, drafter, TOP, decoder, prompt_ids, shape.draft_tokens)
 
 
 @dataclass
@@ -79,9 +74,9 @@ class _Node:
 class EagleTree:
     """The head as a :class:`engine.decoder.tree_speculative.TreeDrafter`."""
 
-    def __init__(self, head: EagleHead, vocab: int, capacity: int, expansion: Expansion,
+    def __init__(self, head: EagleHead, vocab: int, capacity: int, shape: TreeShape,
                  device: torch.device):
-        self.head, self.vocab, self.expansion, self.device = head, vocab, expansion, device
+        self.head, self.vocab, self.shape, self.device = head, vocab, shape, device
         self.cache = head.new_cache(1, capacity)
         self.verified = 0
         # entries not yet run: tokens, positions and the target's features [n, H] chunks
@@ -104,13 +99,13 @@ class EagleTree:
                         .to(dtype), torch.tensor([where], device=self.device), self.cache)
         self.verified += len(ids)
         self.pending = ([], [], [])
-        base, topk = where[-1], self.expansion.topk
+        base, topk = where[-1], self.shape.topk
         nodes: list[_Node] = []
         feature_of = {0: out[0, -1]}  # a node run through the head: its output feature
         frontier, tree_kv = [0], []
         ancestors: dict[int, list[int]] = {0: []}  # run order of each run node's ancestors
         run: list[int] = []  # the nodes run through the head, in order
-        for depth in range(1, self.expansion.steps + 1):
+        for depth in range(1, self.shape.steps + 1):
             if depth > 1:  # the best topk nodes of the last depth, run together
                 frontier = heapq.nlargest(topk, (i + 1 for i, n in enumerate(nodes)
                                                  if n.depth == depth - 1),
@@ -136,7 +131,7 @@ class EagleTree:
                 for value, token in zip(best.values[row].tolist(), best.indices[row].tolist(),
                                         strict=True):
                     nodes.append(_Node(token, parent, depth, score + value))
-        return _rerank(nodes, self.expansion.draft_tokens - 1), None, None
+        return _rerank(nodes, self.shape.draft_tokens - 1), None, None
 
     def commit(self, path: list[int], next_token: int, tree: Tree,
                states: torch.Tensor) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from engine.analytic import engines, schedule, validate
+from engine.analytic import engines, schedule, trees, validate
 from engine.analytic.intervals import LEVEL, Interval
 from engine.analytic.schedule import Domain, Plan, PlanError
 from engine.planner import decision, traffic
@@ -262,9 +262,12 @@ def tree_section(inputs: PlanInputs, costs: Costs, domains: Sequence[Domain]
         return None, ["No tree priced: a tree is priced for one traffic (an alpha or "
                       "acceptance by position), not a mix."]
     from engine.planner.drafters import eagle_head
-    from engine.planner.tree_plan import TreeShape, tree_report
+    from engine.planner.tree_plan import tree_report
 
-    shape, notes = TreeShape.parse(inputs.tree)
+    try:
+        shape, notes = trees.TreeShape.parse(inputs.tree)
+    except ValueError as error:
+        raise PlanError(str(error)) from None
     return tree_report(costs.setting, eagle_head(costs.setting, inputs.eagle_head),
                        list(domains), shape, inputs.max_num_seqs, inputs.gpus), notes
 

@@ -16,51 +16,13 @@ names in ``measurements/sglang/server_args.json``, which the suite checks the li
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 
 from engine.analytic import trees
 from engine.analytic.break_even import step_s
 from engine.analytic.drafters import eagle_tree_cycle_s
 from engine.analytic.passes import Setting
 from engine.analytic.schedule import Domain, PlanError
-
-TREE_LIMITS = {"steps": (1, 16), "topk": (1, 16), "draft_tokens": (2, 128)}
-# The three numbers within those limits, as the API's schema states them.
-TREE_PATTERN = (r"^$|^([1-9]|1[0-6]),([1-9]|1[0-6]),([2-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$")
-
-
-@dataclass(frozen=True)
-class TreeShape:
-    """SGLang's three numbers for a tree."""
-
-    steps: int
-    topk: int
-    draft_tokens: int
-
-    @classmethod
-    def parse(cls, text: str) -> tuple[TreeShape, list[str]]:
-        """``"STEPS,TOPK,DRAFT_TOKENS"``, e.g. ``"5,4,8"``, and what was changed to read it:
-        with topk 1 the tree is a chain, so draft_tokens becomes steps + 1 (SGLang refuses
-        any other). PlanError for numbers that are not a tree."""
-        try:
-            steps, topk, tokens = (int(x) for x in text.split(","))
-        except ValueError:
-            raise PlanError("tree takes STEPS,TOPK,DRAFT_TOKENS, three whole numbers, e.g. "
-                            "5,4,8 (SGLang's --speculative-num-steps, --speculative-eagle-topk "
-                            "and --speculative-num-draft-tokens)") from None
-        shape = cls(steps, topk, tokens)
-        for name, (lo, hi) in TREE_LIMITS.items():
-            if not lo <= getattr(shape, name) <= hi:
-                raise PlanError(f"tree: {name} must be from {lo} to {hi} (got "
-                                f"{getattr(shape, name)})")
-        if topk == 1 and tokens != steps + 1:
-            return cls(steps, 1, steps + 1), [
-                f"tree {text}: with topk 1 the tree is a chain, so draft_tokens is steps + 1 = "
-                f"{steps + 1} (SGLang refuses any other)."]
-        return shape, []
-
-    def text(self) -> str:
-        return f"{self.steps},{self.topk},{self.draft_tokens}"
+from engine.analytic.trees import TreeShape
 
 
 def tree_cycle(s: Setting, head, shape: TreeShape, batch: int) -> float:

@@ -12,10 +12,11 @@ import torch
 from support.lossless import chi_square_pvalue, target_marginals
 
 import engine.decoder.tree_speculative as tree_module
+from engine.analytic.trees import TreeShape
 from engine.decoder.baseline import run_target_only
 from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.eagle import load_head_for
-from engine.decoder.eagle_tree import Expansion, _Node, _rerank, speculate_eagle_tree
+from engine.decoder.eagle_tree import _Node, _rerank, check, speculate_eagle_tree
 from engine.decoder.events import CycleEvent, GenerationConfig
 from engine.decoder.loading import load_pair
 from engine.decoder.speculative import speculate
@@ -38,14 +39,14 @@ def test_one_candidate_a_node_is_the_eagle_chain_cycle_for_cycle(shipped, prompt
     config = GenerationConfig(prompt=prompt, temperature=0.0, max_new_tokens=40, k=3)
     chain = [e for e in speculate(pair, config, drafter=DrafterSpec.eagle(head))
              if isinstance(e, CycleEvent)]
-    *cycles, _ = speculate_eagle_tree(pair, config, head, Expansion(3, 1, 4))
+    *cycles, _ = speculate_eagle_tree(pair, config, head, TreeShape(3, 1, 4))
     assert [c.n_accepted for c in cycles] == [e.n_accepted for e in chain]
     assert [c.tokens for c in cycles] == [[t.id for t in e.tokens[: e.proposed]]
                                           for e in chain]
 
 
-@pytest.mark.parametrize("expansion", [Expansion(5, 4, 8), Expansion(3, 2, 7),
-                                       Expansion(6, 4, 16)])
+@pytest.mark.parametrize("expansion", [TreeShape(5, 4, 8), TreeShape(3, 2, 7),
+                                       TreeShape(6, 4, 16)])
 def test_a_confidence_tree_writes_what_the_target_alone_writes(shipped, expansion):
     pair, head = shipped
     for prompt in PROMPTS:
@@ -65,7 +66,7 @@ def eagle_counts(pair, head, runs: int = 1200):
     for seed in range(runs):
         config = GenerationConfig(prompt=PROMPT, temperature=1.0, max_new_tokens=2, seed=seed)
         first, second = list(speculate_eagle_tree(pair, config, head,
-                                                  Expansion(2, 3, 6)))[-1].token_ids
+                                                  TreeShape(2, 3, 6)))[-1].token_ids
         counts[0, first] += 1
         counts[1, second] += 1
     return counts
@@ -105,9 +106,9 @@ def test_the_reranked_nodes_are_the_best_scores_and_a_tree():
 
 def test_a_tree_the_steps_cannot_fill_is_refused():
     with pytest.raises(ValueError, match="draft_tokens must be at most 7"):
-        Expansion(2, 2, 8).check()
+        check(TreeShape(2, 2, 8))
     with pytest.raises(ValueError, match="steps >= 1"):
-        Expansion(0, 2, 8).check()
+        check(TreeShape(0, 2, 8))
 
 
 @torch.inference_mode()

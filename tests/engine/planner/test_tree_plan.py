@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.analytic.schedule import PlanError, single
+from engine.analytic.schedule import single
+from engine.analytic.trees import TreeShape
 from engine.planner.drafters import eagle_head
 from engine.planner.inputs import PlanInputs
-from engine.planner.tree_plan import TreeShape, tree_report
+from engine.planner.tree_plan import tree_report
 
 REPO = Path(__file__).resolve().parents[3]
 OPTIONS = json.loads((REPO / "measurements/sglang/server_args.json").read_text())
@@ -28,7 +29,7 @@ def setting():
     ("5,4,200", "draft_tokens must be from 2"),
 ])
 def test_a_tree_shape_is_read_or_refused_with_the_reason(text, message):
-    with pytest.raises(PlanError, match=message):
+    with pytest.raises(ValueError, match=message):
         TreeShape.parse(text)
     assert TreeShape.parse("5,4,8") == (TreeShape(5, 4, 8), [])
     chain, notes = TreeShape.parse("3,1,8")  # with topk 1, a chain: draft tokens steps + 1
