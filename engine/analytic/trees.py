@@ -182,9 +182,9 @@ class TreeShape:
     them); the plan prices it (engine.planner.tree_plan), the engine drafts it
     (engine.decoder.eagle_tree)."""
 
-    steps: int = 5
-    topk: int = 4
-    draft_tokens: int = 8
+    steps: int
+    topk: int
+    draft_tokens: int
 
     @property
     def most_nodes(self) -> int:
