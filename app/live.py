@@ -16,6 +16,7 @@ from engine.analytic import trees
 from engine.analytic.drafters import DRAFTER_WORDS, HEAD_DRAFTERS
 from engine.analytic.lookup import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 from engine.analytic.theory import CURVE_MAX_K
+from engine.analytic.trees import TreeShape
 from engine.decoder.events import GenerationConfig
 from engine.settings import Settings
 
@@ -67,22 +68,30 @@ BODY_DESCRIPTIONS = {
 
 TREE_CHARS = 400  # 64 nodes of a few ranks each
 TREE_DESCRIPTION = (
-    "a token tree for the Medusa heads (drafter \"medusa\"): paths of ranks separated by "
+    "a token tree. For the Medusa heads (drafter \"medusa\"): paths of ranks separated by "
     "\";\", ranks within a path by \".\" (\"0;1;0.0\": the first head's top two and, under "
-    "the top one, the second head's top one), the slider page's tree syntax; every cycle "
-    "verifies the whole tree in one target pass, and k is the tree's depth. Empty: a chain "
-    f"of k drafts. The default tree: {trees.text(trees.MEDUSA_TREE)}")
+    "the top one, the second head's top one), the slider page's tree syntax; the default "
+    f"tree: {trees.text(trees.MEDUSA_TREE)}. For the EAGLE head (drafter \"eagle\"): "
+    "SGLang's STEPS,TOPK,DRAFT_TOKENS (\"5,4,8\"), an EAGLE-2 tree grown by the head's "
+    "confidence. Every cycle verifies the whole tree in one target pass, and k is the tree's "
+    "depth. Empty: a chain of k drafts.")
+TREE_DRAFTERS = ("medusa", "eagle")
 
 
-def parse_run_tree(text: str, drafter: str) -> tuple[tuple[int, ...], ...] | None:
-    """A live run's tree from its text (None: empty, a chain); ``ValueError`` says what is
-    wrong, a tree for a drafter other than the Medusa heads among it."""
+def parse_run_tree(text: str, drafter: str) -> tuple[tuple[int, ...], ...] | TreeShape | None:
+    """A live run's tree from its text (None: empty, a chain): the Medusa heads' paths or
+    the EAGLE head's shape; ``ValueError`` says what is wrong, a tree for another drafter
+    among it."""
     if not text.strip():
         return None
-    if drafter != "medusa":
-        raise ValueError(f"a token tree is drafted by the Medusa heads only (drafter "
-                         f"\"medusa\"), not by {DRAFTER_WORDS.get(drafter, drafter)}")
-    return tuple(trees.parse(text))
+    if drafter == "medusa":
+        return tuple(trees.parse(text))
+    if drafter == "eagle":
+        shape, _ = TreeShape.parse(text.strip())
+        return shape.fillable()
+    raise ValueError("a token tree is drafted by the Medusa heads (paths such as 0;1;0.0) or "
+                     "the EAGLE head (SGLang's steps,topk,draft tokens such as 5,4,8), not by "
+                     f"{DRAFTER_WORDS.get(drafter, drafter)}")
 
 
 def offered_drafters(settings: Settings) -> dict[str, str]:
@@ -109,9 +118,10 @@ def run_request_model(settings: Settings) -> type[BaseModel]:
                                  "eagle: the pair's EAGLE head; medusa: the pair's Medusa "
                                  "heads (both draft from the target's hidden states; no "
                                  "draft model)")),
-        # no tree where no pair offers Medusa heads: the schema says so
-        "tree": (str, Field("", max_length=TREE_CHARS if "medusa" in offered_drafters(settings)
-                            else 0, pattern=r"^[0-9.;\s]*$", description=TREE_DESCRIPTION)),
+        # no tree where no pair offers a head: the schema says so
+        "tree": (str, Field("", max_length=TREE_CHARS if set(TREE_DRAFTERS)
+                            & set(offered_drafters(settings)) else 0,
+                            pattern=r"^[0-9.;,\s]*$", description=TREE_DESCRIPTION)),
     }
     for name, control in BODY_CONTROLS.items():
         s = controls[control]
@@ -177,7 +187,7 @@ class LiveState:
     repeats: int
     slow: bool  # show the cycles in slow motion (the page's pace; the run is not slowed)
     drafter: str = "model"  # a name of engine.analytic.drafters.DRAFTER_NAMES
-    run_tree: str = ""  # the Medusa heads' token tree (TREE_DESCRIPTION); "": a chain
+    run_tree: str = ""  # a head's token tree (TREE_DESCRIPTION); "": a chain
 
     def query(self) -> str:
         """This state as the link's query string, in the order the panel shows it."""
@@ -217,5 +227,6 @@ def parse_live_state(
     except ValueError as error:
         notices.append(f"run_tree={run_tree[:40]!r} was ignored: {error}.")
         tree = None
-    return LiveState(prompt=prompt, pair=pair, slow=slow, drafter=drafter,
-                     run_tree=trees.text(tree) if tree else "", **values), notices
+    text = tree.text() if isinstance(tree, TreeShape) else trees.text(tree) if tree else ""
+    return LiveState(prompt=prompt, pair=pair, slow=slow, drafter=drafter, run_tree=text,
+                     **values), notices

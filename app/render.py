@@ -46,7 +46,7 @@ def summary_context(summary: SummaryEvent) -> dict[str, Any]:
         curve = positions.measured(summary.per_position_acceptance)
         if curve is not None:
             use["positions"] = ",".join(f"{s:.3g}" for s in curve)
-    if summary.tree:
+    if summary.tree and "," not in summary.tree:  # the slider draws static trees only
         use["tree"] = summary.tree
     return {
         "use": use,

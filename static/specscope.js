@@ -403,9 +403,9 @@
     if (!form) return;
     form.addEventListener("submit", start);
     form.addEventListener("input", syncUrl);
-    // A token tree is the Medusa heads' only: the field takes part only with them.
+    // A token tree is drafted by the heads only: the field takes part only with them.
     $("drafter").addEventListener("change", function () {
-      $("run_tree").disabled = $("drafter").value !== "medusa";
+      $("run_tree").disabled = ["medusa", "eagle"].indexOf($("drafter").value) < 0;
       syncUrl();
     });
     $("stop-live").addEventListener("click", function () { if (running) running.abort(); });

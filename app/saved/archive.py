@@ -13,7 +13,6 @@ from app.run_queue import FinishedRun
 from app.saved.cards import run_preview_svg
 from app.saved.machine import describe_machine
 from app.store import RunStore, RunTooLarge, StoreUnavailable, Unsavable
-from engine.analytic import trees
 from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.loading import ModelPair
 from engine.settings import Settings
@@ -78,7 +77,7 @@ def drafter_record(drafter: DrafterSpec) -> dict[str, Any]:
     if drafter.kind == "ngram":
         return {"drafter": "ngram", **asdict(drafter.lookup)}
     if drafter.tree:
-        return {"drafter": drafter.kind, "tree": trees.text(drafter.tree)}
+        return {"drafter": drafter.kind, "tree": drafter.tree_text}
     return {"drafter": drafter.kind}
 
 

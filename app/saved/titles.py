@@ -35,8 +35,9 @@ def run_title(record: dict[str, Any]) -> str:
     kind = record.get("settings", {}).get("drafter", "model")
     drafter = {"ngram": "prompt lookup, "}.get(
         kind, "" if kind == "model" or kind not in DRAFTER_WORDS else f"{DRAFTER_WORDS[kind]}, ")
-    shape = (f"a tree of {len(s['tree'].split(';'))}, depth {s['k']}" if s["tree"]
-             else f"k {s['k']}")
+    tree = s["tree"]
+    shape = (f"k {s['k']}" if not tree else f"an EAGLE-2 tree {tree}" if "," in tree
+             else f"a tree of {len(tree.split(';'))}, depth {s['k']}")
     return (f"{drafter}{shape}: measured {num('speedup_measured', 'x')}, predicted "
             f"{num('speedup_predicted', 'x')}, alpha {num('alpha_counted')}")
 

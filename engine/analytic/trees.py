@@ -191,6 +191,17 @@ class TreeShape:
         """The nodes the steps can draft: topk, then topk children of each of topk nodes."""
         return self.topk + (self.steps - 1) * self.topk ** 2
 
+    def fillable(self) -> TreeShape:
+        """This shape if an EAGLE-2 expansion can fill it; ValueError says why not."""
+        if not (self.steps >= 1 and self.topk >= 1 and self.draft_tokens >= 2):
+            raise ValueError("an EAGLE-2 tree needs steps >= 1, topk >= 1 and draft_tokens "
+                             f">= 2 (got {self.text()})")
+        if self.draft_tokens - 1 > self.most_nodes:
+            raise ValueError(f"{self.steps} steps of topk {self.topk} draft {self.most_nodes} "
+                             f"nodes at most; draft_tokens must be at most "
+                             f"{self.most_nodes + 1}")
+        return self
+
     @classmethod
     def parse(cls, text: str) -> tuple[TreeShape, list[str]]:
         """``"STEPS,TOPK,DRAFT_TOKENS"``, e.g. ``"5,4,8"``, and what was changed to read it:

@@ -5,8 +5,10 @@ step calls (:class:`engine.decoder.drafters.Drafter`) once the rows are known.
     DrafterSpec.ngram(PromptLookup(2, 4))   prompt lookup with these n-gram bounds
     DrafterSpec.eagle(head)                 an EAGLE head loaded for the pair's target
     DrafterSpec.medusa(heads)               Medusa heads loaded for the pair's target
-    DrafterSpec.medusa(heads, tree)         the same heads drafting a token tree (paths of
-                                            ranks, engine.analytic.trees) each cycle
+    DrafterSpec.medusa(heads, tree)         the same heads drafting a static token tree
+                                            (paths of ranks, engine.analytic.trees) each cycle
+    DrafterSpec.eagle(head, TreeShape(...))  the EAGLE head drafting EAGLE-2 trees of SGLang's
+                                            shape (steps, topk, draft tokens)
 
 The kinds are :data:`engine.analytic.drafters.DRAFTER_NAMES`, the one list every command,
 route and form offers. A spec is checked against a pair once (:meth:`DrafterSpec.check`), and
@@ -20,7 +22,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.analytic import trees
 from engine.analytic.drafters import DRAFTER_NAMES
+from engine.analytic.trees import TreeShape
 from engine.decoder.drafters import Drafter, DraftModel, Lookup, NoDraft
 from engine.decoder.eagle import Eagle, EagleHead, load_head_for
 from engine.decoder.medusa import Medusa, MedusaHeads, load_heads_for
@@ -32,21 +36,22 @@ class DrafterSpec:
     """``kind``: one of ``DRAFTER_NAMES``; ``lookup``: prompt lookup's n-gram bounds (kind
     "ngram"); ``head``: the loaded head of kind "eagle"
     (:func:`engine.decoder.eagle.load_head_for`) or "medusa"
-    (:func:`engine.decoder.medusa.load_heads_for`); ``tree``: the Medusa heads' token tree,
-    its paths of ranks (None: a chain of k drafts)."""
+    (:func:`engine.decoder.medusa.load_heads_for`); ``tree``: a token tree, the Medusa
+    heads' paths of ranks or the EAGLE head's :class:`TreeShape` (None: a chain of k
+    drafts)."""
 
     kind: str = "model"
     lookup: PromptLookup = field(default_factory=PromptLookup)
     head: EagleHead | MedusaHeads | None = field(default=None, compare=False, repr=False)
-    tree: tuple[tuple[int, ...], ...] | None = None
+    tree: tuple[tuple[int, ...], ...] | TreeShape | None = None
 
     @classmethod
     def ngram(cls, lookup: PromptLookup | None = None) -> DrafterSpec:
         return cls("ngram", lookup or PromptLookup())
 
     @classmethod
-    def eagle(cls, head: EagleHead) -> DrafterSpec:
-        return cls("eagle", head=head)
+    def eagle(cls, head: EagleHead, tree: TreeShape | None = None) -> DrafterSpec:
+        return cls("eagle", head=head, tree=tree)
 
     @classmethod
     def medusa(cls, heads: MedusaHeads, tree=None) -> DrafterSpec:
@@ -55,11 +60,23 @@ class DrafterSpec:
     @property
     def depth(self) -> int:
         """A tree's depth: the positions one of its cycles can accept (0: no tree)."""
+        if isinstance(self.tree, TreeShape):
+            return self.tree.steps
         return max(map(len, self.tree)) if self.tree else 0
+
+    @property
+    def tree_text(self) -> str:
+        """The tree as a link writes it: paths (``0;1;0.0``) or SGLang's numbers (``5,4,8``);
+        "" for a chain."""
+        if isinstance(self.tree, TreeShape):
+            return self.tree.text()
+        return trees.text(self.tree) if self.tree else ""
 
     def lookahead(self, k: int) -> int:
         """Positions past the prompt a cycle needs: the tree's nodes and the target's
         token, or k drafts."""
+        if isinstance(self.tree, TreeShape):
+            return self.tree.draft_tokens
         return len(self.tree) + 1 if self.tree else k
 
     def check(self, pair, k_max: int) -> DrafterSpec:
@@ -68,9 +85,14 @@ class DrafterSpec:
         if self.kind not in DRAFTER_NAMES:
             raise ValueError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}, "
                              f"got {self.kind!r}")
-        if self.tree and self.kind != "medusa":
-            raise ValueError("a token tree is drafted by Medusa heads only (drafter "
-                             f"\"medusa\"), not by {self.kind!r}")
+        if self.tree and (self.kind, isinstance(self.tree, TreeShape)) not in (
+                ("medusa", False), ("eagle", True)):
+            raise ValueError("a token tree is drafted by the Medusa heads (paths of ranks, "
+                             "such as 0;1;0.0) or the EAGLE head (SGLang's steps,topk,"
+                             f"draft tokens, such as 5,4,8), not by {self.kind!r} with "
+                             f"{self.tree_text!r}")
+        if isinstance(self.tree, TreeShape):
+            self.tree.fillable()
         if self.kind == "ngram":
             self.lookup.validate()
         elif self.kind == "eagle" and self.head is None:

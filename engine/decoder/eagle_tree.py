@@ -39,23 +39,12 @@ from engine.decoder.tree_speculative import TreeCycle, run_tree
 SGLANG_DEFAULT = TreeShape(5, 4, 8)  # SGLang's documented defaults
 
 
-def check(shape: TreeShape) -> TreeShape:
-    """``shape`` if an EAGLE-2 expansion can fill it; ValueError says why not."""
-    if not (shape.steps >= 1 and shape.topk >= 1 and shape.draft_tokens >= 2):
-        raise ValueError("an EAGLE-2 tree needs steps >= 1, topk >= 1 and draft_tokens >= 2 "
-                         f"(got {shape.text()})")
-    if shape.draft_tokens - 1 > shape.most_nodes:
-        raise ValueError(f"{shape.steps} steps of topk {shape.topk} draft {shape.most_nodes} "
-                         f"nodes at most; draft_tokens must be at most {shape.most_nodes + 1}")
-    return shape
-
-
 def speculate_eagle_tree(pair: ModelPair, config: GenerationConfig, head: EagleHead,
                          shape: TreeShape = SGLANG_DEFAULT) -> Iterator[TreeCycle | DoneEvent]:
     """EAGLE-2 speculation (see the module's docstring): a :class:`TreeCycle` per cycle,
     then a :class:`DoneEvent`. Bad settings raise ``ValueError`` here."""
     config.validate()
-    check(shape)
+    shape.fillable()
     decoder = tree_decoder(pair)
     prompt_ids = encode_prompt(pair, config, lookahead=shape.draft_tokens)
     capacity = len(prompt_ids) + config.max_new_tokens + shape.draft_tokens + 2

@@ -125,6 +125,7 @@ class TreeDraft:
     parents: list[int]
     paths: list[list[int]]
     ranks: list[int | None]
+    shape: str = ""  # the tree as a link writes it: paths, or SGLang's steps,topk,draft tokens
 
 
 @dataclass

@@ -34,6 +34,7 @@ from engine.decoder.common import (
     encode_prompt,
 )
 from engine.decoder.drafter_spec import DRAFT_MODEL, DrafterSpec
+from engine.decoder.eagle_tree import speculate_eagle_tree
 from engine.decoder.events import (
     ACCEPTED,
     DISCARDED,
@@ -70,8 +71,7 @@ def speculate(
     config.validate()
     drafter.check(pair, config.k)
     if drafter.tree:
-        run = tree_speculative.cycle_events(pair, config, drafter.head, drafter.tree)
-        return _tree(run, baseline_step_ms)
+        return _tree(_tree_cycles(pair, config, drafter), baseline_step_ms)
     prompt_ids = encode_prompt(pair, config, lookahead=config.k)
     return _speculate(pair, config, prompt_ids, baseline_step_ms, on_verify, drafter)
 
@@ -91,6 +91,19 @@ class Outcome:
     overlap: list[float]  # sum_x min(p(x), q(x)) at the verified positions
     cycle_ms: float  # draft, verification and the bookkeeping after them
     match: Proposal = NO_PROPOSAL  # prompt lookup: the n-gram that matched, and where
+
+
+def _tree_cycles(pair, config, drafter: DrafterSpec):
+    """The spec's tree run as cycle events: the Medusa heads' static tree, or EAGLE-2."""
+    if drafter.kind == "eagle":
+        run = speculate_eagle_tree(pair, config, drafter.head, drafter.tree)
+        paths = ()
+    else:
+        run = tree_speculative.speculate_tree(pair, config, drafter.head, drafter.tree)
+        paths = drafter.tree
+    return tree_speculative.cycle_events(pair, config, run, drafter.kind,
+                                         drafter.lookahead(config.k), drafter.depth,
+                                         drafter.tree_text, paths)
 
 
 def _tree(run, baseline_step_ms):

@@ -93,8 +93,9 @@ def predicted_speedup(
     draft head) has the draft model's (engine.analytic.theory). None without an alpha, where
     a drafter proposes every cycle; prompt lookup without a proposal needs none."""
     k = cycles[0].k
-    if cycles[0].tree is not None:
-        return tree_tokens(cycles) / theory.cycle_cost(k, c, v)
+    if cycles[0].tree is not None:  # a static tree has its model; EAGLE-2's has none
+        tokens = tree_tokens(cycles)
+        return None if tokens is None else tokens / theory.cycle_cost(k, c, v)
     if cycles[0].drafter == "ngram":
         lengths = proposal_lengths(cycles, k)
         pi = 1.0 - lengths[0] / len(cycles)
@@ -102,10 +103,13 @@ def predicted_speedup(
     return None if alpha is None else theory.speedup(alpha, k, c, v)
 
 
-def tree_tokens(cycles: Sequence[CycleEvent]) -> float:
-    """Tokens a cycle that the tree of these cycles yields by the tree model
-    (engine.analytic.trees) at the acceptance by rank and depth the cycles measured."""
+def tree_tokens(cycles: Sequence[CycleEvent]) -> float | None:
+    """Tokens a cycle that the static tree of these cycles yields by the tree model
+    (engine.analytic.trees) at the acceptance by rank and depth the cycles measured; None
+    for a tree drawn anew each cycle (EAGLE-2)."""
     paths = [tuple(p) for p in cycles[0].tree.paths]
+    if not paths:
+        return None
     acc = trees.rank_acceptance([(c.tree.ranks, c.n_accepted) for c in cycles],
                                 cycles[0].k, max(p[-1] for p in paths) + 1)
     return trees.expected_tokens(paths, acc)
@@ -171,6 +175,5 @@ def summarize(cycles: Sequence[CycleEvent], baseline_step_ms: Sequence[float]) -
         geometric_df=0 if fit is None else fit.df,
         geometric_p=None if fit is None else fit.p_value,
         geometric_smallest_expected=None if fit is None else fit.smallest_expected,
-        tree="" if cycles[0].tree is None else trees.text([tuple(p) for p in
-                                                            cycles[0].tree.paths]),
+        tree="" if cycles[0].tree is None else cycles[0].tree.shape,
     )

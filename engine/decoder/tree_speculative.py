@@ -110,32 +110,28 @@ def speculate_tree(pair: ModelPair, config: GenerationConfig, heads: MedusaHeads
     return run_tree(pair, config, drafter, rule, decoder, prompt_ids, len(paths))
 
 
-def cycle_events(pair: ModelPair, config: GenerationConfig, heads: MedusaHeads,
-                 choices: Sequence[Sequence[int]] = trees.MEDUSA_TREE, rule: str = TOP,
+def cycle_events(pair: ModelPair, config: GenerationConfig, run: Iterator, drafter: str,
+                 lookahead: int, depth: int, shape: str, paths: Sequence[Sequence[int]] = (),
                  ) -> Iterator[CycleEvent | DoneEvent]:
-    """The tree run as the live panel shows cycles: each :class:`TreeCycle` as a
-    :class:`~engine.decoder.events.CycleEvent` carrying its tree (see its ``tree``), its
-    ``k`` the tree's depth; then the :class:`DoneEvent`. Bad settings raise ``ValueError``
-    here, before anything runs."""
-    run = speculate_tree(pair, config, heads, choices, rule)
-    paths = static_paths(choices)
-    prompt_ids = encode_prompt(pair, config, lookahead=len(paths) + 1)
-    return _as_cycle_events(run, paths, TextDecoder(detokenizer(pair.tokenizer), prompt_ids))
-
-
-def _as_cycle_events(run, paths, text: TextDecoder):
+    """A tree run (``run``: its :class:`TreeCycle` s, then its :class:`DoneEvent`) as the
+    live panel shows cycles: each a :class:`~engine.decoder.events.CycleEvent` carrying its
+    tree (see its ``tree``), its ``k`` the tree's ``depth``. ``shape``: the tree as a link
+    writes it; ``paths``: a static tree's (none for EAGLE-2's)."""
+    prompt_ids = encode_prompt(pair, config, lookahead=lookahead)
+    text = TextDecoder(detokenizer(pair.tokenizer), prompt_ids)
     try:
         for event in run:
-            yield event if isinstance(event, DoneEvent) else _cycle_event(event, paths, text)
+            yield (event if isinstance(event, DoneEvent)
+                   else _cycle_event(event, drafter, depth, shape, paths, text))
     finally:
         run.close()
 
 
-def _cycle_event(cycle: TreeCycle, paths, text: TextDecoder) -> CycleEvent:
+def _cycle_event(cycle: TreeCycle, drafter: str, depth: int, shape: str, paths,
+                 text: TextDecoder) -> CycleEvent:
     """One tree cycle as shown: every node's own text (its branch read after the output so
     far), the accepted path (as far as it reached the output), the children tried where the
     walk stopped (rejected), the rest (discarded), then the target's token."""
-    depth = max(map(len, paths))
     n = len(cycle.path)
     shown = set(cycle.path[: cycle.kept])
     stop = cycle.path[-1] if cycle.path else 0
@@ -154,8 +150,9 @@ def _cycle_event(cycle: TreeCycle, paths, text: TextDecoder) -> CycleEvent:
         index=cycle.index, tokens=order, draft_ms=cycle.draft_ms, verify_ms=cycle.verify_ms,
         cycle_ms=cycle.draft_ms + cycle.verify_ms, k=depth, n_accepted=n,
         rejected=bool(tried), draft_step_ms=[cycle.draft_ms / depth] * depth, overlap=[],
-        n_emitted=cycle.kept, drafter="medusa", n_proposed=depth,
-        tree=TreeDraft(nodes, list(cycle.parents), [list(p) for p in paths], cycle.ranks))
+        n_emitted=cycle.kept, drafter=drafter, n_proposed=depth,
+        tree=TreeDraft(nodes, list(cycle.parents), [list(p) for p in paths], cycle.ranks,
+                       shape))
 
 
 def _branch(cycle: TreeCycle, node: int) -> list[int]:

@@ -70,3 +70,26 @@ def test_the_head_on_a_pair_without_one_is_refused_with_a_reason(server):
 def test_the_page_offers_the_head_and_keeps_it_in_the_link(server):
     page = httpx.get(server.url + "/?drafter=eagle", timeout=30).text
     assert '<option value="eagle" selected>EAGLE head</option>' in page
+
+
+def test_an_eagle_2_tree_run_draws_each_cycles_tree_and_saves_its_shape(server):
+    events = run(server, "/runs", tree="4,2,6")
+    cycles = [data for kind, data in events if kind == "cycle"]
+    summary = next(data for kind, data in events if kind == "summary")
+    assert cycles and all(c["tree"]["shape"] == "4,2,6" and c["tree"]["paths"] == []
+                          and 'class="cycle-tree"' in c["chips"] for c in cycles)
+    assert all(len(c["tree"]["nodes"]) == 5 for c in cycles[:-1])
+    assert summary["tree"] == "4,2,6" and summary["k"] == 4
+    assert summary["speedup_predicted"] is None  # a tree drawn anew each cycle: measured
+    assert 'data-summary="tree_tokens_measured"' in summary["html"]
+    saved = next(data for kind, data in events if kind == "saved")
+    page = httpx.get(server.url + saved["url"], timeout=30).text
+    assert "EAGLE head, an EAGLE-2 tree 4,2,6" in page
+    assert page.count('class="cycle-tree"') == len(cycles)
+
+
+@pytest.mark.parametrize(("tree", "says"), [("4,3,64", "draft_tokens must be at most 31"),
+                                            ("0;1", "three whole numbers")])
+def test_an_eagle_tree_it_cannot_draft_is_refused_with_a_reason(server, tree, says):
+    response = httpx.post(server.url + "/api/runs", json=BODY | {"tree": tree}, timeout=30)
+    assert response.status_code == 422 and says in response.text

@@ -103,7 +103,7 @@ def test_a_tree_run_streams_each_cycles_tree_drawn_and_replays_it_saved(server):
     ({"tree": "0;0.0;0.0.0;0.0.0.0;0.0.0.0.0"}, "the tree is 5 deep"),
     ({"tree": "0;x"}, "should match pattern"),
     ({"tree": "0;;1."}, "is not a path"),
-    ({"tree": "0", "drafter": "model"}, "drafted by the Medusa heads only"),
+    ({"tree": "0", "drafter": "model"}, "drafted by the Medusa heads"),
 ])
 def test_a_tree_the_heads_cannot_draft_is_refused_with_a_reason(server, change, says):
     response = httpx.post(server.url + "/api/runs", json=BODY | change, timeout=30)

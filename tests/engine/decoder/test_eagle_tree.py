@@ -16,7 +16,7 @@ from engine.analytic.trees import TreeShape
 from engine.decoder.baseline import run_target_only
 from engine.decoder.drafter_spec import DrafterSpec
 from engine.decoder.eagle import load_head_for
-from engine.decoder.eagle_tree import _Node, _rerank, check, speculate_eagle_tree
+from engine.decoder.eagle_tree import _Node, _rerank, speculate_eagle_tree
 from engine.decoder.events import CycleEvent, GenerationConfig
 from engine.decoder.loading import load_pair
 from engine.decoder.speculative import speculate
@@ -106,9 +106,9 @@ def test_the_reranked_nodes_are_the_best_scores_and_a_tree():
 
 def test_a_tree_the_steps_cannot_fill_is_refused():
     with pytest.raises(ValueError, match="draft_tokens must be at most 7"):
-        check(TreeShape(2, 2, 8))
+        TreeShape(2, 2, 8).fillable()
     with pytest.raises(ValueError, match="steps >= 1"):
-        check(TreeShape(0, 2, 8))
+        TreeShape(0, 2, 8).fillable()
 
 
 @torch.inference_mode()

@@ -156,10 +156,13 @@ def test_a_tree_run_as_cycle_events_shows_what_the_target_alone_writes(shipped):
     assert predicted_tokens == pytest.approx(measured_tokens, rel=0.2)
 
 
-def test_a_tree_is_the_medusa_heads_own_and_no_deeper_than_they_are(shipped):
+def test_a_tree_is_a_heads_own_and_no_deeper_than_they_are(shipped):
+    """Paths for the Medusa heads, SGLang's numbers for the EAGLE head, nothing for others."""
     pair, heads = shipped
-    with pytest.raises(ValueError, match="Medusa heads only"):
-        DrafterSpec("eagle", tree=((0,),)).check(pair, 1)
+    for wrong in (DrafterSpec("eagle", tree=((0,),)), DrafterSpec("model", tree=((0,),)),
+                  DrafterSpec("medusa", head=heads, tree=trees.TreeShape(5, 4, 8))):
+        with pytest.raises(ValueError, match="drafted by the Medusa heads .* or the EAGLE"):
+            wrong.check(pair, 1)
     with pytest.raises(ValueError, match="the tree is 5 deep"):
         DrafterSpec.medusa(heads, trees.chain(5)).check(pair, 1)
 
