@@ -4,17 +4,14 @@ without a head refuses it with a reason."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
 import pytest
-from support.live_server import LiveServer
+from support.live_server import LiveServer, shipped_settings
 from support.sse import read_events
 
 from app.main import create_app
-from engine.settings import PairSpec, Settings
+from engine.settings import PairSpec
 
-MODELS = Path(__file__).parents[2] / "models"
 BODY = {"prompt": "And God said, Let there be light", "k": 3, "temperature": 0.0,
         "top_p": 1.0, "max_new_tokens": 24, "seed": 5, "pair": "shipped", "drafter": "eagle",
         "repeats": 1}
@@ -23,12 +20,8 @@ BODY = {"prompt": "And God said, Let there be light", "k": 3, "temperature": 0.0
 @pytest.fixture(scope="module")
 def server(tiny_pair_dirs):
     target, draft = tiny_pair_dirs
-    settings = Settings(
-        pairs={"shipped": PairSpec(target=str(MODELS / "target"), draft=str(MODELS / "draft"),
-                                   eagle=str(MODELS / "eagle"), label="shipped pair"),
-               "tiny": PairSpec(target=target, draft=draft, label="tiny test pair")},
-        default_pair="shipped", device="cpu", queue_size=1, max_new_tokens_limit=256,
-        run_timeout_s=60.0)
+    tiny = PairSpec(target=target, draft=draft, label="tiny test pair")
+    settings = shipped_settings({"tiny": tiny}, eagle="eagle")
     with LiveServer(create_app(settings)) as live:
         yield live
 

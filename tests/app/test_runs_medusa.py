@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 
 import httpx
 import pytest
-from support.live_server import LiveServer
+from support.live_server import LiveServer, shipped_settings
 from support.sse import read_events
 
 from app.main import create_app
-from engine.settings import PairSpec, Settings
 
-MODELS = Path(__file__).parents[2] / "models"
 BODY = {"prompt": "And God said, Let there be light", "k": 3, "temperature": 0.0,
         "top_p": 1.0, "max_new_tokens": 24, "seed": 5, "pair": "shipped", "drafter": "medusa",
         "repeats": 1}
@@ -24,11 +21,7 @@ BODY = {"prompt": "And God said, Let there be light", "k": 3, "temperature": 0.0
 
 @pytest.fixture(scope="module")
 def server():
-    settings = Settings(
-        pairs={"shipped": PairSpec(target=str(MODELS / "target"), draft=str(MODELS / "draft"),
-                                   medusa=str(MODELS / "medusa"), label="shipped pair")},
-        default_pair="shipped", device="cpu", queue_size=1, max_new_tokens_limit=256,
-        run_timeout_s=60.0)
+    settings = shipped_settings(medusa="medusa")
     with LiveServer(create_app(settings)) as live:
         yield live
 

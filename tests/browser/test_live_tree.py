@@ -5,30 +5,23 @@ path marked, and "Use these numbers" carries the tree to the slider model's tree
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 from support.browser import checked_page
-from support.live_server import LiveServer
+from support.live_server import LiveServer, shipped_settings
 
 from app.main import create_app
 from engine.analytic import trees
-from engine.settings import PairSpec, Settings
 
 pytestmark = pytest.mark.browser
 
-MODELS = Path(__file__).parents[2] / "models"
 TREE = trees.text(trees.MEDUSA_TREE)
 
 
 @pytest.fixture(scope="module")
 def shipped_server() -> LiveServer:
-    settings = Settings(
-        pairs={"shipped": PairSpec(target=str(MODELS / "target"), draft=str(MODELS / "draft"),
-                                   medusa=str(MODELS / "medusa"), label="shipped pair")},
-        default_pair="shipped", device="cpu", queue_size=1, max_new_tokens_limit=256,
-        run_timeout_s=60.0)
+    settings = shipped_settings(medusa="medusa")
     with LiveServer(create_app(settings)) as server:
         yield server
 

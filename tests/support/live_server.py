@@ -6,11 +6,15 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 
 import httpx
 from fastapi import FastAPI
 
 from app.server import Server, serving_config
+from engine.settings import Settings
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
 def free_port() -> int:
@@ -53,3 +57,16 @@ def wait_until_idle(server: LiveServer, timeout: float = 10.0) -> float:
         assert time.monotonic() - start < timeout, "the engine was not freed"
         time.sleep(0.02)
     return time.monotonic() - start
+
+
+def shipped_settings(extra_pairs: dict | None = None, **heads: str) -> Settings:
+    """A server of the shipped pair (named "shipped", the default) with the trained heads
+    named (``eagle="eagle"``, ``medusa="medusa"``: folders of models/), on the CPU, one run
+    waiting at most; ``extra_pairs`` adds pairs beside it."""
+    from engine.settings import PairSpec
+
+    shipped = PairSpec(target=str(MODELS / "target"), draft=str(MODELS / "draft"),
+                       label="shipped pair",
+                       **{kind: str(MODELS / folder) for kind, folder in heads.items()})
+    return Settings(pairs={"shipped": shipped, **(extra_pairs or {})}, default_pair="shipped",
+                    device="cpu", queue_size=1, max_new_tokens_limit=256, run_timeout_s=60.0)
