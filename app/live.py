@@ -68,30 +68,31 @@ BODY_DESCRIPTIONS = {
 
 TREE_CHARS = 400  # 64 nodes of a few ranks each
 TREE_DESCRIPTION = (
-    "a token tree. For the Medusa heads (drafter \"medusa\"): paths of ranks separated by "
+    "a token tree. For the draft model or the Medusa heads (drafter \"model\" or "
+    "\"medusa\"): paths of ranks separated by "
     "\";\", ranks within a path by \".\" (\"0;1;0.0\": the first head's top two and, under "
     "the top one, the second head's top one), the slider page's tree syntax; the default "
     f"tree: {trees.text(trees.MEDUSA_TREE)}. For the EAGLE head (drafter \"eagle\"): "
     "SGLang's STEPS,TOPK,DRAFT_TOKENS (\"5,4,8\"), an EAGLE-2 tree grown by the head's "
     "confidence. Every cycle verifies the whole tree in one target pass, and k is the tree's "
     "depth. Empty: a chain of k drafts.")
-TREE_DRAFTERS = ("medusa", "eagle")
+TREE_DRAFTERS = ("model", "medusa", "eagle")
 
 
 def parse_run_tree(text: str, drafter: str) -> tuple[tuple[int, ...], ...] | TreeShape | None:
-    """A live run's tree from its text (None: empty, a chain): the Medusa heads' paths or
-    the EAGLE head's shape; ``ValueError`` says what is wrong, a tree for another drafter
-    among it."""
+    """A live run's tree from its text (None: empty, a chain): the draft model's or the
+    Medusa heads' paths, or the EAGLE head's shape; ``ValueError`` says what is wrong, a tree
+    for another drafter among it."""
     if not text.strip():
         return None
-    if drafter == "medusa":
+    if drafter in ("medusa", "model"):
         return tuple(trees.parse(text))
     if drafter == "eagle":
         shape, _ = TreeShape.parse(text.strip())
         return shape.fillable()
-    raise ValueError("a token tree is drafted by the Medusa heads (paths such as 0;1;0.0) or "
-                     "the EAGLE head (SGLang's steps,topk,draft tokens such as 5,4,8), not by "
-                     f"{DRAFTER_WORDS.get(drafter, drafter)}")
+    raise ValueError("a token tree is drafted by the draft model or the Medusa heads (paths "
+                     "such as 0;1;0.0) or the EAGLE head (SGLang's steps,topk,draft tokens "
+                     f"such as 5,4,8), not by {DRAFTER_WORDS.get(drafter, drafter)}")
 
 
 def offered_drafters(settings: Settings) -> dict[str, str]:

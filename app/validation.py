@@ -55,7 +55,8 @@ class SeriesView:
 
 
 def point_labels(series: Series) -> tuple[list[str], bool]:
-    """What tells the points apart, short enough to sit under a bar; else their numbers."""
+    """What tells the points apart, short enough to sit under a bar; else (labels too long,
+    empty or alike: points that differ in a setting not listed) their numbers."""
     varying = [(name, form) for name, form in VARYING
                if len({str(series.setting(p, name)) for p in series.points}) > 1]
     if len(series.points) == 1:
@@ -63,7 +64,7 @@ def point_labels(series: Series) -> tuple[list[str], bool]:
     labels = [" ".join(form.format(series.setting(p, name)) for name, form in varying)
               for p in series.points]
     fits = PLOT_PX / len(labels) / CHAR_PX  # characters that fit under one bar
-    if all(len(label) <= fits for label in labels):
+    if all(0 < len(label) <= fits for label in labels) and len(set(labels)) == len(labels):
         return labels, False
     return [str(i + 1) for i in range(len(series.points))], True
 

@@ -403,9 +403,9 @@
     if (!form) return;
     form.addEventListener("submit", start);
     form.addEventListener("input", syncUrl);
-    // A token tree is drafted by the heads only: the field takes part only with them.
+    // Prompt lookup drafts no tree: the field takes part with every other drafter.
     $("drafter").addEventListener("change", function () {
-      $("run_tree").disabled = ["medusa", "eagle"].indexOf($("drafter").value) < 0;
+      $("run_tree").disabled = $("drafter").value === "ngram";
       syncUrl();
     });
     $("stop-live").addEventListener("click", function () { if (running) running.abort(); });

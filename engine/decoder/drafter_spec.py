@@ -6,7 +6,8 @@ step calls (:class:`engine.decoder.drafters.Drafter`) once the rows are known.
     DrafterSpec.eagle(head)                 an EAGLE head loaded for the pair's target
     DrafterSpec.medusa(heads)               Medusa heads loaded for the pair's target
     DrafterSpec.medusa(heads, tree)         the same heads drafting a static token tree
-                                            (paths of ranks, engine.analytic.trees) each cycle
+                                            (paths of ranks, engine.analytic.trees) each cycle;
+    DrafterSpec(tree=paths)                 the draft model drafting one
     DrafterSpec.eagle(head, TreeShape(...))  the EAGLE head drafting EAGLE-2 trees of SGLang's
                                             shape (steps, topk, draft tokens)
 
@@ -36,9 +37,9 @@ class DrafterSpec:
     """``kind``: one of ``DRAFTER_NAMES``; ``lookup``: prompt lookup's n-gram bounds (kind
     "ngram"); ``head``: the loaded head of kind "eagle"
     (:func:`engine.decoder.eagle.load_head_for`) or "medusa"
-    (:func:`engine.decoder.medusa.load_heads_for`); ``tree``: a token tree, the Medusa
-    heads' paths of ranks or the EAGLE head's :class:`TreeShape` (None: a chain of k
-    drafts)."""
+    (:func:`engine.decoder.medusa.load_heads_for`); ``tree``: a token tree, paths of ranks
+    (the draft model, the Medusa heads) or the EAGLE head's :class:`TreeShape` (None: a chain
+    of k drafts)."""
 
     kind: str = "model"
     lookup: PromptLookup = field(default_factory=PromptLookup)
@@ -86,11 +87,11 @@ class DrafterSpec:
             raise ValueError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}, "
                              f"got {self.kind!r}")
         if self.tree and (self.kind, isinstance(self.tree, TreeShape)) not in (
-                ("medusa", False), ("eagle", True)):
-            raise ValueError("a token tree is drafted by the Medusa heads (paths of ranks, "
-                             "such as 0;1;0.0) or the EAGLE head (SGLang's steps,topk,"
-                             f"draft tokens, such as 5,4,8), not by {self.kind!r} with "
-                             f"{self.tree_text!r}")
+                ("medusa", False), ("model", False), ("eagle", True)):
+            raise ValueError("a token tree is drafted by the draft model or the Medusa heads "
+                             "(paths of ranks, such as 0;1;0.0) or the EAGLE head (SGLang's "
+                             f"steps,topk,draft tokens, such as 5,4,8), not by {self.kind!r} "
+                             f"with {self.tree_text!r}")
         if isinstance(self.tree, TreeShape):
             self.tree.fillable()
         if self.kind == "ngram":

@@ -94,13 +94,15 @@ class Outcome:
 
 
 def _tree_cycles(pair, config, drafter: DrafterSpec):
-    """The spec's tree run as cycle events: the Medusa heads' static tree, or EAGLE-2."""
+    """The spec's tree run as cycle events: a static tree of the draft model's or the Medusa
+    heads', or EAGLE-2's."""
+    paths = drafter.tree
     if drafter.kind == "eagle":
-        run = speculate_eagle_tree(pair, config, drafter.head, drafter.tree)
-        paths = ()
+        run, paths = speculate_eagle_tree(pair, config, drafter.head, drafter.tree), ()
+    elif drafter.kind == "model":
+        run = tree_speculative.speculate_draft_tree(pair, config, drafter.tree)
     else:
         run = tree_speculative.speculate_tree(pair, config, drafter.head, drafter.tree)
-        paths = drafter.tree
     return tree_speculative.cycle_events(pair, config, run, drafter.kind,
                                          drafter.lookahead(config.k), drafter.depth,
                                          drafter.tree_text, paths)

@@ -228,18 +228,19 @@ def keep_path(cache: KVCache, start: int, path: list[int]) -> None:
     cache.length = start + 1 + len(path)
 
 
-def tree_decoder(pair) -> FastDecoder:
-    """The engine's pass for the pair's target; ValueError (the reason) where a tree cannot be
-    verified in one pass."""
-    config = pair.target.config
+def tree_decoder(pair, model=None, role: str = "target") -> FastDecoder:
+    """The engine's pass for the pair's target (or ``model``, the ``role`` it plays); ValueError
+    (the reason) where a tree cannot run through it in one pass."""
+    model = pair.target if model is None else model
+    config = model.config
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
-        raise ValueError("the target has a sliding attention window: a tree's branches would "
+        raise ValueError(f"the {role} has a sliding attention window: a tree's branches would "
                          "each need the window of their own path, so it cannot be verified in "
                          "one pass; speculate with a chain")
-    decoder = FastDecoder.of(pair.target)
+    decoder = FastDecoder.of(model)
     if decoder is None or decoder.hooked():
-        raise ValueError("token trees need the engine's own forward pass (Llama, Mistral "
-                         "without a window, Qwen2 with SDPA attention): this target runs "
+        raise ValueError(f"token trees need the engine's own forward pass (Llama, Mistral "
+                         f"without a window, Qwen2 with SDPA attention): this {role} runs "
                          "through transformers' pass, whose recurrent or windowed state is a "
                          "chain; speculate with a chain")
     return decoder

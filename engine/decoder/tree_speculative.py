@@ -174,7 +174,8 @@ class TreeDrafter(Protocol):
     def draft(self, gen: torch.Generator
               ) -> tuple[Tree, dict[int, torch.Tensor] | None, list[torch.Tensor] | None]:
         """The tree, per node the q its children were drawn from (None: deterministic
-        children), and at each depth the candidates ranked (None: not ranked by depth)."""
+        children), and per node its candidates ranked, best first (None: not ranked; the
+        ranks of the target's tokens along the accepted path are read from them)."""
 
     def commit(self, path: list[int], next_token: int, tree: Tree,
                states: torch.Tensor) -> None:
@@ -202,10 +203,71 @@ class MedusaTree:
                                         self.config, [gen], self.vocab, RANKS)
         shape = tree_of(self.paths, lambda path: 0)
         tree = Tree(tuple(tokens[0].tolist()), shape.parents)
-        return tree, _q_by_node(tree, q[0]), list(ranked[0])
+        depths = tree.depths()
+        return tree, _q_by_node(tree, q[0]), {node: ranked[0, d] for node, d in
+                                              enumerate(depths) if d < ranked.shape[1]}
 
     def commit(self, path, next_token, tree, states) -> None:
         self.h = states[path[-1] if path else 0]
+
+
+class DraftModelTree:
+    """The pair's draft model drafting the static tree ``paths``: node ``(r_1 .. r_d)`` is the
+    draft's rank-``r_d`` token after its parent's branch. One draft pass a depth over the tree
+    drafted so far (each node seeing its ancestors, as the target's verification does), its
+    keys and values dropped after; the accepted tokens then extend the draft's cache."""
+
+    def __init__(self, pair: ModelPair, paths, capacity: int):
+        self.decoder = tree_decoder(pair, pair.draft, "draft model")
+        self.cache = KVCache(self.decoder, capacity)
+        self.paths, self.vocab, self.device = paths, pair.shared_vocab_size, pair.device
+        self.root = 0
+
+    def prefill(self, prompt_ids, hidden) -> None:
+        if len(prompt_ids) > 1:
+            self.decoder(self.cache, torch.tensor([prompt_ids[:-1]], device=self.device), 1)
+        self.root = prompt_ids[-1]
+
+    @torch.inference_mode()
+    def draft(self, gen):
+        start, tokens, candidates = self.cache.length, {}, {}
+        for depth in range(1, max(map(len, self.paths)) + 1):
+            known = [p for p in self.paths if len(p) < depth]
+            logits = tree_pass(self.decoder, self.cache, self.root,
+                               tree_of(known, tokens.__getitem__))[:, : self.vocab]
+            self.cache.length = start  # the draft keeps only what the target verified
+            row = {(): 0} | {p: i for i, p in enumerate(known, 1)}
+            level = [p for p in self.paths if len(p) == depth]
+            best = logits.topk(max(RANKS, max(p[-1] for p in level) + 1), dim=-1).indices
+            for parent in {p[:-1] for p in level}:
+                candidates[parent] = best[row[parent]]
+            for p in level:
+                tokens[p] = int(candidates[p[:-1]][p[-1]])
+        tree = tree_of(self.paths, tokens.__getitem__)
+        number = {(): 0} | {p: i for i, p in enumerate(self.paths, 1)}
+        return tree, None, {number[p]: ranked for p, ranked in candidates.items()}
+
+    @torch.inference_mode()
+    def commit(self, path, next_token, tree, states) -> None:
+        kept = [self.root] + [tree.tokens[n - 1] for n in path]
+        self.decoder(self.cache, torch.tensor([kept], device=self.device), 1)
+        self.root = next_token
+
+
+def speculate_draft_tree(pair: ModelPair, config: GenerationConfig,
+                         choices: Sequence[Sequence[int]]) -> Iterator[TreeCycle | DoneEvent]:
+    """The pair's draft model drafting a static tree (paths of ranks, see
+    :class:`DraftModelTree`), verified by the rule ``top`` (its children are the draft's top
+    ranks); bad settings raise ``ValueError`` here."""
+    config.validate()
+    if pair.draft is None:
+        raise ValueError("a draft model's tree needs a draft model; this pair has none")
+    paths = static_paths(choices)
+    decoder = tree_decoder(pair)
+    prompt_ids = encode_prompt(pair, config, lookahead=len(paths) + 1)
+    capacity = len(prompt_ids) + config.max_new_tokens + len(paths) + 2
+    return run_tree(pair, config, DraftModelTree(pair, paths, capacity), TOP, decoder,
+                    prompt_ids, len(paths))
 
 
 def run_tree(pair: ModelPair, config: GenerationConfig, drafter: TreeDrafter, rule: str,
@@ -236,8 +298,10 @@ def run_tree(pair: ModelPair, config: GenerationConfig, drafter: TreeDrafter, ru
         keep_path(cache, at, path)
         drafter.commit(path, next_token, tree, states[0][0])
         emitted = [tree.tokens[n - 1] for n in path] + [next_token]
-        ranks = [] if ranked is None else [_rank(ranked[d], t) for d, t in enumerate(emitted)
-                                           if d < len(ranked)]
+        along = [0, *path]  # the node each emitted token was a candidate of
+        ranks = [] if ranked is None else [_rank(ranked[n], t) for n, t in zip(along, emitted,
+                                                                               strict=True)
+                                           if n in ranked]
         kept = min(len(emitted), config.max_new_tokens - len(out))
         stop = next((i for i, t in enumerate(emitted[:kept]) if t in pair.stop_token_ids), None)
         if stop is not None:

@@ -42,7 +42,7 @@ def test_a_tree_in_a_link_is_kept_for_the_medusa_heads_and_written_back_canonica
 
 
 def test_a_tree_the_link_cannot_use_is_dropped_with_a_notice():
-    for query, says in (([("run_tree", "0;1")], "drafted by the Medusa heads"),
+    for query, says in (([("run_tree", "0;1")], "drafted by the draft model or the Medusa heads"),
                         ([("drafter", "medusa"), ("run_tree", "0.1")], "elder siblings")):
         live, notices = parse_live_state(query, MEDUSA)
         assert live.run_tree == "" and len(notices) == 1 and says in notices[0]

@@ -86,3 +86,16 @@ def test_an_eagle_2_tree_run_draws_each_cycles_tree_and_saves_its_shape(server):
 def test_an_eagle_tree_it_cannot_draft_is_refused_with_a_reason(server, tree, says):
     response = httpx.post(server.url + "/api/runs", json=BODY | {"tree": tree}, timeout=30)
     assert response.status_code == 422 and says in response.text
+
+
+def test_a_draft_models_tree_run_draws_its_trees_and_predicts_its_yield(server):
+    events = run(server, "/runs", drafter="model", tree="0;1;0.0;0.0.0")
+    cycles = [data for kind, data in events if kind == "cycle"]
+    summary = next(data for kind, data in events if kind == "summary")
+    assert cycles and all(c["drafter"] == "model" and c["tree"]["parents"] == [0, 0, 1, 3]
+                          for c in cycles)
+    assert summary["tree"] == "0;1;0.0;0.0.0" and summary["k"] == 3
+    assert "the draft model drafted the tree" in summary["html"]
+    # the tree model, from the ranks the target's tokens had among the draft's candidates
+    assert summary["speedup_predicted"] > 0.5
+    assert any(c["tree"]["ranks"] for c in cycles)

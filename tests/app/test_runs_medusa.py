@@ -96,7 +96,7 @@ def test_a_tree_run_streams_each_cycles_tree_drawn_and_replays_it_saved(server):
     ({"tree": "0;0.0;0.0.0;0.0.0.0;0.0.0.0.0"}, "the tree is 5 deep"),
     ({"tree": "0;x"}, "should match pattern"),
     ({"tree": "0;;1."}, "is not a path"),
-    ({"tree": "0", "drafter": "model"}, "drafted by the Medusa heads"),
+    ({"tree": "0", "drafter": "ngram"}, "not by prompt lookup"),
 ])
 def test_a_tree_the_heads_cannot_draft_is_refused_with_a_reason(server, change, says):
     response = httpx.post(server.url + "/api/runs", json=BODY | change, timeout=30)

@@ -18,6 +18,8 @@ from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from support import metrics_text
 
+from app.live import parse_run_tree
+
 EXAMPLES = 10  # per operation and mode
 # The calibrate body's texts are vLLM /metrics pages: the schema names their format.
 schemathesis.openapi.format(metrics_text.FORMAT, metrics_text.snapshot())
@@ -60,7 +62,20 @@ CASES = [
 # the documented 422 saying why. Every other check still holds for it.
 CONTENT_ONLY_THE_SERVER_CAN_JUDGE = {("POST /api/probes", POSITIVE)}
 # Two snapshots must be taken in order, which a schema can only say in words.
-IN_WORDS = {("POST /api/calibrate", POSITIVE): lambda case: metrics_text.in_order(case.body)}
+
+
+def a_tree_the_drafter_draws(body) -> bool:
+    """A run's tree must be one (every path's parent and elder siblings in it) of its
+    drafter's syntax, which a schema's pattern cannot say."""
+    try:
+        parse_run_tree(body.get("tree", ""), body.get("drafter", "model"))
+    except ValueError:
+        return False
+    return True
+
+
+IN_WORDS = {("POST /api/calibrate", POSITIVE): lambda case: metrics_text.in_order(case.body),
+            ("POST /api/runs", POSITIVE): lambda case: a_tree_the_drafter_draws(case.body)}
 
 
 @pytest.mark.parametrize(("label", "mode"), CASES)

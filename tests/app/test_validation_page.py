@@ -190,3 +190,15 @@ def test_each_series_shows_every_points_interval_and_whether_it_holds_the_measur
     assert magicdec.inside == sum(lo <= p.measured <= hi for p, (lo, hi) in zip(
         magicdec.result.points, magicdec.band, strict=True))
     assert f"{magicdec.inside} of 3 measured inside the model's 80% interval" in text
+
+
+def test_points_that_differ_in_no_listed_setting_are_numbered_not_left_blank():
+    from app.validation import point_labels
+    from engine.analytic import published
+
+    series = published.all_series(published.load_all())
+    trees = series["sglang-pr4247-llama31-8b-eagle3-trees"]  # alike but for the tree's steps
+    assert point_labels(trees) == (["1", "2"], True)
+    batches = series["vllm-pr29334-llama31-8b-a100-40gb-plain-mtbench"]
+    labels, numbered = point_labels(batches)
+    assert all(labels) and len(set(labels)) == len(labels)

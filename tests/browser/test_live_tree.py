@@ -1,6 +1,6 @@
 """Run live with a token tree in real Chromium, on the shipped pair: the tree field takes part
-only with the Medusa heads, is kept in the link, each cycle draws its tree with the accepted
-path marked, and "Use these numbers" carries the tree to the slider model's tree mode."""
+with every drafter but prompt lookup, is kept in the link, each cycle draws its tree with the
+accepted path marked, and "Use these numbers" carries the tree to the slider's tree mode."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def page(browser, shipped_server) -> Page:
 
 def test_a_tree_run_draws_each_cycles_tree_and_its_numbers_open_the_slider_tree(page):
     page.goto("/?temperature=0&max_new_tokens=32&repeats=1")
-    expect(page.locator("#run_tree")).to_be_disabled()  # the draft model drafts no tree
+    page.locator("#drafter").select_option("ngram")
+    expect(page.locator("#run_tree")).to_be_disabled()  # prompt lookup drafts no tree
     page.locator("#drafter").select_option("medusa")
     expect(page.locator("#run_tree")).to_be_enabled()
     page.locator("#run_tree").fill(TREE)

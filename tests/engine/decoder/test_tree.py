@@ -157,11 +157,12 @@ def test_a_tree_run_as_cycle_events_shows_what_the_target_alone_writes(shipped):
 
 
 def test_a_tree_is_a_heads_own_and_no_deeper_than_they_are(shipped):
-    """Paths for the Medusa heads, SGLang's numbers for the EAGLE head, nothing for others."""
+    """Paths for the draft model and the Medusa heads, SGLang's numbers for the EAGLE head,
+    nothing for prompt lookup."""
     pair, heads = shipped
-    for wrong in (DrafterSpec("eagle", tree=((0,),)), DrafterSpec("model", tree=((0,),)),
+    for wrong in (DrafterSpec("eagle", tree=((0,),)), DrafterSpec("ngram", tree=((0,),)),
                   DrafterSpec("medusa", head=heads, tree=trees.TreeShape(5, 4, 8))):
-        with pytest.raises(ValueError, match="drafted by the Medusa heads .* or the EAGLE"):
+        with pytest.raises(ValueError, match="drafted by the draft model or the Medusa heads"):
             wrong.check(pair, 1)
     with pytest.raises(ValueError, match="the tree is 5 deep"):
         DrafterSpec.medusa(heads, trees.chain(5)).check(pair, 1)
@@ -332,3 +333,43 @@ def test_each_rule_gives_p_on_the_children_it_was_made_for_and_a_wrong_one_does_
         counts[tokens[path[0] - 1] if path else next_token] += 1
     pvalue = chi_square_pvalue(counts, p)
     assert pvalue > 1e-3 if lossless else pvalue < 1e-6
+
+
+# ---- a draft model's tree ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def with_draft():
+    return load_pair(str(MODELS / "target"), str(MODELS / "draft"), device="cpu")
+
+
+@pytest.mark.parametrize("prompt", ["And it came to pass, when the king heard these words, that",
+                                    "hack n. 1. Originally, a quick job", "a"])
+def test_a_draft_models_chain_shaped_tree_is_its_chain_draft_for_draft(with_draft, prompt):
+    from engine.decoder.events import CycleEvent
+    from engine.decoder.tree_speculative import speculate_draft_tree
+
+    config = GenerationConfig(prompt=prompt, temperature=0.0, max_new_tokens=40, k=3)
+    chain = [e for e in speculate(with_draft, config) if isinstance(e, CycleEvent)]
+    *cycles, done = speculate_draft_tree(with_draft, config, trees.chain(3))
+    assert [c.tokens for c in cycles] == [[t.id for t in e.tokens[: e.proposed]]
+                                          for e in chain]
+    assert done.token_ids == run_target_only(with_draft, config)[1].token_ids
+
+
+def test_a_draft_models_tree_writes_the_targets_text_and_is_distributed_as_it(with_draft):
+    from engine.decoder.tree_speculative import speculate_draft_tree
+
+    config = GenerationConfig(prompt=PROMPT, temperature=0.0, max_new_tokens=32)
+    *cycles, done = speculate_draft_tree(with_draft, config, MEDUSA_TREE)
+    assert done.token_ids == run_target_only(with_draft, config)[1].token_ids
+    pair = dataclasses.replace(with_draft, stop_token_ids=frozenset())
+    counts = torch.zeros(2, pair.shared_vocab_size)
+    for seed in range(1000):
+        sampled = GenerationConfig(prompt=PROMPT, temperature=1.0, max_new_tokens=2, seed=seed)
+        first, second = list(speculate_draft_tree(pair, sampled, MEDUSA_TREE))[-1].token_ids
+        counts[0, first] += 1
+        counts[1, second] += 1
+    p1, p2 = target_marginals(pair, PROMPT)
+    assert chi_square_pvalue(counts[0], p1) > 1e-3
+    assert chi_square_pvalue(counts[1], p2) > 1e-3
