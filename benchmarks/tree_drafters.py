@@ -1,13 +1,14 @@
-"""EAGLE-2 trees against the EAGLE chain on the shipped target and its EAGLE head, one row.
+"""Trees against chains for the draft model and the EAGLE head on the shipped pair, one row.
 
-    .venv/bin/python benchmarks/eagle_tree.py [--prompts 8] [--tokens 48]
+    .venv/bin/python benchmarks/tree_drafters.py [--prompts 8] [--tokens 48]
 
-On held-out prompts (Scripture and Jargon in turn), at T = 0 and T = 1: the head's chain
-(k = 4) and confidence trees of SGLang's shape (steps, topk, draft tokens), each with its
-tokens a cycle and tokens per second of CPU time of this thread (one torch thread), and the
-head's calibration: its mean top-1 probability at each cycle's first draft beside how often
-that draft was the target's token at T = 0 (EAGLE-2 ranks nodes by the former; it pays where
-the two agree).
+On held-out prompts (Scripture and Jargon in turn), at T = 0 and T = 1: the draft model's
+chain (k = 4) and its static trees (the 10-node default, and a 5-node one), the EAGLE head's
+chain (k = 4) and its confidence trees of SGLang's shape (steps, topk, draft tokens), each
+with its tokens a cycle and tokens per second of CPU time of this thread (one torch thread),
+and the EAGLE head's calibration: its mean top-1 probability at each cycle's first draft
+beside how often that draft was the target's token at T = 0 (EAGLE-2 ranks nodes by the
+former; it pays where the two agree).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.analytic import trees  # noqa: E402
 from engine.analytic.trees import TreeShape  # noqa: E402
 from engine.decoder.drafter_spec import DrafterSpec  # noqa: E402
 from engine.decoder.eagle import load_head_for  # noqa: E402
@@ -29,6 +31,7 @@ from engine.decoder.eagle_tree import speculate_eagle_tree  # noqa: E402
 from engine.decoder.events import CycleEvent, GenerationConfig  # noqa: E402
 from engine.decoder.loading import load_pair, set_threads  # noqa: E402
 from engine.decoder.speculative import speculate  # noqa: E402
+from engine.decoder.tree_speculative import speculate_draft_tree  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHAPES = (TreeShape(4, 1, 5), TreeShape(4, 2, 6), TreeShape(5, 4, 8), TreeShape(6, 4, 16))
@@ -40,7 +43,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=48)
     args = ap.parse_args()
     set_threads(1, "cpu")
-    pair = load_pair(str(REPO / "models/target"), None, device="cpu")
+    pair = load_pair(str(REPO / "models/target"), str(REPO / "models/draft"), device="cpu")
     pair = pair.__class__(**{**pair.__dict__, "stop_token_ids": frozenset()})
     head = load_head_for(pair, REPO / "models/eagle")
     held = json.loads((REPO / "models/heldout_prompts.json").read_text())
@@ -51,9 +54,15 @@ def main() -> None:
     for temperature in (0.0, 1.0):
         configs = [GenerationConfig(prompt=p, temperature=temperature, k=4, seed=i,
                                     max_new_tokens=args.tokens) for i, p in enumerate(prompts)]
-        runs = {"EAGLE chain, k = 4": lambda c: [
+        runs = {"draft model chain, k = 4": lambda c: [
+            e.n_accepted + 1 for e in speculate(pair, c) if isinstance(e, CycleEvent)]}
+        for tree in (trees.MEDUSA_TREE, ((0,), (1,), (0, 0), (0, 0, 0), (0, 0, 0, 0))):
+            runs[f"draft model tree {trees.text(tree)}"] = (
+                lambda c, tree=tree: [x.n_accepted + 1 for x in
+                                      list(speculate_draft_tree(pair, c, tree))[:-1]])
+        runs["EAGLE chain, k = 4"] = lambda c: [
             e.n_accepted + 1 for e in speculate(pair, c, drafter=DrafterSpec.eagle(head))
-            if isinstance(e, CycleEvent)]}
+            if isinstance(e, CycleEvent)]
         for shape in SHAPES:
             runs[f"EAGLE-2 tree {shape.steps},{shape.topk},{shape.draft_tokens}"] = (
                 lambda c, shape=shape: [x.n_accepted + 1 for x in
