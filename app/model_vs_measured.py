@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine.analytic.roofline import Setting, speedup_at
+from engine.analytic.break_even import speedup_at
+from engine.analytic.passes import Setting
 from engine.measure.curves import MeasuredCurve
 
 LIMIT = 0.20  # |model - measured| / measured above which a batch is named

@@ -16,30 +16,22 @@ from app.charts import Frame, Tick, nice_step
 from app.model_vs_measured import disagreements
 from app.params import SLIDERS, HeldCosts, PageState, Slider, fmt, parse_controls, parse_number
 from engine.analytic import engines
-from engine.analytic.break_even import step_s
+from engine.analytic.break_even import BATCH_MAX, costs, lookup_speedup_at, speedup_at, step_s
 from engine.analytic.drafters import eagle_draft_pass, eagle_heads_of
+from engine.analytic.memory import FIT_SEARCH_MAX, max_batch_that_fits
 from engine.analytic.overheads import launch_s
-from engine.analytic.presets import devices
-from engine.analytic.roofline import (
+from engine.analytic.passes import LINK_LATENCY_S, USABLE_FRACTION, Setting
+from engine.analytic.presets import (
     ACHIEVED_BANDWIDTH,
     ACHIEVED_FLOPS,
-    BATCH_MAX,
     DTYPES,
-    FIT_SEARCH_MAX,
     HARDWARE,
-    LINK_LATENCY_S,
     PAIRS,
-    USABLE_FRACTION,
     Hardware,
-    Roofline,
-    Setting,
-    costs,
-    lookup_speedup_at,
-    max_batch_that_fits,
-    roofline,
-    speedup_at,
+    devices,
     this_machine,
 )
+from engine.analytic.roofline import Roofline, roofline
 from engine.analytic.schedule import (
     Domain,
     plan,

@@ -1,7 +1,7 @@
 """Drafter kinds as pure pricing functions (standard library only): what one draft step reads
-and computes, as a :class:`~engine.analytic.roofline.Pass` of the roofline.
+and computes, as a :class:`~engine.analytic.passes.Pass` of the roofline.
 
-- a draft model: :func:`engine.analytic.roofline.draft_pass` (its own weights and full KV cache)
+- a draft model: :func:`engine.analytic.passes.draft_pass` (its own weights and full KV cache)
 - an EAGLE-style head (EAGLE-1, Li et al. 2024): one decoder layer of the target's width over
   ``fc([embed(x_{t+1}), f_t])``, the target's final hidden state ``f_t`` and the next token's
   embedding concatenated (``fc``: ``2 hidden -> hidden``), then the target's LM head. It keeps
@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from engine.analytic.overheads import cycle_s, plain_step_s
-from engine.analytic.presets import DTYPE_BYTES, MODELS
-from engine.analytic.roofline import ModelShape, Pass, Setting, forward_pass, target_pass
+from engine.analytic.passes import Pass, Setting, forward_pass, target_pass
+from engine.analytic.presets import DTYPE_BYTES, MODELS, ModelShape
 
 DRAFTER_WORDS = {"model": "draft model", "ngram": "prompt lookup (n-gram)",
                  "eagle": "EAGLE head", "medusa": "Medusa heads"}

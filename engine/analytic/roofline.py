@@ -26,71 +26,42 @@ The model is split by job: :mod:`~engine.analytic.presets` (model shapes, pairs,
 :mod:`~engine.analytic.memory` (what fits), :mod:`~engine.analytic.break_even` (``c(B)``,
 ``v(B)``, ``S(B)``, the best k and the break-even search) and :mod:`~engine.analytic.fit`
 (fitting "this machine"). This module puts them together into what the batch section and
-``GET /api/roofline`` show at one batch, and re-exports their public names.
+``GET /api/roofline`` show at one batch; each name is imported from its own module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The model's parts live in modules of their own; their public names are re-exported here, so
-# ``from engine.analytic.roofline import Setting, HARDWARE, costs`` keeps working.
-from engine.analytic.break_even import (  # noqa: F401
-    BATCH_MAX,
+from engine.analytic.break_even import (
     best_k_at,
     break_even_batch,
     costs,
     lookup_break_even_batch,
-    lookup_speedup_at,
     speedup_at,
     step_s,
 )
-from engine.analytic.fit import TimedPass, fit_hardware  # noqa: F401
-from engine.analytic.memory import (  # noqa: F401
-    FIT_SEARCH_MAX,
-    Memory,
+from engine.analytic.memory import (
     max_batch_that_fits,
     memory_at,
 )
-from engine.analytic.overheads import (  # noqa: F401
-    NONE,
-    Overheads,
+from engine.analytic.overheads import (
     draft_overhead_s,
     launch_s,
     sample_s,
     spec_step_overhead_s,
 )
-from engine.analytic.passes import (  # noqa: F401
-    ACTIVATION_BYTES,
-    LINK_LATENCY_S,
-    USABLE_FRACTION,
+from engine.analytic.passes import (
     Pass,
     Setting,
-    all_reduce_seconds,
     draft_pass,
-    forward_pass,
     ridge_tokens,
     target_pass,
 )
-from engine.analytic.presets import (  # noqa: F401
-    ACHIEVED_BANDWIDTH,
-    ACHIEVED_FLOPS,
-    DTYPE_BYTES,
-    DTYPES,
+from engine.analytic.presets import (
     GB,
-    HARDWARE,
-    MODELS,
-    PAIRS,
-    TB,
-    TFLOP,
-    Hardware,
-    ModelShape,
-    Pair,
-    decoder_parameters,
-    physical_memory,
-    this_machine,
 )
-from engine.analytic.theory import CURVE_MAX_K, expected_tokens  # noqa: F401
+from engine.analytic.theory import expected_tokens
 
 CURVE_BATCHES = tuple(2**i for i in range(11))  # 1, 2, 4, ..., 1024
 

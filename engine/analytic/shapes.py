@@ -1,4 +1,4 @@
-"""Model shapes the published measurements need beyond :data:`engine.analytic.roofline.MODELS`
+"""Model shapes the published measurements need beyond :data:`engine.analytic.MODELS`
 (Llama 2 7B and 70B, measured by gpt-fast), and one look-up over both.
 
 Values are copied from each model's config.json (hidden_size, intermediate_size,
@@ -9,8 +9,7 @@ repositories were read through copies that keep ``_name_or_path`` pointing at th
 
 from __future__ import annotations
 
-from engine.analytic import roofline
-from engine.analytic.roofline import ModelShape, decoder_parameters
+from engine.analytic.presets import MODELS, ModelShape, decoder_parameters
 
 
 def llama_shape(label: str, source: str, *, hidden: int, intermediate: int, layers: int,
@@ -42,7 +41,7 @@ def model(key: str) -> ModelShape:
     """The shape named ``key``: a preset of the roofline or one of :data:`EXTRA_MODELS`."""
     if key in EXTRA_MODELS:
         return EXTRA_MODELS[key]
-    if key in roofline.MODELS:
-        return roofline.MODELS[key]
+    if key in MODELS:
+        return MODELS[key]
     raise KeyError(f"no model shape {key!r}; known: "
-                   f"{', '.join(sorted({*roofline.MODELS, *EXTRA_MODELS}))}")
+                   f"{', '.join(sorted({*MODELS, *EXTRA_MODELS}))}")

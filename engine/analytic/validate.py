@@ -39,18 +39,19 @@ from engine.analytic import (
     intervals,
     overheads,
     own_sweeps,
+    passes,
     published,
-    roofline,
     shapes,
 )
 from engine.analytic.overheads import LaunchFit, LinearFit, Overheads
+from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE
 from engine.analytic.published import Point, Series, Source
 from engine.analytic.theory import expected_tokens
 
 HELD_OUT_LIMIT = 0.25
 RATES = {
     "datasheet": (1.0, 1.0),
-    "achieved": (roofline.ACHIEVED_BANDWIDTH, roofline.ACHIEVED_FLOPS),
+    "achieved": (ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS),
 }
 DEFAULT_RATES = "achieved"
 ACCEPTANCE_SERIES = "magicdec-acceptance-llama-3.1-8b"
@@ -158,13 +159,13 @@ def fractions(rates: Rates) -> tuple[float, float]:
 
 
 def setting_for(series: Series, point: Point, rates: Rates = DEFAULT_RATES,
-                o: Overheads = overheads.NONE) -> roofline.Setting:
+                o: Overheads = overheads.NONE) -> passes.Setting:
     """The roofline's :class:`Setting` for one measured point with the overheads ``o`` (the
     draft slot holds the target: the drafter is priced by :mod:`engine.analytic.drafters`)."""
     target = shapes.model(series.setting(point, "model"))
     bandwidth, flops = fractions(rates)
-    return roofline.Setting(
-        hardware=roofline.HARDWARE[series.setting(point, "hardware")],
+    return passes.Setting(
+        hardware=HARDWARE[series.setting(point, "hardware")],
         target=target, draft=target,
         dtype=series.setting(point, "dtype", "bf16"),
         gpus=series.setting(point, "gpus", 1),
@@ -178,7 +179,7 @@ def target_step_s(series: Series, point: Point, rates: Rates = DEFAULT_RATES,
     """The roofline time of one plain decode pass at the point (s; its all-reduces with
     ``o``'s latency)."""
     s = setting_for(series, point, rates, o)
-    return roofline.target_pass(s, series.setting(point, "batch")).seconds
+    return passes.target_pass(s, series.setting(point, "batch")).seconds
 
 
 def _describe(series: Series, point: Point, o: Overheads | None = None,
@@ -373,9 +374,9 @@ def _eagle_cycle(series: Series, point: Point, o: Overheads, rates: Rates, batch
     k = series.setting(point, "k")
     head = drafters.EAGLE_HEADS[series.setting(point, "eagle_head")]
     draft = drafters.eagle_draft_pass(s, head, batch).seconds
-    verify = roofline.target_pass(s, batch, k + 1).seconds
+    verify = passes.target_pass(s, batch, k + 1).seconds
     layers = s.target.layers
-    plain = overheads.plain_step_s(roofline.target_pass(s, batch).seconds, o, batch, layers)
+    plain = overheads.plain_step_s(passes.target_pass(s, batch).seconds, o, batch, layers)
     return overheads.cycle_s(draft, verify, k, o, batch, head.shape().layers, layers), plain
 
 
@@ -434,8 +435,8 @@ def predict(series: Series, point: Point, o: Overheads, alphas: dict[int, float]
         if s.context not in alphas:
             raise ValueError(f"{series.id}: no measured acceptance rate at context {s.context}")
         draft = drafters.self_spec_draft_pass(s, batch).seconds
-        verify = roofline.target_pass(s, batch, k + 1).seconds
-        target = roofline.target_pass(s, batch).seconds
+        verify = passes.target_pass(s, batch, k + 1).seconds
+        target = passes.target_pass(s, batch).seconds
         layers = s.target.layers  # the draft is the target's own layers
         return overheads.speedup(expected_tokens(alphas[s.context], k), draft, verify, target,
                                  k, o, batch, layers, layers)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from engine import defaults
-from engine.analytic.roofline import ModelShape, TimedPass, fit_hardware
+from engine.analytic.fit import TimedPass, fit_hardware
+from engine.analytic.presets import ModelShape
 from engine.analytic.theory import expected_tokens
 from engine.decoder.forward import forward_batch, new_cache, rollback
 from engine.measure.curves import Fit, MeasuredCurve, MeasuredPoint

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.model_vs_measured import LIMIT, disagreements, model_speedup
 from app.roofline import parse_roofline_state, setting_of
-from engine.analytic.roofline import BATCH_MAX
+from engine.analytic.break_even import BATCH_MAX
 from engine.measure.curves import parse_curve
 from engine.settings import Settings
 

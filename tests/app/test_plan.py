@@ -15,13 +15,8 @@ import pytest
 from app.params import SLIDERS
 from engine.analytic import schedule
 from engine.analytic.default_overheads import fitted
-from engine.analytic.roofline import (
-    ACHIEVED_BANDWIDTH,
-    ACHIEVED_FLOPS,
-    HARDWARE,
-    PAIRS,
-    Setting,
-)
+from engine.analytic.passes import Setting
+from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, PAIRS
 from engine.planner.costs import memory_fits, spec_step_k0
 from engine.planner.vllm_config import Deployment, speculative_config
 

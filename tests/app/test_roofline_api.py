@@ -12,7 +12,9 @@ from app.roofline import NUMBERS
 from engine.analytic import validate
 from engine.analytic.default_overheads import fitted
 from engine.analytic.overheads import Overheads
-from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
+from engine.analytic.passes import Setting
+from engine.analytic.presets import HARDWARE, PAIRS
+from engine.analytic.roofline import roofline
 from engine.settings import Settings
 
 # The page's and the API's defaults: achieved shares of the datasheet

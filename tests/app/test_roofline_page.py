@@ -13,10 +13,13 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.roofline import NUMBERS, SLIDER_BATCHES, parse_roofline_state
 from engine.analytic import validate
+from engine.analytic.break_even import costs
 from engine.analytic.default_overheads import fitted
 from engine.analytic.machine_overheads import loop_overheads
 from engine.analytic.overheads import NONE
-from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, roofline
+from engine.analytic.passes import Setting
+from engine.analytic.presets import HARDWARE, PAIRS
+from engine.analytic.roofline import roofline
 from engine.analytic.schedule import timed_costs
 from engine.settings import SHIPPED_MEASUREMENTS, Settings
 
@@ -318,7 +321,7 @@ def test_each_line_label_sits_by_its_own_line_in_every_preset():
             assert apart <= 32, (label.text, models, hw, gpus, context, batch)  # of 440
 
 def test_prompt_lookup_is_priced_without_draft_passes_and_breaks_even_later(client):
-    from engine.analytic.roofline import lookup_break_even_batch, lookup_speedup_at
+    from engine.analytic.break_even import lookup_break_even_batch, lookup_speedup_at
 
     # on the ideal roofline: the fitted overheads leave lookup no break-even below 1024
     html = client.get("/?hardware=h100-sxm&models=llama-8b-1b&context=512&batch=64"

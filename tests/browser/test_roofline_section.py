@@ -16,7 +16,9 @@ from support.live_server import LiveServer
 from app.main import create_app
 from app.roofline import NUMBERS, SLIDER_BATCHES
 from engine.analytic.default_overheads import fitted
-from engine.analytic.roofline import HARDWARE, PAIRS, Setting, roofline
+from engine.analytic.passes import Setting
+from engine.analytic.presets import HARDWARE, PAIRS
+from engine.analytic.roofline import roofline
 from engine.settings import Settings
 
 pytestmark = pytest.mark.browser

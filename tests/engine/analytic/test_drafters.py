@@ -9,7 +9,8 @@ import pytest
 
 from engine.analytic import drafters, overheads, shapes
 from engine.analytic.drafters import EAGLE_HEADS, HeadShape, eagle_draft_pass, self_spec_draft_pass
-from engine.analytic.roofline import HARDWARE, MODELS, Setting, forward_pass, target_pass
+from engine.analytic.passes import Setting, forward_pass, target_pass
+from engine.analytic.presets import HARDWARE, MODELS
 from engine.analytic.theory import expected_tokens
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from engine.analytic import overheads
+from engine.analytic.break_even import speedup_at
 from engine.analytic.overheads import (
     NONE,
     Overheads,
@@ -21,7 +22,8 @@ from engine.analytic.overheads import (
     sample_s,
     spec_step_overhead_s,
 )
-from engine.analytic.roofline import HARDWARE, PAIRS, Setting, draft_pass, speedup_at, target_pass
+from engine.analytic.passes import Setting, draft_pass, target_pass
+from engine.analytic.presets import HARDWARE, PAIRS
 from engine.analytic.theory import expected_tokens
 
 SOME = Overheads(launch_s_per_layer=20e-6, sample_s_per_row=2e-6, spec_fixed_s=5e-4,

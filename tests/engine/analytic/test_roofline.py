@@ -11,26 +11,19 @@ from pathlib import Path
 import pytest
 
 from engine.analytic import lookup, theory
-from engine.analytic.roofline import (
+from engine.analytic.break_even import (
     BATCH_MAX,
-    HARDWARE,
-    MODELS,
-    PAIRS,
-    Hardware,
-    ModelShape,
-    Setting,
     best_k_at,
     break_even_batch,
     costs,
-    forward_pass,
     lookup_break_even_batch,
     lookup_speedup_at,
-    max_batch_that_fits,
-    memory_at,
-    ridge_tokens,
-    roofline,
     speedup_at,
 )
+from engine.analytic.memory import max_batch_that_fits, memory_at
+from engine.analytic.passes import Setting, forward_pass, ridge_tokens
+from engine.analytic.presets import HARDWARE, MODELS, PAIRS, Hardware, ModelShape
+from engine.analytic.roofline import roofline
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -421,7 +414,7 @@ def test_custom_shapes_and_hardware_work_like_presets():
 
 
 def test_the_fit_recovers_the_hardware_that_made_the_times():
-    from engine.analytic.roofline import TimedPass, fit_hardware
+    from engine.analytic.fit import TimedPass, fit_hardware
 
     truth = Setting(Hardware("truth", 3e9, {"bf16": 40e9}), MODELS["shipped-target"],
                     MODELS["shipped-draft"], "fp32", context=128)
@@ -437,10 +430,10 @@ def test_the_fit_recovers_the_hardware_that_made_the_times():
 
 
 def test_achieved_fractions_scale_memory_and_compute_times_and_leave_measured_rates_alone():
-    from engine.analytic import roofline as model
+    from engine.analytic import presets
 
-    assert round(model.ACHIEVED_BANDWIDTH * 2039) == 1397  # GB/s: gpt-fast, A100 80 GB
-    assert round(model.ACHIEVED_FLOPS * 989) == 792  # TFLOP/s: MAMF, H100 SXM (792.1)
+    assert round(presets.ACHIEVED_BANDWIDTH * 2039) == 1397  # GB/s: gpt-fast, A100 80 GB
+    assert round(presets.ACHIEVED_FLOPS * 989) == 792  # TFLOP/s: MAMF, H100 SXM (792.1)
     peak = setting(context=1024)
     real = replace(peak, bw_share=0.5, flops_share=0.25)
     p, r = forward_pass(peak.target, peak, 512, 5), forward_pass(real.target, real, 512, 5)

@@ -14,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.analytic import schedule, theory
-from engine.analytic.roofline import HARDWARE, PAIRS, Setting, costs, speedup_at
+from engine.analytic.break_even import costs, speedup_at
+from engine.analytic.passes import Setting
+from engine.analytic.presets import HARDWARE, PAIRS
 from engine.analytic.schedule import (
     Domain,
     PlanError,

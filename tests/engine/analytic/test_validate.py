@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine import cli
-from engine.analytic import drafters, own_sweeps, published, roofline, shapes, validate
+from engine.analytic import drafters, own_sweeps, passes, published, shapes, validate
+from engine.analytic.presets import HARDWARE
 from engine.analytic.validate import EXPLAINED_MISSES, HELD_OUT_LIMIT
 
 REPO = Path(__file__).resolve().parents[3]
@@ -150,8 +151,8 @@ def _by_hand(batch: int, tokens_per_cycle: float | None = None) -> tuple[float, 
         target = 32 * o.launch_s_per_layer + o.sample_s_per_row * b
         cycle = (k * (drafters.eagle_draft_pass(s, head, b).seconds + o.launch_s_per_layer
                       + o.draft_fixed_s)
-                 + roofline.target_pass(s, b, k + 1).seconds + target + o.spec_fixed_s)
-        return cycle, roofline.target_pass(s, b).seconds + target
+                 + passes.target_pass(s, b, k + 1).seconds + target + o.spec_fixed_s)
+        return cycle, passes.target_pass(s, b).seconds + target
 
     cycle, step = cycle_and_step(1)
     tokens = (373.25 / 158.34) * cycle / step if tokens_per_cycle is None else tokens_per_cycle
@@ -224,7 +225,7 @@ def test_published_tree_figures_are_held_out_and_priced_as_trees(series_id):
 
 
 def test_a_tree_costs_its_chain_at_batch_1_and_far_more_once_verification_is_compute_bound():
-    setting = roofline.Setting(hardware=roofline.HARDWARE["h100-sxm"],
+    setting = passes.Setting(hardware=HARDWARE["h100-sxm"],
                                target=shapes.model("llama-3.1-8b"),
                                draft=shapes.model("llama-3.1-8b"), context=512)
     head = drafters.EAGLE_HEADS["eagle3-llama-3.1-8b"]

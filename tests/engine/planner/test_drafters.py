@@ -9,9 +9,9 @@ import pytest
 
 from engine.analytic import drafters as analytic
 from engine.analytic.drafters import EAGLE_HEADS
-from engine.analytic.passes import target_pass
+from engine.analytic.memory import max_batch_that_fits
+from engine.analytic.passes import Setting, target_pass
 from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, PAIRS
-from engine.analytic.roofline import Setting, max_batch_that_fits
 from engine.analytic.schedule import PlanError, roofline_cycle
 from engine.planner.costs import setting_costs
 from engine.planner.drafters import drafter_costs, eagle_head

@@ -16,16 +16,10 @@ from engine.analytic import engines, schedule
 from engine.analytic.break_even import step_s
 from engine.analytic.break_even_alpha import planned_k
 from engine.analytic.default_overheads import fitted
+from engine.analytic.memory import max_batch_that_fits
 from engine.analytic.overheads import Overheads, schedule_overhead_s
-from engine.analytic.roofline import (
-    ACHIEVED_BANDWIDTH,
-    ACHIEVED_FLOPS,
-    HARDWARE,
-    PAIRS,
-    Setting,
-    max_batch_that_fits,
-    target_pass,
-)
+from engine.analytic.passes import Setting, target_pass
+from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, PAIRS
 from engine.cli import main
 from engine.measure.probe import ProbeRow
 from engine.planner import vllm_config
