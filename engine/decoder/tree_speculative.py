@@ -1,18 +1,22 @@
-"""Speculative decoding with a token tree drafted by Medusa heads, one row.
+"""Speculative decoding with a token tree, one row (:func:`run_tree`, whatever drafts the tree:
+a :class:`TreeDrafter`), and the static trees of the Medusa heads (single stream and batched)
+and of the draft model.
 
     prefill the target with the prompt (all but its newest token)
     repeat until max new tokens or end of sequence:
-        draft:   the static tree (paths of ranks): the node at depth d, rank r gets head d's
-                 rank-r token (``top``), or each node's children are drawn from head d's q,
-                 i.i.d. (``iid``) or without replacement (``distinct``); head d reads the
-                 hidden state that chose the newest token
+        draft:   the Medusa heads' static tree (paths of ranks): the node at depth d, rank r
+                 gets head d's rank-r token (``top``), or each node's children are drawn from
+                 head d's q, i.i.d. (``iid``) or without replacement (``distinct``); head d
+                 reads the hidden state that chose the newest token. (The draft model: its
+                 rank-r token after the node's parent; EAGLE-2: engine.decoder.eagle_tree.)
         verify:  one target pass over the whole tree (:func:`engine.decoder.tree.tree_pass`)
                  and the rule of :func:`engine.decoder.tree.verify`
         commit:  the accepted path's keys and values kept, the next token pending
 
 Medusa heads draft a tree without a tree mask of their own: each depth's candidates come from
 one head over one hidden state, whatever the branch (Medusa's "cartesian" trees). Each cycle is
-a :class:`TreeCycle`; a :class:`~engine.decoder.events.DoneEvent` ends the run.
+a :class:`TreeCycle`; a :class:`~engine.decoder.events.DoneEvent` ends the run;
+:func:`cycle_events` turns them into the live panel's events.
 """
 
 from __future__ import annotations
@@ -156,7 +160,7 @@ def _cycle_event(cycle: TreeCycle, drafter: str, depth: int, shape: str, paths,
 
 
 def _branch(cycle: TreeCycle, node: int) -> list[int]:
-    """The tokens from the root's first child down to ``node``."""
+    """The tokens of ``node``'s branch: from the root's child on its path down to it."""
     branch = []
     while node:
         branch.append(cycle.tokens[node - 1])
@@ -172,7 +176,7 @@ class TreeDrafter(Protocol):
         newest token (None for a one-token prompt)."""
 
     def draft(self, gen: torch.Generator
-              ) -> tuple[Tree, dict[int, torch.Tensor] | None, list[torch.Tensor] | None]:
+              ) -> tuple[Tree, dict[int, torch.Tensor] | None, dict[int, torch.Tensor] | None]:
         """The tree, per node the q its children were drawn from (None: deterministic
         children), and per node its candidates ranked, best first (None: not ranked; the
         ranks of the target's tokens along the accepted path are read from them)."""
