@@ -76,7 +76,6 @@ TREE_DESCRIPTION = (
     "SGLang's STEPS,TOPK,DRAFT_TOKENS (\"5,4,8\"), an EAGLE-2 tree grown by the head's "
     "confidence. Every cycle verifies the whole tree in one target pass, and k is the tree's "
     "depth. Empty: a chain of k drafts.")
-TREE_DRAFTERS = ("model", "medusa", "eagle")
 
 
 def parse_run_tree(text: str, drafter: str) -> tuple[tuple[int, ...], ...] | TreeShape | None:
@@ -119,10 +118,8 @@ def run_request_model(settings: Settings) -> type[BaseModel]:
                                  "eagle: the pair's EAGLE head; medusa: the pair's Medusa "
                                  "heads (both draft from the target's hidden states; no "
                                  "draft model)")),
-        # no tree where no pair offers a head: the schema says so
-        "tree": (str, Field("", max_length=TREE_CHARS if set(TREE_DRAFTERS)
-                            & set(offered_drafters(settings)) else 0,
-                            pattern=r"^[0-9.;,\s]*$", description=TREE_DESCRIPTION)),
+        "tree": (str, Field("", max_length=TREE_CHARS, pattern=r"^[0-9.;,\s]*$",
+                            description=TREE_DESCRIPTION)),
     }
     for name, control in BODY_CONTROLS.items():
         s = controls[control]
@@ -188,7 +185,7 @@ class LiveState:
     repeats: int
     slow: bool  # show the cycles in slow motion (the page's pace; the run is not slowed)
     drafter: str = "model"  # a name of engine.analytic.drafters.DRAFTER_NAMES
-    run_tree: str = ""  # a head's token tree (TREE_DESCRIPTION); "": a chain
+    run_tree: str = ""  # a token tree (TREE_DESCRIPTION); "": a chain
 
     def query(self) -> str:
         """This state as the link's query string, in the order the panel shows it."""
@@ -228,6 +225,5 @@ def parse_live_state(
     except ValueError as error:
         notices.append(f"run_tree={run_tree[:40]!r} was ignored: {error}.")
         tree = None
-    text = tree.text() if isinstance(tree, TreeShape) else trees.text(tree) if tree else ""
-    return LiveState(prompt=prompt, pair=pair, slow=slow, drafter=drafter, run_tree=text,
-                     **values), notices
+    return LiveState(prompt=prompt, pair=pair, slow=slow, drafter=drafter,
+                     run_tree=trees.text(tree) if tree else "", **values), notices

@@ -133,8 +133,11 @@ def parse(text: str) -> list[Path]:
     return sorted(set(paths), key=lambda p: (len(p), p))
 
 
-def text(paths: Sequence[Path]) -> str:
-    return ";".join(".".join(map(str, p)) for p in paths)
+def text(tree: Sequence[Path] | TreeShape) -> str:
+    """A tree as a link writes it: paths (``0;1;0.0``), or SGLang's numbers (``5,4,8``)."""
+    if isinstance(tree, TreeShape):
+        return tree.text()
+    return ";".join(".".join(map(str, p)) for p in tree)
 
 
 MAX_NODES = 64

@@ -69,8 +69,6 @@ class DrafterSpec:
     def tree_text(self) -> str:
         """The tree as a link writes it: paths (``0;1;0.0``) or SGLang's numbers (``5,4,8``);
         "" for a chain."""
-        if isinstance(self.tree, TreeShape):
-            return self.tree.text()
         return trees.text(self.tree) if self.tree else ""
 
     def lookahead(self, k: int) -> int:

@@ -109,8 +109,8 @@ def _tree_cycles(pair, config, drafter: DrafterSpec):
 
 
 def _tree(run, baseline_step_ms):
-    """A token tree's cycles (Medusa heads; ``on_verify`` sees chains only), then the
-    summary as for a chain."""
+    """A token tree's cycles (``on_verify`` sees chains only), then the summary as for a
+    chain."""
     cycles = []
     try:
         for event in run:

@@ -90,8 +90,10 @@ def predicted_speedup(
     """The drafter's own slider model at the cycles' alpha, c and v. Prompt lookup's prices
     the share pi of cycles with a proposal and their lengths (engine.analytic.lookup); a
     drafter that proposes k tokens every cycle at c target steps a token (a draft model, a
-    draft head) has the draft model's (engine.analytic.theory). None without an alpha, where
-    a drafter proposes every cycle; prompt lookup without a proposal needs none."""
+    draft head) has the draft model's (engine.analytic.theory); a static token tree has the
+    tree model's (:func:`tree_tokens`). None without an alpha, where a drafter proposes every
+    cycle, and for a tree grown anew each cycle; prompt lookup without a proposal needs
+    none."""
     k = cycles[0].k
     if cycles[0].tree is not None:  # a static tree has its model; EAGLE-2's has none
         tokens = tree_tokens(cycles)
