@@ -227,3 +227,21 @@ def parse_live_state(
         tree = None
     return LiveState(prompt=prompt, pair=pair, slow=slow, drafter=drafter,
                      run_tree=trees.text(tree) if tree else "", **values), notices
+
+
+def live_context(live: LiveState, settings: Settings, available: bool,
+                 load_error: str | None) -> dict:
+    """The live panel's template context: its state, drafters, controls, presets and pairs,
+    and whether runs are offered (``available``) or why not."""
+    return {
+        "live": live,
+        "live_drafters": offered_drafters(settings),
+        "medusa_tree": trees.text(trees.MEDUSA_TREE),
+        "run_controls": run_controls(settings),
+        "presets": PRESETS,
+        "pairs": settings.pairs,
+        "max_prompt_chars": settings.max_prompt_chars,
+        "live_available": available,
+        "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS "
+                                                 "is off)",
+    }

@@ -9,8 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlencode
 
+from app.charts import speedup_chart, tree_chart
+from app.saved.titles import slider_title
 from engine.analytic import lookup, positions, theory, trees
 from engine.analytic.drafters import DRAFTER_WORDS
 from engine.analytic.positions import (
@@ -362,3 +365,50 @@ def page_figures(state: PageState) -> Figures:
                               state.tokens, state.v_by_k)
     return figures(state.alpha, state.k, state.c, state.v, state.step_ms, state.tokens,
                    state.v_by_k)
+
+
+SIMULATED_CYCLES = 12
+
+
+def slider_context(state: PageState, notices: list[str]) -> dict[str, Any]:
+    """The slider section's template context: its figures, chart, tree, simulated cycles and
+    controls (``notices``: what reading its link changed)."""
+    fig = page_figures(state)
+    tree_fig = tree_figures(state)
+    return {
+        "state": state,
+        "notices": notices,
+        "fig": fig,
+        "chart": speedup_chart(fig),
+        "tree_fig": tree_fig,
+        "tree_chart": tree_chart(tree_fig.paths, tree_fig.survival) if tree_fig else None,
+        "cycles": _simulated(state),
+        # How far the strip's own average may fall from the expected one by chance.
+        "strip_spread": _strip_sd(state) / SIMULATED_CYCLES**0.5,
+        "sliders": SLIDERS,
+        "lookup_sliders": LOOKUP_SLIDERS,
+        "shape_sliders": SHAPE_SLIDERS,
+        "shapes": positions.SHAPES,
+        "slider_drafters": DRAFTER_WORDS,
+        "preset_c": PRESET_C,
+        "page_title": f"{slider_title(fig)} · specscope",
+    }
+
+
+def _simulated(state: PageState) -> list[list[str]]:
+    """The strip of simulated cycles under the slider's figures."""
+    if state.curve is not None:
+        return positions.simulate_cycles(state.curve, state.k, SIMULATED_CYCLES, state.seed)
+    if state.drafter == "ngram":
+        return lookup.simulate_cycles(state.alpha, state.k, state.pi, SIMULATED_CYCLES,
+                                      state.seed)
+    return theory.simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed)
+
+
+def _strip_sd(state: PageState) -> float:
+    """The standard deviation of one simulated cycle's accepted drafts."""
+    if state.curve is not None:
+        return positions.accepted_sd(state.curve, state.k)
+    if state.drafter == "ngram":
+        return lookup.accepted_sd(state.alpha, state.k, state.pi)
+    return theory.accepted_sd(state.alpha, state.k)

@@ -8,19 +8,9 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from app.charts import speedup_chart, tree_chart
-from app.live import PRESETS, offered_drafters, parse_live_state, run_controls
+from app.live import live_context, parse_live_state
 from app.measurements import measurement_store
-from app.params import (
-    LOOKUP_SLIDERS,
-    PRESET_C,
-    SHAPE_SLIDERS,
-    SLIDERS,
-    PageState,
-    page_figures,
-    parse_page_state,
-    tree_figures,
-)
+from app.params import PageState, parse_page_state, slider_context
 from app.plan import parse_plan_state, plan_context, plan_planning
 from app.preview import draw_soon
 from app.roofline import batch_title, default_section, parse_roofline_state, section_context
@@ -30,16 +20,11 @@ from app.saved.loading import NotSaved, StoreUnavailable, saved_record
 from app.saved.titles import slider_headline, slider_title
 from app.templating import templates
 from app.traffic.state import parse_traffic_state, traffic_context
-from engine.analytic import lookup, positions, trees
-from engine.analytic.drafters import DRAFTER_WORDS
-from engine.analytic.positions import SHAPES
-from engine.analytic.theory import accepted_sd, simulate_cycles
 from engine.settings import Settings
 
 router = APIRouter()
 DEFAULT_PLAN = parse_plan_state([])[0]
 
-SIMULATED_CYCLES = 12
 # htmx asks for one region only, so a slider drag re-renders neither the controls nor the
 # batch-size section: that section follows alpha and k with its own request, once they rest.
 FRAGMENTS = {"results": "_results.html", "roofline": "_roofline.html"}
@@ -70,23 +55,6 @@ def _meta(request: Request, context: dict, fig, state: PageState, rl_state, plan
             "image": f"{request.url_for('batch_preview')}?{context['canonical_query']}"}
 
 
-def _simulated(state: PageState) -> list[list[str]]:
-    if state.curve is not None:
-        return positions.simulate_cycles(state.curve, state.k, SIMULATED_CYCLES, state.seed)
-    if state.drafter == "ngram":
-        return lookup.simulate_cycles(state.alpha, state.k, state.pi, SIMULATED_CYCLES,
-                                      state.seed)
-    return simulate_cycles(state.alpha, state.k, SIMULATED_CYCLES, state.seed)
-
-
-def _strip_sd(state: PageState) -> float:
-    if state.curve is not None:
-        return positions.accepted_sd(state.curve, state.k)
-    if state.drafter == "ngram":
-        return lookup.accepted_sd(state.alpha, state.k, state.pi)
-    return accepted_sd(state.alpha, state.k)
-
-
 @router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse,
                   include_in_schema=False)
 def slider_page(request: Request) -> HTMLResponse:
@@ -99,24 +67,9 @@ def slider_page(request: Request) -> HTMLResponse:
     traffic, traffic_notices = parse_traffic_state(query, settings)
     rl_state, rl_notices = parse_roofline_state(query)
     plan_state, plan_notices = parse_plan_state(query)
-    fig = page_figures(state)
-    context = {
-        "state": state,
-        "notices": notices,
-        "fig": fig,
-        "chart": speedup_chart(fig),
-        "tree_fig": (tree_fig := tree_figures(state)),
-        "tree_chart": tree_chart(tree_fig.paths, tree_fig.survival) if tree_fig else None,
-        "cycles": _simulated(state),
-        # How far the strip's own average may fall from the expected one by chance.
-        "strip_spread": _strip_sd(state) / SIMULATED_CYCLES**0.5,
-        "sliders": SLIDERS,
-        "lookup_sliders": LOOKUP_SLIDERS,
-        "shape_sliders": SHAPE_SLIDERS,
-        "shapes": SHAPES,
-        "slider_drafters": DRAFTER_WORDS,
-        "preset_c": PRESET_C,
-        "page_title": f"{slider_title(fig)} · specscope",
+    context = slider_context(state, notices)
+    fig = context["fig"]
+    context |= {
         "rl_state": rl_state,
         # The address bar is rewritten to this, so a shared link carries the clamped values.
         "canonical_query": "&".join(
@@ -150,20 +103,10 @@ def slider_page(request: Request) -> HTMLResponse:
         context |= traffic_context(traffic, settings)
         # A page opened from a pasted link is followed by a fetch of its card: draw it now.
         draw_soon(slider_preview_svg(fig))
-        load_error = getattr(request.app.state, "load_error", None)
-        context |= {
-            "live": live,
-            "live_drafters": offered_drafters(settings),
-            "medusa_tree": trees.text(trees.MEDUSA_TREE),
-            "run_controls": run_controls(settings),
-            "presets": PRESETS,
-            "pairs": settings.pairs,
-            "max_prompt_chars": settings.max_prompt_chars,
-            "live_available": getattr(request.app.state, "runs", None) is not None,
-            "live_unavailable_reason": load_error or "models are not loaded (SPECSCOPE_LOAD_MODELS"
-                                                    " is off)",
-            "meta": _meta(request, context, fig, state, rl_state, plan_state),
-        }
+        context |= live_context(live, settings,
+                                getattr(request.app.state, "runs", None) is not None,
+                                getattr(request.app.state, "load_error", None))
+        context["meta"] = _meta(request, context, fig, state, rl_state, plan_state)
     response = templates.TemplateResponse(request, template, context, headers=headers)
     response.headers["Vary"] = "HX-Request, HX-Target"
     # What the page's own timing sees of the server (benchmarks/page_latency.py prints it).
