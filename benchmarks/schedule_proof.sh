@@ -31,5 +31,5 @@ $S plan --from-probe "$OUT/schedule/shipped-cpu-probe.json" \
     --target models/target --draft models/draft --json > "$OUT/schedule/shipped-cpu-plan.json"
 $S sweep --engine specscope --target models/target --draft models/draft --device cpu \
     --batch $BATCHES --policies off,1,2,4 --schedule "$OUT/schedule/shipped-cpu-plan.json" \
-    --prompts "$PROMPTS" --new-tokens 32 --repeats 5 --temperature 0 --pair-preset shipped \
+    --prompts "$PROMPTS" --new-tokens 32 --repeats 5 --temperature 0 --models shipped \
     --clock cpu --out "$OUT/specscope-shipped-cpu.json"

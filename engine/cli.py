@@ -39,7 +39,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from engine.cli_options import TORCH_DTYPES, add_drafter_options, add_pair_options
+from engine.cli_options import (
+    TORCH_DTYPES,
+    add_drafter_options,
+    add_models_option,
+    add_pair_options,
+)
 from engine.decoder.events import (
     ACCEPTED,
     DEFAULT_SEED,
@@ -187,8 +192,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     )
     roof.add_argument("--label", default=None, help="the curve's label on the page")
     roof.add_argument("--hardware", default="this machine", help="the hardware, in words")
-    roof.add_argument("--pair-preset", default=None,
-                      help="the page's model-pair preset this curve belongs to (e.g. shipped)")
+    add_models_option(roof)
     roof.add_argument("--out", type=Path,
                       help="write the measured curve here (e.g. measurements/NAME.json)")
     roof.add_argument("--json", action="store_true", help="print the JSON instead")
@@ -383,7 +387,7 @@ def _roofline(args) -> int:
         if not args.quiet:
             print(f"specscope roofline: {message}", file=sys.stderr, flush=True)
 
-    sweep = run_sweep(pair, config, label, args.hardware, args.pair_preset, log)
+    sweep = run_sweep(pair, config, label, args.hardware, args.models, log)
     data = to_json(sweep)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

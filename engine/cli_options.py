@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from engine import defaults
 
@@ -60,3 +61,23 @@ def add_drafter_options(parser, *, several: bool = False, help_note: str = "") -
     parser.add_argument("--prompt-lookup-max", type=int, default=PROMPT_LOOKUP_MAX,
                         help="largest n-gram prompt lookup matches (--drafter ngram; default "
                              f"{PROMPT_LOOKUP_MAX})")
+
+
+class _Renamed(argparse.Action):
+    """An old flag spelling, kept for one release: stores as the new one and says so."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"specscope: {option_string} is now {self.metavar} (the name the page, the API "
+              "and specscope plan use); the old spelling goes in the next release",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_models_option(parser: argparse.ArgumentParser) -> None:
+    """``--models``: the page's model-pair preset a measured curve belongs to (the plan's,
+    the page's and the API's ``models``); ``--pair-preset``, its old spelling."""
+    parser.add_argument("--models", default=None,
+                        help="the page's model-pair preset this curve belongs to (e.g. "
+                             "shipped; the page shows the curve only with it)")
+    parser.add_argument("--pair-preset", dest="models", action=_Renamed, metavar="--models",
+                        help=argparse.SUPPRESS)

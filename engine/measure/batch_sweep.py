@@ -200,8 +200,8 @@ def run_sweep(args) -> int:
             "temperature": args.temperature, "new_tokens": args.new_tokens,
             "repeats": args.repeats, "threads": threads,
             "command": "specscope " + " ".join(sys.argv[1:])}
-    if args.pair_preset:
-        meta["pair"] = args.pair_preset
+    if args.models:
+        meta["pair"] = args.models
     if args.out:
         for curve in curves(cells, policies, args.batch, meta, args.clock):
             slug = curve["policy"].replace("k = ", "k").replace(" ", "-")

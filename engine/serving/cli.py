@@ -23,7 +23,12 @@ from contextlib import ExitStack
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from engine.cli_options import TORCH_DTYPES, add_drafter_options, add_pair_options
+from engine.cli_options import (
+    TORCH_DTYPES,
+    add_drafter_options,
+    add_models_option,
+    add_pair_options,
+)
 from engine.measure.commands import measure, prepare_probe, read_text, report
 from engine.serving.client import VllmClient, VllmError
 from engine.serving.metrics import SpecCounters
@@ -99,8 +104,7 @@ def add_parser(sub, d: dict) -> None:
     sweep.add_argument("--python", type=Path, default=VLLM_PYTHON,
                        help="the Python of vLLM's virtualenv (default: .venv-vllm)")
     sweep.add_argument("--label", help="the curve's name on the page")
-    sweep.add_argument("--pair-preset", default=None,
-                       help="the page's model-pair preset this curve belongs to (e.g. shipped)")
+    add_models_option(sweep)
     sweep.add_argument("--hardware", default=None, help="default: this machine's CPU")
     sweep.add_argument("--out", type=Path, help="write the measured curve (JSON) here (with "
                                                 "--rates: the open-loop results)")
@@ -443,8 +447,8 @@ def _policy_sweep(args) -> int:
             "temperature": args.temperature, "new_tokens": args.new_tokens,
             "repeats": args.repeats, "load_average": load, "clock": args.clock,
             "command": "specscope " + " ".join(sys.argv[1:])}
-    if args.pair_preset:
-        meta["pair"] = args.pair_preset
+    if args.models:
+        meta["pair"] = args.models
     if args.out:
         for curve in ps.curves(results, policies, meta):
             slug = curve["policy"].replace("k = ", "k").replace(" ", "-")
@@ -489,7 +493,7 @@ def _curve(args, points: list[SweepPoint], alpha: float | None) -> dict:
         "new_tokens": args.new_tokens,
         "repeats": args.repeats,
         "command": "specscope " + " ".join(sys.argv[1:]),
-    } | ({"pair": args.pair_preset} if args.pair_preset else {})
+    } | ({"pair": args.models} if args.models else {})
 
 
 def _markdown(points: list[SweepPoint], counts: SpecCounters | None, args) -> str:

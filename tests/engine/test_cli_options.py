@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from engine.cli import build_parser, defaults
-from engine.cli_options import K_HELP, MODEL_HELP, add_pair_options
+from engine.cli_options import K_HELP, MODEL_HELP, add_models_option, add_pair_options
 
 
 def test_the_options_take_the_given_defaults_and_values():
@@ -73,3 +73,12 @@ def test_a_run_dtype_has_the_plans_short_names_and_torchs_are_still_read():
     for given, sent in (("fp16", "float16"), ("float32", "float32")):
         args = parser.parse_args(["vllm", "serve", "--dtype", given])
         assert serve_spec(args).dtype == sent == TORCH_DTYPES.get(given, given)
+
+
+def test_a_curves_models_preset_is_models_and_the_old_spelling_still_works(capsys):
+    parser = argparse.ArgumentParser()
+    add_models_option(parser)
+    assert parser.parse_args(["--models", "shipped"]).models == "shipped"
+    assert "--pair-preset" not in parser.format_help()
+    assert parser.parse_args(["--pair-preset", "llama-8b-1b"]).models == "llama-8b-1b"
+    assert "--pair-preset is now --models" in capsys.readouterr().err

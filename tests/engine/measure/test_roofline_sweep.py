@@ -14,7 +14,7 @@ def test_roofline_command_writes_a_curve_the_page_can_load(model_dirs, tmp_path,
     out = tmp_path / "sweep.json"
     code = main(["roofline", "--target", model_dirs["target"], "--draft", model_dirs["good"],
                  "--batches", "1,2,4", "--k", "2", "--context", "8", "--repeats", "3",
-                 "--warmup", "1", "--pair-preset", "shipped", "--out", str(out), "--quiet",
+                 "--warmup", "1", "--models", "shipped", "--out", str(out), "--quiet",
                  "--device", "cpu"])
     assert code == 0
     printed = capsys.readouterr().out

@@ -96,7 +96,7 @@ def test_the_sweep_command_against_running_servers_writes_the_curve(
     spec, base = fake_server("serve"), fake_server("serve")
     out = tmp_path / "curve.json"
     code = main(["sweep", "--engine", "vllm", "--url", spec.url, "--baseline-url", base.url,
-                 "--batch", "1,2", "--new-tokens", "4", "--pair-preset", "shipped",
+                 "--batch", "1,2", "--new-tokens", "4", "--models", "shipped",
                  "--out", str(out)])
     assert code == 0
     table = capsys.readouterr().out
