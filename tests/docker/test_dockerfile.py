@@ -107,7 +107,7 @@ def test_cpu_is_the_default_flavour_and_cuda_matches_its_torch_build(dockerfile)
 def test_the_context_holds_what_the_server_needs_and_nothing_of_the_workspace(build_context):
     _, copied = build_context
     needed = {"Makefile", "pyproject.toml", "requirements-lock.txt", "README.md", "app/main.py",
-              "engine/cli.py",
+              "engine/cli/__init__.py",
               "templates/index.html", "models/target/model.safetensors",
               "models/draft/model.safetensors", "models/target/tokenizer.json"}
     assert needed <= set(copied)

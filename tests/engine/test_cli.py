@@ -3,6 +3,7 @@ import json
 import pytest
 
 from engine import cli
+from engine.cli import commands
 from engine.decoder.events import GenerationConfig
 
 
@@ -45,8 +46,8 @@ def test_text_with_colours_and_the_summary(capsys, model_dirs):
     )
     assert code == 0
     assert out.startswith("the quick brown fox")
-    assert cli.STYLES["accepted"] in out and cli.STYLES["target"] in out
-    assert cli.STYLES["rejected"] in out  # a bad draft is rejected now and then
+    assert commands.STYLES["accepted"] in out and commands.STYLES["target"] in out
+    assert commands.STYLES["rejected"] in out  # a bad draft is rejected now and then
     for label in ("alpha", "draft acceptance rate", "mean acceptance length", "c = ", "speedup"):
         assert label in out
 
@@ -103,7 +104,7 @@ def test_generation_defaults_are_the_engines():
 def test_the_summary_prints_n_a_for_an_estimate_without_data():
     from dataclasses import replace
 
-    from engine.cli import format_summary
+    from engine.cli.commands import format_summary
     from engine.decoder.events import CycleEvent
     from engine.decoder.stats import summarize
 
@@ -118,7 +119,7 @@ def test_the_summary_prints_n_a_for_an_estimate_without_data():
 
 
 def test_the_summary_prints_the_check_of_independent_acceptance():
-    from engine.cli import format_summary
+    from engine.cli.commands import format_summary
     from engine.decoder.events import CycleEvent
     from engine.decoder.stats import summarize
 

@@ -60,7 +60,7 @@ def test_every_command_with_a_pair_has_the_same_options():
 def test_a_run_dtype_has_the_plans_short_names_and_torchs_are_still_read():
     import torch
 
-    from engine.cli import torch_dtype
+    from engine.cli.commands import torch_dtype
     from engine.cli_options import TORCH_DTYPES
     from engine.serving.cli import add_parser as add_vllm
     from engine.serving.cli import serve_spec
