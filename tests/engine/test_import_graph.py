@@ -162,3 +162,19 @@ def test_the_vllm_code_takes_its_prompts_from_the_prompt_sets_not_the_benchmark(
     for module in vllm:
         assert not graph[module] & {"engine.measure.bench", "engine.measure.bench_results"}, (
             module)
+
+
+def test_the_command_line_is_on_top_and_the_watch_and_trees_in_their_layers():
+    """Nothing of the engine imports its command line (engine.cli: parse and dispatch); the
+    watch (engine.serving.watch) stays with the vLLM code; the tree drafters are the
+    decoder's, and the tree's arithmetic (shapes, yields) the pure layer's."""
+    graph = imports()
+    layers = subpackage_graph(graph)
+    assert "engine.cli" in layers  # a package now
+    assert not [m for m, targets in graph.items()
+                if not m.startswith("engine.cli") and any(t.startswith("engine.cli.")
+                                                           or t == "engine.cli" for t in targets)]
+    assert {"engine.serving.watch.intervals", "engine.serving.watch.store",
+            "engine.serving.watch.command"} <= set(graph)
+    assert "engine.analytic.trees" in graph["engine.decoder.eagle_tree"]
+    assert not graph["engine.analytic.trees"]
