@@ -6,7 +6,8 @@
   to the fractions they were fitted at: datasheet-rate overheads on an achieved-rate
   roofline would count the same shortfall twice (docs/design.md, "Overheads").
 - "This machine": :func:`engine.analytic.machine_overheads.loop_overheads`, from a
-  ``specscope costs`` file timed through the decoding loop.
+  ``specscope costs`` file timed through the decoding loop (with the machine its passes
+  describe).
 
 Computed from the data files on first use and cached; nothing is typed in by hand.
 """

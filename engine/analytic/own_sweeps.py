@@ -6,11 +6,13 @@ Each shipped sweep curve (``measurements/specscope-shipped-cpu-*.json``: our eng
 this machine) becomes one :class:`~engine.analytic.published.Series`: the measured speedup
 over plain decoding at each batch, against the model's at the setting the sweep ran:
 
-- hardware: "this machine" fitted (:func:`engine.analytic.fit.fit_hardware`) to the timed
-  passes of :data:`COSTS`, the ``specscope costs`` file timed through the same engine, on the
-  same prompts and new tokens as the sweeps;
-- overheads: that file's (:func:`engine.analytic.machine_overheads.loop_overheads`), as the
-  page's "this machine" takes them;
+- hardware and overheads: "this machine" as :data:`COSTS` describes it
+  (:func:`engine.analytic.machine_overheads.loop_overheads`: a serial machine fitted to its
+  timed passes, and its loop's own time a speculative step), the ``specscope costs`` file
+  timed through the same engine, on the same prompts and new tokens as the sweeps, as the
+  page's "this machine" takes it;
+- the batch: its requests start together and the batch runs until its slowest row is done
+  (:mod:`engine.analytic.static_batch`), as the sweeps ran it;
 - the shipped pair, fp32, the curve's own k (a schedule's k at each batch) and the alpha the
   file records (the sweep's own acceptance count);
 - context: not recorded in the files. Taken as the prompts' tokens the passes read plus half
@@ -29,12 +31,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from engine.analytic import schedule
-from engine.analytic.break_even import speedup_at
-from engine.analytic.fit import TimedPass, fit_hardware
+from engine.analytic import schedule, static_batch
 from engine.analytic.machine_overheads import LoopFit, loop_overheads
 from engine.analytic.passes import Setting
-from engine.analytic.presets import PAIRS, Hardware, this_machine
+from engine.analytic.presets import HARDWARE, PAIRS
 from engine.analytic.published import MEASURED_HERE, Point, Series, Source, load_split, role_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +88,7 @@ def source_of(path: str) -> Source:
         points, {"table": "its points (batch, speedup over policy off)", "model": "shipped pair",
                  "dtype": DTYPE,
                  "alpha": curve["alpha"], "own_sweep": True,
+                 "new_tokens": curve["new_tokens"],
                  "engine": "vllm" if is_vllm(curve) else "specscope",
                  "context_basis": f"{prompts} prompt tokens + {curve['new_tokens']} // 2"},
         stem)
@@ -114,35 +115,31 @@ def timed() -> schedule.TimedCosts:
 
 
 @functools.cache
-def machine() -> tuple[Hardware, LoopFit]:
-    """"This machine" fitted to :data:`COSTS`' passes, and the overheads that file gives it.
-    ``specscope costs`` ran our engine on the same prompts and new tokens as its sweeps, so
-    its passes read the context our engine's sweeps did (:func:`context_of`)."""
+def machine() -> LoopFit:
+    """"This machine" as :data:`COSTS` describes it. ``specscope costs`` ran our engine on
+    the same prompts and new tokens as its sweeps, so its passes read the context our
+    engine's sweeps did (:func:`context_of`)."""
     pair = PAIRS[PAIR]
-    costs = timed()
     context = context_of({"new_tokens": _read(COSTS)["new_tokens"]})
-    passes = [TimedPass(pair.target, b, tokens, context, ms / 1000)
-              for (b, tokens), ms in costs.target.items()]
-    passes += [TimedPass(pair.draft, b, 1, context, ms / 1000) for b, ms in costs.draft.items()]
-    bandwidth, flops = fit_hardware(passes, DTYPE)
-    hardware = replace(this_machine(bandwidth, flops),
-                       source=f"fitted by engine/analytic/fit.py to the passes of {COSTS}")
-    s = Setting(hardware, pair.target, pair.draft, DTYPE, context=context)
-    return hardware, loop_overheads(costs, s)
+    fit = loop_overheads(timed(), Setting(HARDWARE["this-machine"], pair.target, pair.draft,
+                                          DTYPE, context=context))
+    return replace(fit, hardware=replace(fit.hardware,
+                                         source=f"{COSTS}: {fit.hardware.source}"))
 
 
 def setting_for(series: Series, point: Point) -> Setting:
     """The roofline setting of one point of a sweep: the sweep's k, alpha and context on
     :func:`machine`'s hardware and overheads."""
     context = series.setting(point, "context")
-    hardware, fit = machine()
+    fit = machine()
     pair = PAIRS[PAIR]
-    return Setting(hardware, pair.target, pair.draft, DTYPE, context=context,
+    return Setting(fit.hardware, pair.target, pair.draft, DTYPE, context=context,
                    alpha=series.fields["alpha"], k=series.setting(point, "k"),
                    overheads=fit.overheads)
 
 
 def predict(series: Series, point: Point) -> float:
-    """The model's speedup at the point (1 at k = 0: plain decoding)."""
+    """The model's speedup at the point (1 at k = 0: plain decoding), for the sweep's batch of
+    requests started together (:func:`engine.analytic.static_batch.speedup`)."""
     s = setting_for(series, point)
-    return 1.0 if s.k == 0 else speedup_at(s, point.batch)
+    return static_batch.speedup(s, point.batch, series.fields["new_tokens"])

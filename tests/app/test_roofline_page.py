@@ -503,16 +503,18 @@ def test_a_bad_overhead_in_the_link_is_clamped_or_defaulted_with_a_notice():
                        "10000."]
 
 
-def test_this_machine_takes_its_overheads_from_the_costs_file(client):
+def test_this_machine_is_the_machine_and_the_overheads_of_the_costs_file(client):
     data = json.loads(MACHINE_COSTS.read_text())
     html = client.get("/?hardware=this-machine&models=shipped&dtype=fp32&batch=8").text
-    box = re.search(r'<input type="number" id="rl-spec_row_overhead_us"[^>]*>', html).group(0)
     pair = PAIRS["shipped"]
     s = Setting(HARDWARE["this-machine"], pair.target, pair.draft, "fp32", context=512)
     fit = loop_overheads(timed_costs(data["passes"], data["loop"]), s)
-    assert fit.overheads.spec_per_row_s > 0
-    assert f'placeholder="{fit.overheads.spec_per_row_s * 1e6:.4g}"' in box
-    assert "from the costs file" in html and "none identified against the fitted roofline" in html
+    assert fit.overheads.spec_per_row_s > 0 and fit.overheads.launch_s_per_layer > 0
+    for name, value in (("spec_row_overhead_us", fit.overheads.spec_per_row_s * 1e6),
+                        ("launch_us_per_layer", fit.overheads.launch_s_per_layer * 1e6)):
+        box = re.search(rf'<input type="number" id="rl-{name}"[^>]*>', html).group(0)
+        assert f'placeholder="{value:.4g}"' in box
+    assert "from the costs file" in html and "fitted with its reads and arithmetic" in html
 
 
 def test_without_a_costs_file_this_machine_has_no_overheads(tmp_path):

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.analytic import default_overheads, machine_overheads, overheads, published, validate
+from engine.analytic import default_overheads, overheads, published, validate
 from engine.analytic.break_even import (
     best_k_at,
     break_even_batch,
@@ -24,7 +24,7 @@ from engine.analytic.overheads import NONE, Overheads
 from engine.analytic.passes import Setting, draft_pass, target_pass
 from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, PAIRS
 from engine.analytic.roofline import roofline
-from engine.analytic.schedule import roofline_cycle, timed_costs
+from engine.analytic.schedule import roofline_cycle
 from engine.analytic.theory import expected_tokens
 
 PAIR = PAIRS["llama-8b-1b"]
@@ -146,42 +146,3 @@ def test_a_schedules_cost_comes_from_vllm_issue_49548_and_only_vllm_pays_it():
 def test_measured_hardware_has_no_fitted_default_of_its_own():
     s = replace(A100_8, hardware=HARDWARE["this-machine"])
     assert default_overheads.preset_overheads(s) is NONE
-
-
-def this_machine(context: int = 0) -> Setting:
-    pair = PAIRS["shipped"]
-    return Setting(HARDWARE["this-machine"], pair.target, pair.draft, "fp32", context=context)
-
-
-def test_this_machine_takes_the_loops_own_time_a_speculative_step_as_its_spec_term():
-    s = this_machine()
-    passes = [{"model": m, "batch": b, "tokens": t,
-               "median_ms": (forward(s, m, b, t) * 1e3)}
-              for b in (1, 8, 32) for m, t in (("target", 1), ("target", 2), ("draft", 1))]
-    # the loop's own time: 0.4 ms + 20 us a row at k = 1, exactly; 0.1 ms at k = 0
-    loop = [{"batch": b, "k": k, "median_ms": 0.1 if k == 0 else 0.4 + 0.02 * b}
-            for b in (1, 8, 32) for k in (0, 1)]
-    fit = machine_overheads.loop_overheads(timed_costs(passes, loop), s)
-    assert fit.overheads.spec_fixed_s == pytest.approx(0.4e-3)
-    assert fit.overheads.spec_per_row_s == pytest.approx(20e-6)
-    # the passes are exactly the fitted roofline: no pass term to identify, so 0, said so
-    assert not fit.pass_identified
-    assert fit.overheads.launch_s_per_layer == fit.overheads.sample_s_per_row == 0
-    assert "none identified" in fit.overheads.source
-
-
-def test_this_machine_identifies_a_launch_term_when_every_pass_launches_its_layers_slowly():
-    s = this_machine()
-    layers = {"target": s.target.layers, "draft": s.draft.layers}
-    passes = [{"model": m, "batch": b, "tokens": t,
-               "median_ms": (forward(s, m, b, t) + 30e-6 * layers[m]) * 1e3}
-              for b in (1, 8, 32) for m, t in (("target", 1), ("target", 2), ("draft", 1))]
-    fit = machine_overheads.loop_overheads(timed_costs(passes), s)
-    assert fit.pass_identified
-    assert fit.overheads.launch_s_per_layer == pytest.approx(30e-6)
-    assert fit.overheads.sample_s_per_row == 0
-    assert fit.overheads.spec_fixed_s == 0 and "no loop timings" in fit.overheads.source
-
-
-def forward(s: Setting, model: str, batch: int, tokens: int) -> float:
-    return (target_pass(s, batch, tokens) if model == "target" else draft_pass(s, batch)).seconds
