@@ -1,9 +1,9 @@
 """Saved runs and probes in SQLite, through sqlite-utils: its migrations own the schema.
 
-One connection per store, behind a lock, so threads of one server take turns; separate
-processes meet at SQLite's own file locks (WAL journal, a busy timeout, ``BEGIN IMMEDIATE``
-for every write). A run is written in one transaction with the pruning of the oldest runs,
-so a crash or a kill leaves either the whole run or none of it. Probes are kept the same
+The connection, its lock and its write transactions are those of
+:class:`engine.storage.SQLiteStore`: threads of one server take turns, separate processes meet
+at SQLite's own file locks. A run is written in one transaction with the pruning of the oldest
+runs, so a crash or a kill leaves either the whole run or none of it. Probes are kept the same
 way in their own table, under the same limits (how many are kept, how large one may be).
 """
 
@@ -14,18 +14,14 @@ import json
 import math
 import re
 import secrets
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database, Migrations
 
+from engine.storage import SQLiteStore
+
 # 16 random bytes, URL-safe base64 without padding: 22 characters nobody can guess.
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
-BUSY_TIMEOUT_S = 30.0
 
 migrations = Migrations("specscope")
 
@@ -129,19 +125,16 @@ def is_run_id(text: str) -> bool:
     return bool(RUN_ID.match(text))
 
 
-class RunStore:
+class RunStore(SQLiteStore):
+    error_type = StoreUnavailable
+    name = "the database of saved runs"
+
     def __init__(self, path: str, runs_kept: int, max_run_bytes: int) -> None:
-        self.path = path
         self.runs_kept = runs_kept
         self.max_run_bytes = max_run_bytes
-        self._lock = threading.Lock()
+        super().__init__(path)
         with self._errors("open"):
-            if path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
-            self.db = Database(conn)
-            if path != ":memory:":
-                self.db.enable_wal()
+            self.db = Database(self.conn)  # sqlite-utils over the store's one connection
             with self._writing():
                 migrations.apply(self.db)
 
@@ -184,19 +177,6 @@ class RunStore:
             )
         return row["id"]
 
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """One write transaction that holds SQLite's write lock from its first statement,
-        so a second writer waits (up to the busy timeout) instead of failing half-way."""
-        with self._lock:
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self.db.rollback()
-                raise
-            self.db.commit()
-
     # ---- reading ----------------------------------------------------------------------
 
     def get(self, run_id: str) -> dict[str, Any] | None:
@@ -227,16 +207,3 @@ class RunStore:
         with self._errors(f"list the {table}"), self._lock:
             return [row["id"] for row in self.db[table].rows_where(
                 select="id", order_by="rowid")]
-
-    def close(self) -> None:
-        with self._lock:
-            self.db.close()
-
-    @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as error:
-            raise StoreUnavailable(
-                f"the database of saved runs could not {action}: {error}"
-            ) from error

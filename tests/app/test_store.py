@@ -133,6 +133,22 @@ def test_a_writer_killed_inside_a_write_leaves_every_committed_run(tmp_path):
     assert store.ids() == [*committed, after]
 
 
+def test_a_save_that_fails_between_its_statements_leaves_no_half_written_run(monkeypatch):
+    store = RunStore(":memory:", runs_kept=1, max_run_bytes=100_000)
+    kept = store.save(a_run(1))
+
+    def fail(self, *args, **kwargs):  # the run is inserted, the pruning not yet done
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr("sqlite_utils.db.Table.delete_where", fail)
+    with pytest.raises(StoreUnavailable,
+                       match="^the database of saved runs could not save the run: disk I/O"):
+        store.save(a_run(2))
+    monkeypatch.undo()
+    assert store.ids() == [kept]  # neither the new run nor the pruning of the old one
+    assert store.get(store.save(a_run(3))) is not None and len(store.ids()) == 1
+
+
 def test_a_run_too_large_to_keep_says_so_on_the_stream(live_server, app_state):
     app_state.store.max_run_bytes = 1_000
     try:
