@@ -102,6 +102,7 @@ def page_context(rates: str = validate.DEFAULT_RATES) -> dict:
         "fitted": [v for v in views if v.result.split == "fit"],
         "held_out": [v for v in views if v.result.split == "held_out"],
         "limit": validate.HELD_OUT_LIMIT,
+        "summary": validate.held_out_summary(r),
         "quoted": published.QUOTED,  # the table's short "quoted"; the citation says it in full
         "measured_here": published.MEASURED_HERE,  # "measured here" in the table, likewise
         "rates": rates,

@@ -528,6 +528,17 @@ def format_terms(f: Fit) -> list[str]:
     ]
 
 
+def held_out_summary(report: Report) -> str:
+    """The held-out series in one line: how many, the median of their median absolute
+    errors, and how many miss by more than :data:`HELD_OUT_LIMIT`."""
+    held = [r for r in report.series if r.split == "held_out"]
+    misses = [r.id for r in held if r.misses]
+    return (f"Held out: {len(held)} series, the median of their median |error| "
+            f"{statistics.median(r.median_abs_error for r in held):.1%}; "
+            f"{len(misses)} above {HELD_OUT_LIMIT:.0%}"
+            + (f" ({', '.join(misses)})" if misses else ""))
+
+
 def format_report(report: Report) -> str:
     lines = format_terms(report.fit)
     lines.append("Each fit source left out of the fit (its series' median |error|, with it in "
@@ -535,6 +546,7 @@ def format_report(report: Report) -> str:
     lines += [f"  {x.source}: {x.series}  {x.with_it:.1%} -> {x.without_it:.1%}"
               for x in report.left_out]
     lines.append("")
+    lines.append(held_out_summary(report))
     for band in report.intervals.values():
         lines.append(f"Interval ({band.kind}): the measured value within x{band.low:.2f} to "
                      f"x{band.high:.2f} of the model's; {band.describe()}")

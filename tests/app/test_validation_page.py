@@ -46,6 +46,11 @@ def test_the_fitted_overhead_terms_come_first(page):
     assert 'data-figure="sample">not identified by the fit series' in page
 
 
+def test_the_page_opens_with_the_held_out_series_summed_up(page):
+    summary = page.index(f'data-figure="held-out-summary">{validate.held_out_summary(REPORT)}.<')
+    assert summary < page.index("The fitted overhead terms")
+
+
 def test_each_fit_source_left_out_is_a_row(page):
     table = page[page.index('data-figure="left-out"'):]
     table = table[:table.index("</table>")]

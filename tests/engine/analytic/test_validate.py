@@ -236,3 +236,14 @@ def test_a_tree_costs_its_chain_at_batch_1_and_far_more_once_verification_is_com
 
     assert ratio(1) == pytest.approx(1.0, abs=0.05)
     assert ratio(128) > 4.0
+
+
+def test_the_report_sums_up_the_held_out_series_in_one_line():
+    held = [r for r in REPORT.series if r.split == "held_out"]
+    line = validate.held_out_summary(REPORT)
+    assert line.startswith(f"Held out: {len(held)} series")
+    median = sorted(r.median_abs_error for r in held)
+    middle = (median[(len(held) - 1) // 2] + median[len(held) // 2]) / 2
+    assert f"{middle:.1%}" in line
+    assert f"{sum(r.misses for r in held)} above 25%" in line
+    assert line in validate.format_report(REPORT)
