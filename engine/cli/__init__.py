@@ -20,7 +20,7 @@ c(B), v(B), the speedup they predict and the fitted roofline of this machine
 and from a vLLM server's ``/metrics`` (see :mod:`engine.measure.commands` and
 :mod:`engine.serving.cli`).
 ``specscope plan``: the draft length for each batch size and vLLM's config for it
-(:mod:`engine.serving.plan_cli`). ``specscope costs``: a step's costs measured through the
+(:mod:`engine.cli.plan`). ``specscope costs``: a step's costs measured through the
 decoding loop, for the plan (:mod:`engine.measure.loop_costs`; the command in
 :mod:`engine.measure.commands`).
 ``specscope validate``: the cost model against published GPU measurements
@@ -36,7 +36,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.cli import commands
+from engine.cli import commands, plan
 from engine.cli_options import (
     TORCH_DTYPES,
     add_drafter_options,
@@ -47,7 +47,6 @@ from engine.decoder.events import (
     DEFAULT_SEED,
     GenerationConfig,
 )
-from engine.serving import plan_cli
 
 # torch's dtypes by name; torch itself is imported only by the commands that run models, so
 # `specscope --help` and `specscope plan` start without it.
@@ -177,7 +176,7 @@ def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.Argu
     measure_commands.add_parsers(sub, d, _float_list)
     measure_commands.add_costs_parser(sub, d, _int_list)
     vllm_cli.add_parser(sub, d)
-    plan_cli.add_parser(sub)
+    plan.add_parser(sub)
     validate = sub.add_parser(
         "validate", help="the cost model held against published GPU measurements",
         description="Fit the overhead terms on the published measurements marked 'fit' "
@@ -211,7 +210,7 @@ def plan_parser() -> argparse.ArgumentParser:
     """``specscope plan`` alone: arithmetic that needs no settings, models or servers, so it
     starts without pydantic or torch."""
     parser = argparse.ArgumentParser(prog="specscope", description=DESCRIPTION)
-    plan_cli.add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    plan.add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     return parser
 
 
@@ -220,7 +219,7 @@ def main(argv: list[str] | None = None, add_commands: Callable | None = None) ->
     parsed arguments (with ``argv``, the words given, for those that record them)."""
     given = sys.argv[1:] if argv is None else argv
     if given[:1] == ["plan"]:
-        return plan_cli.run(plan_parser().parse_args(given))
+        return plan.run(plan_parser().parse_args(given))
     d = UNREAD_DEFAULTS if given in ([], ["-h"], ["--help"]) else defaults()
     args = build_parser(d, add_commands).parse_args(argv)
     args.argv = argv
@@ -246,7 +245,7 @@ def handlers(d: dict) -> dict[str, Callable[[argparse.Namespace], int]]:
         "probe": _errors_exit(probe, ValueError, OSError, VllmError, name="probe"),
         "calibrate": _errors_exit(vllm_cli.calibrate_command, ValueError, OSError, VllmError,
                                   name="calibrate"),
-        "vllm": vllm_cli.run, "sweep": vllm_cli.run, "plan": plan_cli.run,
+        "vllm": vllm_cli.run, "sweep": vllm_cli.run, "plan": plan.run,
         "costs": measure_commands.run_costs, "watch": watch_cli.run,
         "validate": commands.validate_command,
     }

@@ -150,7 +150,7 @@ def test_the_web_app_imports_no_command_line_module():
             names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
                      else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             found += [(path.name, n) for n in names
-                      if n in ("engine.cli", "engine.serving.plan_cli", "engine.serving.cli",
+                      if n in ("engine.cli", "engine.cli.plan", "engine.serving.cli",
                                "engine.measure.commands")]
     assert found == []
 

@@ -98,7 +98,7 @@ def test_a_file_that_is_not_costs_is_refused_saying_why(data, message):
 def test_the_planned_k_is_the_one_vllm_looks_up():
     """vLLM's build_dynamic_sd_schedule_lookup: the range holding the batch; in a gap the
     previous range's k; past the last range the last k (the slow test in
-    tests/engine/serving/test_plan_cli.py holds planned_k against vLLM's own function)."""
+    tests/engine/test_cli_plan.py holds planned_k against vLLM's own function)."""
     ranges = [[1, 1, 4], [2, 3, 2], [6, 13, 3], [15, 19, 0], [20, 64, 1]]
     expected = [4] + [2] * 4 + [3] * 9 + [0] * 5 + [1] * 81  # batches 1..100
     assert [planned_k(ranges, b, 4) for b in range(1, 101)] == expected

@@ -29,7 +29,7 @@ from engine.serving.cli import spec_from_plan
 from engine.serving.client import VllmError
 from engine.serving.server import VLLM_PYTHON, ServerSpec
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 SHIPPED_COSTS = REPO / "measurements" / "shipped-cpu.json"
 LLAMA = ["--hardware", "h100-sxm", "--models", "llama-70b-1b", "--gpus", "8"]
@@ -350,7 +350,7 @@ def test_bad_input_is_a_message_and_exit_status_2(capsys, args, words):
 
 def test_mix_weights_must_be_numbers():
     with pytest.raises(schedule.PlanError, match="domain=weight"):
-        from engine.serving.plan_cli import parse_mix
+        from engine.cli.plan import parse_mix
         parse_mix("code=lots")
 
 
