@@ -72,19 +72,18 @@ def fit_serial(passes: list[TimedPass], dtype: str = "fp32") -> SerialFit:
         s = Setting(Hardware("fit", 1.0, {"bf16": 1.0}), p.model, p.model, dtype,
                     context=p.context)
         one = forward_pass(p.model, s, p.batch, p.tokens)
-        # weighted by 1 / t: each pass's relative error counts alike
-        rows.append(([p.model.layers / p.seconds, one.bytes / p.seconds,
-                      one.flops / p.seconds], 1.0))
+        # divided by its time: each pass's relative error counts alike (the target is 1)
+        rows.append([p.model.layers / p.seconds, one.bytes / p.seconds, one.flops / p.seconds])
     best: tuple[float, list[float]] | None = None
     for mask in range(1, 8):
         used = [j for j in range(3) if mask >> j & 1]
-        coef = _least_squares([[x[j] for j in used] for x, _ in rows], [y for _, y in rows])
+        coef = _least_squares([[x[j] for j in used] for x in rows], [1.0] * len(rows))
         if coef is None or any(c <= 0 for c in coef):
             continue
         full = [0.0, 0.0, 0.0]
         for j, c in zip(used, coef, strict=True):
             full[j] = c
-        error = sum((sum(a * b for a, b in zip(x, full, strict=True)) - y) ** 2 for x, y in rows)
+        error = sum((sum(a * b for a, b in zip(x, full, strict=True)) - 1) ** 2 for x in rows)
         if best is None or error < best[0]:
             best = (error, full)
     if best is None:
