@@ -89,7 +89,9 @@ def inputs_query(
     pair: Annotated[PairName | None, Query(deprecated=True,
                                            description="the old name of models")] = None,
     dtype: Annotated[Dtype, Query(
-        description="the weights' bytes per parameter: bf16 2, fp8 1, int4 0.5, fp32 4")
+        description="the weights' bytes per parameter: bf16 2, fp8 1, int8 1 and int4 0.5 "
+                    "(weight-only; int4 plus a bf16 scale and zero point a group of 128), "
+                    "fp32 4")
     ] = DEFAULT_DTYPE,
     kv_dtype: Annotated[KvDtype, Query(
         description="the KV cache's dtype; auto: bf16 (fp32 beside fp32 weights), as int4 "

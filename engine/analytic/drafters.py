@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from engine.analytic.overheads import cycle_s, plain_step_s
 from engine.analytic.passes import Pass, Setting, forward_pass, target_pass
-from engine.analytic.presets import DTYPE_BYTES, MODELS, ModelShape
+from engine.analytic.presets import MODELS, ModelShape
 
 DRAFTER_WORDS = {"model": "draft model", "ngram": "prompt lookup (n-gram)",
                  "eagle": "EAGLE head", "medusa": "Medusa heads"}
@@ -268,6 +268,6 @@ def self_spec_bytes(s: Setting, budget: int = STREAMING_BUDGET) -> tuple[float, 
     and what one sequence adds: the target's KV cache of ``L + k + 1`` tokens plus the
     draft's own bounded cache of ``budget`` tokens (MagicDec keeps the StreamingLLM cache
     beside the full one)."""
-    weights = s.target.params * DTYPE_BYTES[s.dtype] / s.gpus
+    weights = s.target.params * s.weight_bytes / s.gpus
     per_token = s.target.kv_bytes_per_token(s.kv_cache_dtype, s.gpus)
     return weights, (s.context + s.k + 1 + min(budget, s.context)) * per_token

@@ -15,7 +15,11 @@ they borrow where they hold none (:func:`overheads`):
   and publishes none, so it pays none; specscope's engine on a GPU has not been timed (the
   lent-GPU check, ``benchmarks/gpu_check.sh``), so it borrows vLLM's;
 - what a per-batch schedule adds to a step: vLLM issue 49548, on vLLM's V1 model runner only
-  (the V2 runner captures full CUDA graphs for each schedule tier).
+  (the V2 runner captures full CUDA graphs for each schedule tier);
+- the share of bf16's bandwidth a weight-only int8 or int4 kernel reaches while it
+  dequantises: gpt-fast's (tinygemm for int4), from torchao's benchmarks of the same kernels;
+  vLLM's and SGLang's (Marlin and others) are not published in the sources held, so their
+  int8 and int4 weights read at the bf16 rate, said where priced.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class Terms:
     vllm_spec_fixed_s: float
     schedule_fixed_s: float
     schedule_per_row_s: float
+    int8_share: float = 1.0  # gpt-fast's weight-only kernels, share of bf16's bandwidth
+    int4_share: float = 1.0
 
 
 def check(engine: str) -> str:
@@ -66,7 +72,7 @@ def terms_of(engine: str, t: Terms) -> dict[str, float]:
     shared = {"launch_s_per_layer": t.launch_s_per_layer,
               "allreduce_s_per_log2": t.allreduce_s_per_log2}
     if engine == "gpt-fast":
-        return shared
+        return shared | {"int8_share": t.int8_share, "int4_share": t.int4_share}
     spec = {"draft_fixed_s": t.vllm_draft_fixed_s, "spec_fixed_s": t.vllm_spec_fixed_s}
     if engine == "sglang":
         return shared | spec
@@ -80,7 +86,9 @@ def source_of(engine: str) -> str:
     check(engine)
     shared = "launch and all-reduce depth fitted on gpt-fast's bf16 steps"
     return {
-        "gpt-fast": f"{shared}; gpt-fast publishes no step or speculative overhead of its own",
+        "gpt-fast": f"{shared}; gpt-fast publishes no step or speculative overhead of its "
+                    "own; its weight-only int8 and int4 kernels' share of bf16's bandwidth from "
+                    "torchao's runs of them",
         "sglang": f"{shared}; SGLang's speculative terms are not published in the sources "
                   "held: vLLM's (issue 20780) taken",
         "vllm": f"{shared}; vLLM's step, draft-pass and speculative-cycle times fitted on "

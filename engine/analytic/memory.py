@@ -10,7 +10,6 @@ import math
 from dataclasses import dataclass
 
 from engine.analytic.passes import Setting
-from engine.analytic.presets import DTYPE_BYTES
 
 FIT_SEARCH_MAX = 65_536  # max_batch_that_fits looks no further
 
@@ -36,9 +35,8 @@ def _weights_and_kv_per_sequence(s: Setting, with_draft: bool = True) -> tuple[f
     """Bytes of weights on one GPU, and KV-cache bytes one sequence of ``L + k + 1`` tokens
     adds to it: both models, each split ``G`` ways (KV heads as far as they go); a draft that
     is not sharded sits whole on the first GPU, the one this counts."""
-    b = DTYPE_BYTES[s.dtype]
     models = ((s.target, s.gpus), (s.draft, s.draft_gpus)) if with_draft else ((s.target, s.gpus),)
-    weights = sum(m.params * b / g for m, g in models)
+    weights = sum(m.params * s.weight_bytes / g for m, g in models)
     per_token = sum(m.kv_bytes_per_token(s.kv_cache_dtype, g) for m, g in models)
     return weights, (s.context + s.k + 1) * per_token
 

@@ -52,11 +52,23 @@ class Overheads:
     draft_fixed_s: float = 0.0
     schedule_fixed_s: float = 0.0
     schedule_per_row_s: float = 0.0
+    # The share of bf16's achieved bandwidth a weight-only kernel reaches while it dequantises
+    # (1: as fast as bf16 per byte; engine.analytic.validate.fit_kernel_shares)
+    int8_share: float = 1.0
+    int4_share: float = 1.0
 
     def __post_init__(self) -> None:
         for name in TERMS:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be at least 0 s, got {getattr(self, name)}")
+        for name in ("int8_share", "int4_share"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name} is a share of bf16's bandwidth, above 0 and at "
+                                 f"most 1, got {getattr(self, name)}")
+
+    def kernel_share(self, dtype: str) -> float:
+        """The share of the achieved bandwidth the weights of ``dtype`` are read at."""
+        return {"int8": self.int8_share, "int4": self.int4_share}.get(dtype, 1.0)
 
 
 TERMS = ("launch_s_per_layer", "allreduce_s_per_log2", "sample_s_per_row", "step_fixed_s",

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from engine.analytic.overheads import NONE, Overheads
-from engine.analytic.presets import DTYPE_BYTES, Hardware, ModelShape
+from engine.analytic.presets import DTYPE_BYTES, INT4_GROUP, Hardware, ModelShape, weight_bytes
 
 USABLE_FRACTION = 0.9  # of device memory: activations, CUDA graphs and fragmentation take the rest
 LINK_LATENCY_S = 10e-6  # per all-reduce: NCCL's small-message latency is a few to ~20 us
@@ -43,6 +43,12 @@ class Setting:
     flops_share: float = 1.0
     overheads: Overheads = NONE
     kv_dtype: str | None = None
+    int4_group: int = INT4_GROUP
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes one weight takes as stored (int4's group scales included)."""
+        return weight_bytes(self.dtype, self.int4_group)
 
     @property
     def kv_cache_dtype(self) -> str:
@@ -122,16 +128,17 @@ def forward_pass(model: ModelShape, s: Setting, batch: float, tokens: int,
     the table's rows of the pass's tokens (in the activations' bf16) and the KV cache in its
     own dtype; FLOPs: the weights' each token multiplies by and attention's."""
     g = s.gpus if gpus is None else gpus
-    b = DTYPE_BYTES[s.dtype]
     rows = batch * tokens * model.width * ACTIVATION_BYTES if model.input_table else 0.0
     kv = batch * s.context * model.kv_bytes_per_token(s.kv_cache_dtype, g)
     # a mixture of experts reads the experts its batch x tokens reach (ModelShape.read_params)
-    read = (model.read_params(batch * tokens) * b + rows) / g + kv
+    weights = model.read_params(batch * tokens) * s.weight_bytes / g
+    read = weights + rows / g + kv
+    # a weight-only kernel reads its weights at its own share of the bandwidth
+    memory = (weights / s.overheads.kernel_share(s.dtype) + rows / g + kv) / s.gpu_bandwidth
     attention = 4 * s.context * model.heads * model.head_dim * model.layers
     flops = batch * tokens * (2 * model.active_params + attention) / g
     communication = 2 * model.layers * all_reduce_seconds(s, g, batch, tokens, model.width)
-    return Pass(read, flops, read / s.gpu_bandwidth, flops / s.gpu_flops, communication,
-                s.hardware.serial)
+    return Pass(read, flops, memory, flops / s.gpu_flops, communication, s.hardware.serial)
 
 
 def target_pass(s: Setting, batch: float, tokens: int = 1) -> Pass:

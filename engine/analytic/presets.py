@@ -20,9 +20,21 @@ ACHIEVED_BANDWIDTH = round(1397 / 2039, 3)  # 0.685, at the page control's step
 ACHIEVED_FLOPS = round(792.1 / 989, 3)  # 0.801
 GB = 1e9  # vendors' gigabytes
 
-# Bytes per stored value. int4 is weight-only quantisation: the arithmetic runs at the bf16 rate.
-DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "int4": 0.5, "fp32": 4.0}
+# Bytes per stored value. int8 and int4 are weight-only quantisation (WEIGHT_ONLY): the
+# weights are dequantised on the way in and the arithmetic runs at the bf16 rate; fp8 runs on
+# fp8 units where the GPU has them.
+DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp32": 4.0}
 DTYPES = tuple(DTYPE_BYTES)
+WEIGHT_ONLY = ("int8", "int4")
+# int4 stores a bf16 scale and a bf16 zero point for every group of weights: 4 / G bytes a
+# weight more. 128 is AWQ's and GPTQ's usual group (vLLM serves those checkpoints); gpt-fast's
+# README quantises with 32, torchao's benchmarks with 64.
+INT4_GROUP = 128
+
+
+def weight_bytes(dtype: str, int4_group: int = INT4_GROUP) -> float:
+    """Bytes one weight takes as stored, int4's group scales and zero points included."""
+    return DTYPE_BYTES[dtype] + (4.0 / int4_group if dtype == "int4" else 0.0)
 
 
 # ---- model shapes ----------------------------------------------------------------------------

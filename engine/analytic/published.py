@@ -14,6 +14,8 @@ must be loaded:
 - ``fit``: the overhead terms are fitted on these points
 - ``held_out``: compared with the model, never fitted
 - ``schedule_fit``: fixes what a per-batch schedule adds to a step (vLLM's k = 0 report)
+- ``kernel_fit``: fixes the share of bf16's bandwidth weight-only int8 and int4 kernels reach
+  (torchao's runs of gpt-fast's kernels)
 - ``input``: a measured quantity the model takes (an acceptance rate), not compared
 - ``reference``: recorded, not modelled (a tree draft, an unknown acceptance rate)
 
@@ -30,7 +32,7 @@ FOLDER = Path(__file__).resolve().parents[2] / "measurements" / "published"
 SCHEMA = "specscope.published/1"
 SPLIT_FILE = FOLDER / "split.json"
 SPLIT_SCHEMA = "specscope.split/1"
-SPLITS = ("fit", "held_out", "schedule_fit", "input", "reference")
+SPLITS = ("fit", "held_out", "schedule_fit", "kernel_fit", "input", "reference")
 QUANTITIES = {
     "tokens_per_s_per_sequence": "tokens/s",
     "tpot_ms": "ms",

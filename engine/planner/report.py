@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from engine.analytic import engines, schedule, trees, validate
+from engine.analytic import default_overheads, engines, schedule, trees, validate
 from engine.analytic.intervals import LEVEL, Interval
+from engine.analytic.presets import WEIGHT_ONLY
 from engine.analytic.schedule import Domain, Plan, PlanError
 from engine.planner import decision, traffic
 from engine.planner.costs import CITED_K0, Costs, K0Price, parse_batch_mix, parse_k0
@@ -240,9 +241,14 @@ def _deployment_notices(p: Plan, config: dict | None, args: dict | None,
                    "verifies them (it has no tree attention backend): EAGLE-3's published "
                    "tables (SGLang) verify draft trees, so their speedups are not this "
                    "chain's; --engine sglang --tree STEPS,TOPK,DRAFT_TOKENS prices one.")
-    if config is not None and deployment.dtype == "int4":
-        out.append("int4 weights: vLLM runs them from a checkpoint quantized beforehand "
-                   "(AWQ or GPTQ); name one with --target, and the draft's with --draft.")
+    if config is not None and deployment.dtype in WEIGHT_ONLY:
+        gpt_fast = default_overheads.fitted(inputs.bw_share, inputs.flops_share, "gpt-fast")
+        out.append(f"{deployment.dtype} weights: vLLM runs them from a checkpoint quantized "
+                   "beforehand (int4: AWQ or GPTQ; int8: GPTQ or compressed-tensors W8A16); "
+                   "name one with --target, and the draft's with --draft. vLLM's weight-only "
+                   "kernels are priced at the bf16 rate a byte: no source held times them "
+                   f"against bf16, and gpt-fast's reach {gpt_fast.int8_share:.2f} (int8) and "
+                   f"{gpt_fast.int4_share:.2f} (int4) of it.")
     if args is not None and args["max_num_seqs"] < inputs.max_num_seqs:
         out.append(f"max_num_seqs is {args['max_num_seqs']}, not {inputs.max_num_seqs}: "
                    "no more sequences fit in memory, and vLLM would queue the rest.")

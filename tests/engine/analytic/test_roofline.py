@@ -190,8 +190,9 @@ def test_more_gpus_keep_the_ridge_split_memory_and_compute_and_add_communication
 
 def _todays_pass(model: ModelShape, s: Setting, batch: float, tokens: int) -> tuple[float, float]:
     """The one-GPU pass as the model priced it before communication and memory capacity."""
-    b = {"bf16": 2.0, "fp8": 1.0, "int4": 0.5, "fp32": 4.0}[s.dtype]
-    kv = 4.0 if s.dtype == "fp32" else 2.0  # the KV cache stays bf16 under fp8 and int4
+    # int4: a bf16 scale and zero point a group of 128 weights besides the half byte
+    b = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5 + 4 / 128, "fp32": 4.0}[s.dtype]
+    kv = 4.0 if s.dtype == "fp32" else 2.0  # the KV cache stays bf16 under fp8, int8, int4
     weights = model.params - model.input_table
     routed = model.expert_params  # a mixture of experts: the routed experts' share
     share = model.experts_per_token / model.experts if model.experts else 1.0
@@ -208,7 +209,7 @@ def test_one_gpu_prices_every_pass_exactly_as_without_tensor_parallelism():
     rng = random.Random(2)
     for _ in range(100):
         s = setting(pair=rng.choice(list(PAIRS)), hardware=rng.choice(list(HARDWARE)),
-                    dtype=rng.choice(["bf16", "fp8", "int4", "fp32"]),
+                    dtype=rng.choice(["bf16", "fp8", "int8", "int4", "fp32"]),
                     context=rng.choice([0, 512, 8192, 131072]), k=rng.randint(1, 16))
         batch = rng.choice([1, 7, 64, 1024])
         for model, tokens in ((s.target, 1), (s.target, s.k + 1), (s.draft, 1)):
@@ -311,7 +312,7 @@ def test_the_largest_batch_that_fits_equals_a_scan():
     rng = random.Random(4)
     for _ in range(60):
         s = setting(pair=rng.choice(list(PAIRS)), hardware=rng.choice(list(HARDWARE)[:5]),
-                    dtype=rng.choice(["bf16", "fp8", "int4", "fp32"]),
+                    dtype=rng.choice(["bf16", "fp8", "int8", "int4", "fp32"]),
                     gpus=rng.choice([1, 2, 4, 8]), context=rng.choice([0, 512, 8192, 131072]),
                     usable=rng.uniform(0.5, 1.0))
         most = max_batch_that_fits(s, limit=4096)

@@ -247,3 +247,45 @@ def test_the_report_sums_up_the_held_out_series_in_one_line():
     assert f"{middle:.1%}" in line
     assert f"{sum(r.misses for r in held)} above 25%" in line
     assert line in validate.format_report(REPORT)
+
+
+def test_weight_only_kernels_read_at_the_share_torchaos_runs_give_and_only_gpt_fast_pays_it():
+    sources = published.load_all()
+    terms = validate.fit(sources).terms
+    # by hand: each run's int rate over its bf16 rate is tokens/s x bytes a token, the
+    # launch aside (a few per cent of a 7-8B step)
+    data = json.loads((REPO / "measurements/published/torchao-quantization-readme.json")
+                      .read_text())
+    for dtype, share in (("int8", terms.int8_share), ("int4", terms.int4_share)):
+        ratios = []
+        for series in data["series"]:
+            if not series["id"].endswith("-weight-only"):
+                continue
+            rows = {p["dtype"]: p for p in series["points"]}
+            ratios.append(rows[dtype]["value"] * rows[dtype]["bytes_per_linear_weight"]
+                          / (rows["bf16"]["value"] * 2.0))
+        assert share == pytest.approx(sum(ratios) / len(ratios), rel=0.03)
+    assert 0.7 < terms.int8_share < 0.9 and 0.45 < terms.int4_share < 0.6
+    fit = validate.fit(sources)
+    assert fit.overheads("gpt-fast").int4_share == terms.int4_share
+    assert fit.overheads("vllm").int4_share == fit.overheads("sglang").int8_share == 1.0
+    # never from gpt-fast's own quantized rows: without torchao there is no share
+    without = validate.fit([s for s in sources if s.id != "torchao-quantization-readme"])
+    assert without.terms.int8_share == without.terms.int4_share == 1.0
+
+
+def test_a_weight_only_pass_reads_its_weights_at_the_kernels_share_and_int4_its_scales():
+    from engine.analytic.overheads import Overheads
+
+    target = shapes.model("llama-2-7b")
+    o = Overheads(int4_share=0.5)
+    s = passes.Setting(HARDWARE["a100-80gb"], target, target, "int4", context=0,
+                       overheads=o, int4_group=32)
+    one = passes.forward_pass(target, s, 1, 1)
+    # the half byte and a bf16 scale and zero a group of 32; the input table's one row in bf16
+    weights = (target.params - target.input_table) * (0.5 + 4 / 32)
+    row = target.width * 2
+    assert one.bytes == pytest.approx(weights + row)
+    assert one.memory_s == pytest.approx((weights / 0.5 + row) / HARDWARE["a100-80gb"].bandwidth)
+    with pytest.raises(ValueError, match="share of bf16's bandwidth"):
+        Overheads(int8_share=0)
