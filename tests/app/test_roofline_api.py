@@ -56,7 +56,7 @@ def test_speculation_that_pays_everywhere_has_a_null_break_even(client):
 @pytest.mark.parametrize(("query", "named"), [
     ("hardware=tpu", "hardware: Input should be 'h100-sxm', 'h200'"),
     ("pair=gpt", "pair: Input should be 'llama-70b-1b'"),
-    ("dtype=int8", "dtype: Input should be 'bf16', 'fp8', 'int4' or 'fp32'"),
+    ("dtype=int2", "dtype: Input should be 'bf16', 'fp8', 'int8', 'int4' or 'fp32'"),
     ("batch=0", "batch must be a whole number from 1 to 1024"),
     ("batch=2000", "batch must be a whole number from 1 to 1024"),
     ("gpus=9", "gpus must be a whole number from 1 to 8"),
@@ -109,7 +109,7 @@ def test_presets_are_enums_in_the_openapi_schema(client):
              for name in ("HardwareName", "PairName", "Dtype")}
     assert enums["HardwareName"] == [*HARDWARE]
     assert enums["PairName"] == [*PAIRS]
-    assert enums["Dtype"] == ["bf16", "fp8", "int4", "fp32"]
+    assert enums["Dtype"] == ["bf16", "fp8", "int8", "int4", "fp32"]
 
 
 def test_without_a_costs_file_this_machine_takes_its_figures_from_a_measured_fit(tmp_path):
