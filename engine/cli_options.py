@@ -11,7 +11,7 @@ from engine import defaults
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 """The dtypes a model runs in, by the names the plan's --dtype uses (bf16, fp32; fp16 runs
-here, the plan prices fp8 and int4 too), and torch's and vLLM's names for them, which are
+here, the plan prices fp8, int8 and int4 too), and torch's and vLLM's names for them, which are
 still read."""
 MODEL_HELP = "path or Hugging Face id"
 K_HELP = "draft tokens per cycle"
