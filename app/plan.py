@@ -15,20 +15,20 @@ from app.roofline import RooflineState, inputs_of
 from engine.analytic import engines, positions
 from engine.analytic.passes import Setting
 from engine.analytic.positions import Curve
-from engine.analytic.schedule import (
-    MIX_MAX_DOMAINS,
-    Domain,
-    PlanError,
-    by_position,
-    mix_entry,
-    parse_mix_entry,
-    single,
-)
+from engine.analytic.timed_costs import PlanError
 from engine.planner.costs import K0Price, parse_batch_mix, parse_k0, setting_costs
 from engine.planner.inputs import CHOICES, OUTPUT_TOKENS, REQUEST_RATE_MAX
 from engine.planner.inputs import PLAN_NUMBERS as INPUT_PLAN_NUMBERS
 from engine.planner.provenance import by_hand, from_probe
 from engine.planner.report import report
+from engine.planner.schedule import (
+    MIX_MAX_DOMAINS,
+    Domain,
+    by_position,
+    mix_entry,
+    parse_mix_entry,
+    single,
+)
 from engine.planner.vllm_config import DRAFT_SAMPLE_WORDS
 
 PLAN_NUMBERS: dict[str, Slider] = {

@@ -32,22 +32,17 @@ from engine.analytic.presets import (
     this_machine,
 )
 from engine.analytic.roofline import Roofline, roofline
-from engine.analytic.schedule import (
-    Domain,
-    plan,
-    roofline_cycle,
-    throughput,
-)
 from engine.analytic.theory import CURVE_MAX_K
 from engine.analytic.validate import default_intervals
 from engine.measure.curves import MeasuredCurve, MeasuredPoint
-from engine.planner.costs import K0Price, memory_fits, spec_step_k0
+from engine.planner.costs import K0Price, memory_fits, roofline_cycle, spec_step_k0
 from engine.planner.costs import setting_of as resolved_setting
 from engine.planner.decision import paying_band
 from engine.planner.inputs import CHOICES as INPUT_CHOICES
 from engine.planner.inputs import DRAFT_PLACES, OLD_NAMES, PlanInputs, overhead_inputs
 from engine.planner.inputs import NUMBERS as INPUT_NUMBERS
 from engine.planner.inputs import OVERHEADS as INPUT_OVERHEADS
+from engine.planner.schedule import Domain, plan, throughput
 
 # The numbers, the choices and their names are the plan's inputs (engine.planner.inputs):
 # the page, the API and `specscope plan` share them.
@@ -224,7 +219,7 @@ class SectionPlan:
 
 def section_plan(s: Setting, domains: Sequence[Domain], k_max: int,
                  price: K0Price | None) -> SectionPlan:
-    """:func:`engine.analytic.schedule.plan` over every batch the section shows; a k = 0
+    """:func:`engine.planner.schedule.plan` over every batch the section shows; a k = 0
     range priced by ``price`` (None: the setting's speculative-step overhead, as the plan
     prices it)."""
     cycle = roofline_cycle(s)

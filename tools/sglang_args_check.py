@@ -27,9 +27,9 @@ def main() -> int:
     from sglang.srt.server_args import ServerArgs
     from sglang.version import __version__
 
-    from engine.analytic.schedule import single
     from engine.planner.drafters import eagle_head
     from engine.planner.inputs import PlanInputs
+    from engine.planner.schedule import single
     from engine.planner.tree_plan import TreeShape, tree_report
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -21,13 +21,7 @@ from app.plan import PLAN_NUMBERS, TEXT_MAX, mix_domains
 from app.setting_query import InputsQuery, SettingQuery, number_query
 from engine.analytic.drafters import EAGLE_HEADS, STREAMING_BUDGET
 from engine.analytic.positions import POSITIONS_PATTERN
-from engine.analytic.schedule import (
-    MIX_MAX_DOMAINS,
-    MIX_PATTERN,
-    PlanError,
-    by_position,
-    single,
-)
+from engine.analytic.timed_costs import PlanError
 from engine.analytic.trees import TREE_PATTERN
 from engine.planner.drafters import KV_BUDGET_MAX, drafter_costs
 from engine.planner.inputs import (
@@ -43,6 +37,7 @@ from engine.planner.inputs import (
 )
 from engine.planner.provenance import by_hand
 from engine.planner.report import report
+from engine.planner.schedule import MIX_MAX_DOMAINS, MIX_PATTERN, by_position, single
 
 DraftSample = Enum("DraftSample", {n: n for n in CHOICES["draft_sample"][1]}, type=str)
 DEFAULT_SAMPLE = DraftSample(CHOICES["draft_sample"][0])

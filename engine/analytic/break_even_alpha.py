@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from engine.analytic.schedule import PlanError, TimedCosts, timed_costs
 from engine.analytic.theory import expected_tokens
+from engine.analytic.timed_costs import PlanError, TimedCosts, timed_costs
 
 BISECTION_STEPS = 60  # 2^-60: far below any alpha a counter can resolve
 
@@ -62,7 +62,7 @@ def break_even(costs: TimedCosts, batch: int, k: int) -> float | None:
 
 def step_costs(data: object) -> TimedCosts:
     """The costs file's timed steps, read as the plan reads them
-    (:func:`engine.analytic.schedule.timed_costs`); :class:`CostsError` says what is
+    (:func:`engine.analytic.timed_costs.timed_costs`); :class:`CostsError` says what is
     missing."""
     passes = data.get("passes") if isinstance(data, dict) else None
     if not isinstance(passes, list) or not passes:

@@ -29,7 +29,7 @@ class LoopFit:
 
 def loop_overheads(timed, s: Setting) -> LoopFit:
     """"This machine" from a costs file's timings (``timed``: a
-    :class:`engine.analytic.schedule.TimedCosts`) of the models of ``s`` at its context:
+    :class:`engine.analytic.timed_costs.TimedCosts`) of the models of ``s`` at its context:
 
     - a pass: ``launch x layers + bytes / bandwidth + FLOPs / flops``
       (:func:`engine.analytic.fit.fit_serial`): our engine runs eager ops on CPU threads, each

@@ -31,11 +31,12 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from engine.analytic import schedule, static_batch
+from engine.analytic import static_batch
 from engine.analytic.machine_overheads import LoopFit, loop_overheads
 from engine.analytic.passes import Setting
 from engine.analytic.presets import HARDWARE, PAIRS
 from engine.analytic.published import MEASURED_HERE, Point, Series, Source, load_split, role_of
+from engine.analytic.timed_costs import TimedCosts, timed_costs
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = tuple(f"measurements/{name}.json" for name in (
@@ -109,9 +110,9 @@ def sources() -> list[Source]:
     return [source_of(path) for path in SWEEPS]
 
 
-def timed() -> schedule.TimedCosts:
+def timed() -> TimedCosts:
     data = _read(COSTS)
-    return schedule.timed_costs(data["passes"], data.get("loop") or [])
+    return timed_costs(data["passes"], data.get("loop") or [])
 
 
 @functools.cache

@@ -14,7 +14,7 @@ so that the planner's cycle ``(k t_q + t_p(k + 1) + loop(k)) / (t_p(1) + loop(0)
 median step at ``k`` over the median plain step: a plan from this file predicts what the
 loop delivers. ``steps`` keeps each part's median for the record, and ``step_mad_ms``, the
 spread of the repeats' median steps: the planner takes a larger k only where it gains more
-than that spread (:func:`engine.analytic.schedule.plan`).
+than that spread (:func:`engine.planner.schedule.plan`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 
-from engine.analytic.schedule import COSTS_FILE_VERSION
+from engine.analytic.timed_costs import COSTS_FILE_VERSION
 
 
 def measure(pair, prompts: Sequence[str], batches: Sequence[int], k_max: int, new_tokens: int,

@@ -20,9 +20,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from engine.analytic import schedule
-from engine.analytic.schedule import Domain, PlanError
+from engine.analytic.timed_costs import PlanError
+from engine.planner import schedule
 from engine.planner.costs import Costs, parse_batch_mix
+from engine.planner.schedule import Domain
 
 ONE_ENGINE_TOLERANCE = 0.01  # one schedule for all may give up this much in any class
 CONTEXTS_MAX = 8

@@ -5,20 +5,30 @@ costs (the file's ``k0``, a share given by hand, or the figures cited below)."""
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from engine.analytic import schedule
-from engine.analytic.break_even import step_s
+from engine.analytic.break_even import costs, step_s
 from engine.analytic.machine_overheads import LoopFit, loop_overheads
 from engine.analytic.memory import max_batch_that_fits
 from engine.analytic.overheads import schedule_overhead_s
 from engine.analytic.passes import Setting
 from engine.analytic.presets import PAIRS, Hardware, ModelShape, devices
-from engine.analytic.schedule import PlanError
+from engine.analytic.timed_costs import (
+    COSTS_FILE_VERSION,
+    PlanError,
+    Spread,
+    TimedCosts,
+    k0_points,
+    step_spread,
+    timed_costs,
+)
+from engine.planner.schedule import CycleCost, Fits, K0Overhead
 
 # vLLM's dynamic speculation with k = 0 at every batch against no speculative config: +6.6%
 # time per output token at concurrency 2 and +21.6% at 189 (vLLM 0.27.1, H100 NVL, a 31B FP8
@@ -38,10 +48,34 @@ class K0Price:
 
     points: tuple[tuple[int, float], ...]
     source: str
-    curve: schedule.K0Overhead | None = None
+    curve: K0Overhead | None = None
 
-    def overhead(self) -> schedule.K0Overhead:
-        return self.curve if self.curve is not None else schedule.k0_curve(self.points)
+    def overhead(self) -> K0Overhead:
+        return self.curve if self.curve is not None else k0_curve(self.points)
+
+
+def k0_curve(points: Sequence[tuple[int, float]]) -> K0Overhead:
+    """A k = 0 overhead measured at a few batches: linear in B between them, held before the
+    first and after the last (no extrapolation beyond what was measured)."""
+    pts = sorted((int(b), float(o)) for b, o in points)
+    if not pts:
+        raise PlanError("a k = 0 overhead needs at least one batch")
+    for b, o in pts:
+        if b < 1 or not (math.isfinite(o) and o > -1):
+            raise PlanError(f"a k = 0 overhead needs a batch of at least 1 and a share above -1 "
+                            f"(got batch {b}, {o})")
+    xs = [b for b, _ in pts]
+
+    def overhead(batch: int) -> float:
+        if batch <= xs[0]:
+            return pts[0][1]
+        if batch >= xs[-1]:
+            return pts[-1][1]
+        i = bisect.bisect_left(xs, batch)
+        (b0, o0), (b1, o1) = pts[i - 1], pts[i]
+        return o0 + (o1 - o0) * (batch - b0) / (b1 - b0)
+
+    return overhead
 
 
 K0_SAMPLES = (1, 8, 64, 256, 1024)  # batches a k = 0 price from the overheads is recorded at
@@ -75,19 +109,19 @@ def flat_k0(share: float) -> K0Price:
 
 @dataclass(frozen=True)
 class Costs:
-    cycle: schedule.CycleCost
+    cycle: CycleCost
     describe: str
     target: str
     draft: str
     k_limit: int | None = None
     timed_batches: tuple[int, ...] = ()  # measured costs: the batches that were timed
-    fits: schedule.Fits | None = None  # the roofline's memory model; None: every batch fits
+    fits: Fits | None = None  # the roofline's memory model; None: every batch fits
     k0: K0Price | None = None  # the file's own price of a k = 0 range, if it has one
     setting: Setting | None = None  # the roofline setting the costs come from
     context: int | None = None  # the context the costs were timed or modelled at
     step_s: Callable[[int], float] | None = None  # a plain decode step at a batch, seconds
     method: str = "draft_model"  # the drafter, as vLLM's speculative method (vllm_config)
-    spread: schedule.Spread | None = None  # measured costs: the timings' relative spread
+    spread: Spread | None = None  # measured costs: the timings' relative spread
 
 
 def model_id(shape: ModelShape) -> str:
@@ -96,17 +130,27 @@ def model_id(shape: ModelShape) -> str:
     return shape.source.removesuffix(" config.json").removesuffix("/config.json")
 
 
+def roofline_cycle(s: Setting) -> CycleCost:
+    """Cycle costs from the roofline model of ``s`` (its alpha and k are not used)."""
+
+    def cycle(batch: int, k: int) -> float:
+        c, v = costs(s, batch, k)
+        return k * c + v
+
+    return cycle
+
+
 def setting_costs(s: Setting) -> Costs:
     """Costs from the roofline model of ``s`` (its alpha and k are not used)."""
     placed = "" if s.draft_sharded or s.gpus == 1 else ", the draft on one GPU"
-    return Costs(schedule.roofline_cycle(s),
+    return Costs(roofline_cycle(s),
                  f"{s.target.label} / {s.draft.label} on {devices(s.gpus, s.hardware.label)}, "
                  f"{s.dtype}, context {s.context}{placed} (roofline model)",
                  model_id(s.target), model_id(s.draft), fits=memory_fits(s), k0=spec_step_k0(s),
                  setting=s, context=s.context, step_s=lambda batch: step_s(s, batch))
 
 
-def memory_fits(s: Setting) -> schedule.Fits:
+def memory_fits(s: Setting) -> Fits:
     """``fits(batch, k)`` from the roofline's memory model: both models' weights and the KV
     cache of ``batch`` sequences of ``context + k + 1`` tokens on each GPU."""
     limits: dict[int, int | None] = {}
@@ -127,15 +171,15 @@ def file_costs(data: object, name: str) -> Costs:
         raise PlanError(f"{name} holds no timed passes: write one with "
                         f"specscope roofline --out {name}")
     version = data.get("version", 1)
-    if not isinstance(version, int) or not 1 <= version <= schedule.COSTS_FILE_VERSION:
+    if not isinstance(version, int) or not 1 <= version <= COSTS_FILE_VERSION:
         raise PlanError(f"{name} is a costs file of version {version!r}; this specscope reads "
-                        f"versions 1 to {schedule.COSTS_FILE_VERSION}")
+                        f"versions 1 to {COSTS_FILE_VERSION}")
     loop, k0 = data.get("loop") or [], data.get("k0") or []
     if not isinstance(loop, list):
         raise PlanError(f'{name}: "loop" must be a list of {{"batch", "k", "median_ms"}}')
     if not isinstance(k0, list):
         raise PlanError(f'{name}: "k0" must be a list of {{"batch", "median_ms"}}')
-    timed = schedule.timed_costs(passes, loop)
+    timed = timed_costs(passes, loop)
     through = ("through the decoding loop" if timed.loop
                else "forward passes only, the loop's own time not counted")
     preset = PAIRS.get(data.get("pair") or "")
@@ -143,7 +187,7 @@ def file_costs(data: object, name: str) -> Costs:
     draft = model_id(preset.draft) if preset else str(data.get("draft", "DRAFT"))
     context = data.get("context")
     label = data.get("label", name)
-    price = (K0Price(tuple(schedule.k0_points(k0, timed)),
+    price = (K0Price(tuple(k0_points(k0, timed)),
                      f"{label}'s measured k = 0 steps")
              if k0 else None)
     return Costs(timed.cycle, f"measured costs: {label} "
@@ -152,7 +196,7 @@ def file_costs(data: object, name: str) -> Costs:
                  target, draft, timed.k_limit, timed.batches, k0=price,
                  context=context if isinstance(context, int) else None,
                  step_s=lambda batch: timed.step(batch) / 1000,
-                 spread=schedule.step_spread(data.get("steps") or []))
+                 spread=step_spread(data.get("steps") or []))
 
 
 def machine_overheads(path: Path, s: Setting) -> LoopFit | None:
@@ -168,10 +212,10 @@ def machine_overheads(path: Path, s: Setting) -> LoopFit | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _timed_costs(path: Path, stamp: int) -> schedule.TimedCosts | None:
+def _timed_costs(path: Path, stamp: int) -> TimedCosts | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return schedule.timed_costs(data.get("passes") or [], data.get("loop") or [])
+        return timed_costs(data.get("passes") or [], data.get("loop") or [])
     except (OSError, ValueError, AttributeError, PlanError):
         return None
 
@@ -207,7 +251,7 @@ def parse_k0(text: str) -> K0Price:
             points.append((int(b), float(o)))
         except ValueError:
             raise PlanError(f"k = 0 overhead entries are batch=share (got {part!r})") from None
-    schedule.k0_curve(points)  # refuses a batch below 1 or a share of -1 or less
+    k0_curve(points)  # refuses a batch below 1 or a share of -1 or less
     return K0Price(tuple(points),
                    "hand: " + ", ".join(
                        f"+{o:.1%} at batch {b}" for b, o in sorted(points)))

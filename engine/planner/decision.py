@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.analytic.intervals import LEVEL, Interval
-from engine.analytic.schedule import Plan
+from engine.planner.schedule import Plan
 
 CONFIGURE, MEASURE_FIRST, DO_NOT = "configure", "measure first", "do not configure"
 

@@ -26,8 +26,9 @@ from engine.analytic.break_even import step_s
 from engine.analytic.drafters import EAGLE_HEADS, STREAMING_BUDGET, HeadShape
 from engine.analytic.passes import Setting
 from engine.analytic.presets import ModelShape, devices
-from engine.analytic.schedule import Fits, PlanError
+from engine.analytic.timed_costs import PlanError
 from engine.planner.costs import Costs, memory_fits, model_id, setting_costs
+from engine.planner.schedule import Fits
 from engine.planner.vllm_config import MEDUSA, SELF_SPEC
 
 DRAFTERS = {

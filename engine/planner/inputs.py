@@ -28,9 +28,9 @@ from engine.analytic.presets import (
     Hardware,
     ModelShape,
 )
-from engine.analytic.schedule import K_MAX, MAX_NUM_SEQS, Domain, mix_entry
 from engine.analytic.theory import CURVE_MAX_K
 from engine.planner.drafters import DRAFTERS
+from engine.planner.schedule import K_MAX, MAX_NUM_SEQS, Domain, mix_entry
 from engine.planner.vllm_config import DEFAULT_DRAFT_SAMPLE
 
 

@@ -8,15 +8,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from engine.analytic import default_overheads, engines, schedule, trees, validate
+from engine.analytic import default_overheads, engines, trees, validate
 from engine.analytic.intervals import LEVEL, Interval
 from engine.analytic.presets import WEIGHT_ONLY
-from engine.analytic.schedule import Domain, Plan, PlanError
-from engine.planner import decision, traffic
+from engine.analytic.timed_costs import PlanError
+from engine.planner import decision, schedule, traffic
 from engine.planner.costs import CITED_K0, Costs, K0Price, parse_batch_mix, parse_k0
 from engine.planner.drafters import MEDUSA_PLACEHOLDER
 from engine.planner.inputs import PlanInputs
 from engine.planner.provenance import AlphaSource
+from engine.planner.schedule import Domain, Plan
 from engine.planner.vllm_config import (
     DO_NOT_SPECULATE,
     DRAFT_SAMPLE_WORDS,

@@ -21,8 +21,9 @@ from engine.analytic import trees
 from engine.analytic.break_even import step_s
 from engine.analytic.drafters import eagle_tree_cycle_s
 from engine.analytic.passes import Setting
-from engine.analytic.schedule import Domain, PlanError
+from engine.analytic.timed_costs import PlanError
 from engine.analytic.trees import TreeShape
+from engine.planner.schedule import Domain
 
 
 def tree_cycle(s: Setting, head, shape: TreeShape, batch: int) -> float:

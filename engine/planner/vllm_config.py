@@ -40,7 +40,7 @@ import shlex
 from dataclasses import dataclass
 
 from engine.analytic.acceptance import DRAFT_SAMPLES
-from engine.analytic.schedule import Plan
+from engine.planner.schedule import Plan
 
 # vLLM's draft_sample_method: engine.analytic.acceptance.DRAFT_SAMPLES ("greedy" is vLLM's
 # default; "probabilistic" the rule this project's engine and probe measure).

@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine.analytic.schedule import COSTS_FILE_VERSION
+from engine.analytic.timed_costs import COSTS_FILE_VERSION
 from engine.measure import sweep_results
 from engine.measure.sweep_results import ALL_BATCHES, Policy, parse_policies, spread
 from engine.serving.client import VllmClient

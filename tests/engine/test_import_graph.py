@@ -178,3 +178,40 @@ def test_the_command_line_is_on_top_and_the_watch_and_trees_in_their_layers():
             "engine.serving.watch.command"} <= set(graph)
     assert "engine.analytic.trees" in graph["engine.decoder.eagle_tree"]
     assert not graph["engine.analytic.trees"]
+
+
+def top_level_names(path: Path) -> set[str]:
+    """The functions, classes and names a module defines at its top level."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def test_the_plan_is_the_planners_and_the_command_line_only_parses_and_dispatches():
+    """The plan, its algorithm with its inputs and report, is engine.planner's: the pure layer
+    defines none of the schedule's names (it keeps the measured costs' arithmetic), and
+    engine.cli.plan builds the parser, reads the options and what the planner cannot read on
+    the standard library alone, and hands the rest to engine.planner.command."""
+    schedule = {"plan", "Plan", "Domain", "Range", "throughput", "plan_json", "make_plan"}
+    for path in sorted((ROOT / "engine" / "analytic").glob("*.py")):
+        assert not top_level_names(path) & schedule, path.name
+    assert schedule - {"make_plan"} <= top_level_names(ROOT / "engine/planner/schedule.py")
+    assert "make_plan" in top_level_names(ROOT / "engine/planner/command.py")
+    graph = imports()
+    assert "engine.planner.command" in graph["engine.cli.plan"]
+    assert "engine.planner.schedule" in graph["engine.planner.command"]
+    defined = {name for name in top_level_names(ROOT / "engine/cli/plan.py")
+               if not name.isupper()}
+    assert defined == {"add_parser", "_bounds", "inputs_from", "metrics_domains",
+                       "this_machine_costs", "run"}
+    planning = [node.func for node in ast.walk(ast.parse(
+        (ROOT / "engine/cli/plan.py").read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute)
+        and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr)
+        in {"plan", "report", "file_costs", "drafter_costs", "alpha_source"}]
+    assert planning == [], "engine.cli.plan plans itself instead of calling the planner"

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, field
 from engine.analytic import acceptance as estimators
 from engine.analytic import positions
 from engine.analytic.break_even_alpha import CostsError, break_even, planned_k, step_costs
-from engine.analytic.schedule import TimedCosts
+from engine.analytic.timed_costs import TimedCosts
 from engine.planner.deployed import deployed_ranges
 from engine.serving.metrics import (
     ACCEPTED,

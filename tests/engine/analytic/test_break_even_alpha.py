@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from engine.analytic import schedule
 from engine.analytic.break_even_alpha import (
     CostsError,
     break_even,
@@ -13,6 +12,7 @@ from engine.analytic.break_even_alpha import (
     planned_k,
     step_costs,
 )
+from engine.analytic.timed_costs import timed_costs
 
 
 def costs(ms: dict[int, tuple[float, float, float]], k: int = 4) -> dict:
@@ -66,7 +66,7 @@ def test_bad_arguments_are_refused(cycle, k):
 def test_the_cycle_follows_the_plans_reading_of_the_same_costs():
     data = costs({1: (10.0, 1.5, 11.0), 4: (12.0, 2.0, 16.0), 16: (20.0, 4.0, 40.0)})
     ours = step_costs(data)
-    theirs = schedule.timed_costs(data["passes"])
+    theirs = timed_costs(data["passes"])
     for batch in (1, 2, 3, 4, 7, 16, 20, 64):
         for k in (1, 2, 4):
             assert ours.cycle(batch, k) == pytest.approx(theirs.cycle(batch, k))

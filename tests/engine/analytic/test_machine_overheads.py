@@ -11,7 +11,7 @@ from engine.analytic import machine_overheads
 from engine.analytic.fit import TimedPass, fit_serial
 from engine.analytic.passes import Setting, forward_pass
 from engine.analytic.presets import HARDWARE, PAIRS, this_machine
-from engine.analytic.schedule import timed_costs
+from engine.analytic.timed_costs import timed_costs
 
 PAIR = PAIRS["shipped"]
 BANDWIDTH, FLOPS, LAUNCH = 8e9, 40e9, 200e-6  # a serial machine the tests time passes on

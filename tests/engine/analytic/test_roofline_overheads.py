@@ -24,8 +24,8 @@ from engine.analytic.overheads import NONE, Overheads
 from engine.analytic.passes import Setting, draft_pass, target_pass
 from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, PAIRS
 from engine.analytic.roofline import roofline
-from engine.analytic.schedule import roofline_cycle
 from engine.analytic.theory import expected_tokens
+from engine.planner.costs import roofline_cycle
 
 PAIR = PAIRS["llama-8b-1b"]
 A100_8 = Setting(HARDWARE["a100-80gb"], PAIR.target, PAIR.draft, gpus=8, context=4000,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from engine import cli
-from engine.analytic.schedule import COSTS_FILE_VERSION, timed_costs
+from engine.analytic.timed_costs import COSTS_FILE_VERSION, timed_costs
 from engine.measure.loop_costs import costs_file, mad, measure
 
 

@@ -6,10 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from engine.analytic import schedule
-from engine.analytic.schedule import PlanError
-from engine.planner import contexts
-from engine.planner.costs import Costs
+from engine.analytic.timed_costs import PlanError
+from engine.planner import contexts, schedule
+from engine.planner.costs import Costs, k0_curve
 from engine.planner.drafters import drafter_costs
 from engine.planner.inputs import PlanInputs
 from engine.planner.report import report
@@ -80,7 +79,7 @@ def test_per_class_engines_are_recommended_when_one_schedule_gives_up_much():
     schedule safe for both holds the long class back."""
     by_costs, reports, one = plans([4000, 32000], SELF_SPEC)
     result = contexts.compare(schedule.single(0.81), by_costs, reports, one,
-                              schedule.k0_curve([(1, 0.05)]))
+                              k0_curve([(1, 0.05)]))
     gains = {c["context"]: c for c in result["classes"]}
     for c in gains.values():
         # each class's own plan is the best it can get: the one schedule never beats it
@@ -98,7 +97,7 @@ def test_one_engine_is_recommended_when_one_schedule_costs_no_class_more_than_a_
                     sample_row_overhead_us=0, spec_overhead_ms=0, spec_row_overhead_us=0,
                     step_overhead_us=0, draft_overhead_us=0)
     by_costs, reports, one = plans([512, 32768], ideal)
-    result = contexts.compare(DOMAINS, by_costs, reports, one, schedule.k0_curve([(1, 0.0)]))
+    result = contexts.compare(DOMAINS, by_costs, reports, one, k0_curve([(1, 0.0)]))
     assert max(c["gives_up"] for c in result["classes"]) <= contexts.ONE_ENGINE_TOLERANCE
     assert result["recommend"] == "one-engine"
     assert result["recommendation"].startswith("Deploy one engine with one schedule")

@@ -3,9 +3,8 @@ deciding between configure, measure first and do not configure."""
 
 from __future__ import annotations
 
-from engine.analytic import schedule
 from engine.analytic.intervals import Interval
-from engine.planner import decision
+from engine.planner import decision, schedule
 from engine.planner.decision import CONFIGURE, DO_NOT, MEASURE_FIRST
 
 TIGHT = Interval("speedup", 0.95, 1.05, 40, 32, (0.65, 0.9))

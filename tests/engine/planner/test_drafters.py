@@ -12,8 +12,8 @@ from engine.analytic.drafters import EAGLE_HEADS
 from engine.analytic.memory import max_batch_that_fits
 from engine.analytic.passes import Setting, target_pass
 from engine.analytic.presets import ACHIEVED_BANDWIDTH, ACHIEVED_FLOPS, HARDWARE, PAIRS
-from engine.analytic.schedule import PlanError, roofline_cycle
-from engine.planner.costs import setting_costs
+from engine.analytic.timed_costs import PlanError
+from engine.planner.costs import roofline_cycle, setting_costs
 from engine.planner.drafters import drafter_costs, eagle_head
 from engine.planner.vllm_config import SELF_SPEC
 

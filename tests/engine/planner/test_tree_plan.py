@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.analytic.schedule import single
 from engine.analytic.trees import TreeShape
 from engine.planner.drafters import eagle_head
 from engine.planner.inputs import PlanInputs
+from engine.planner.schedule import single
 from engine.planner.tree_plan import tree_report
 
 REPO = Path(__file__).resolve().parents[3]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from engine.analytic.schedule import COSTS_FILE_VERSION, timed_costs
+from engine.analytic.timed_costs import COSTS_FILE_VERSION, timed_costs
 from engine.planner.costs import file_costs
 from engine.serving.metrics import SpecCounters
 from engine.serving.policy_sweep import (

@@ -1,5 +1,6 @@
 """The batch-size schedule: against a brute-force search, the shape of its ranges, the mix,
-memory, the cost sources, the price of a k = 0 range and a batch mix."""
+memory, plans on the roofline and on timed costs, the price of a k = 0 range, a batch mix,
+a mix in a link and the timings' spread."""
 
 from __future__ import annotations
 
@@ -13,22 +14,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.analytic import schedule, theory
-from engine.analytic.break_even import costs, speedup_at
+from engine.analytic import theory
+from engine.analytic.break_even import costs
 from engine.analytic.passes import Setting
 from engine.analytic.presets import HARDWARE, PAIRS
-from engine.analytic.schedule import (
+from engine.analytic.timed_costs import PlanError, timed_costs
+from engine.planner import schedule
+from engine.planner.costs import k0_curve, roofline_cycle
+from engine.planner.schedule import (
     Domain,
-    PlanError,
-    TimedCosts,
-    k0_curve,
     mix_entry,
     mixed_tokens,
     parse_mix_entry,
     plan,
-    roofline_cycle,
     single,
-    timed_costs,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -178,21 +177,12 @@ def test_bad_inputs_are_refused_with_a_message():
             plan(domains, cycle, k_max, seqs)
 
 
-# ---- costs from the roofline model ----
+# ---- on the roofline model ----
 
 
 def setting(pair: str, hardware: str, **changes) -> Setting:
     p = PAIRS[pair]
     return replace(Setting(HARDWARE[hardware], p.target, p.draft), **changes)
-
-
-def test_roofline_costs_give_the_roofline_speedup_for_every_k():
-    s = setting("llama-8b-1b", "h100-sxm", context=2048)
-    cycle = roofline_cycle(s)
-    for batch in (1, 7, 64, 300):
-        for k in (1, 4, 8):
-            assert theory.expected_tokens(0.7, k) / cycle(batch, k) == pytest.approx(
-                speedup_at(replace(s, alpha=0.7), batch, k), rel=1e-12)
 
 
 def test_on_short_contexts_the_plan_shortens_drafts_as_the_batch_grows_then_turns_off():
@@ -214,32 +204,6 @@ def test_at_alpha_zero_nothing_pays_and_the_plan_says_do_not_speculate():
 # ---- costs from timed passes ----
 
 
-def test_timed_costs_are_the_timings_at_timed_batches_and_lines_between_and_past_them():
-    passes = []
-    for b, step in ((1, 10.0), (4, 13.0), (8, 21.0)):
-        passes += [{"model": "target", "batch": b, "tokens": t, "median_ms": step + 2 * (t - 1)}
-                   for t in (1, 2, 3)]
-        passes.append({"model": "draft", "batch": b, "tokens": 1, "median_ms": step / 10})
-    costs = timed_costs(passes)
-    assert costs.k_limit == 2
-    assert costs.cycle(4, 2) == pytest.approx((2 * 1.3 + 17.0) / 13.0)
-    assert costs.time_target(2, 1) == pytest.approx(11.0)  # a third of the way to batch 4
-    assert costs.time_target(12, 1) == pytest.approx(29.0)  # on the line through 4 and 8
-    with pytest.raises(PlanError, match="k = 2"):
-        costs.cycle(1, 3)
-
-
-def test_timed_costs_refuse_missing_or_impossible_times():
-    with pytest.raises(PlanError, match="no timed batches"):
-        timed_costs([])
-    with pytest.raises(PlanError, match="draft step at batch 2"):
-        timed_costs([{"model": "target", "batch": 2, "tokens": 1, "median_ms": 3.0}])
-    with pytest.raises(PlanError, match="positive"):
-        TimedCosts((1,), {(1, 1): -1.0}, {1: 1.0})
-    with pytest.raises(PlanError, match="median_ms"):
-        timed_costs([{"model": "target", "batch": 1}])
-
-
 def test_the_shipped_measurement_gives_a_plan_on_its_own_timings():
     data = json.loads((REPO / "measurements" / "shipped-cpu.json").read_text())
     costs = timed_costs(data["passes"])
@@ -250,14 +214,6 @@ def test_the_shipped_measurement_gives_a_plan_on_its_own_timings():
 
 
 # ---- what a k = 0 range costs, and a batch mix ----
-
-
-def test_a_k0_curve_is_linear_between_its_batches_and_held_outside():
-    overhead = k0_curve([(189, 0.216), (2, 0.066)])
-    assert overhead(1) == overhead(2) == 0.066 and overhead(500) == 0.216
-    assert overhead(95) == pytest.approx(0.066 + 0.15 * 93 / 187)
-    with pytest.raises(PlanError, match="above -1"):
-        k0_curve([(4, -1.0)])
 
 
 def test_a_k0_range_is_priced_at_its_overhead_and_that_can_move_the_choice():
@@ -331,30 +287,6 @@ def test_costs_that_are_not_finite_and_positive_are_refused(bad):
         plan(single(0.7), lambda b, k: bad if b == 3 else 1.0 + k, 4, 8)
 
 
-def test_loop_times_enter_the_cycle_and_the_plain_step_alike():
-    passes = [{"model": "target", "batch": 1, "tokens": t, "median_ms": 10.0} for t in (1, 2, 3)]
-    passes.append({"model": "draft", "batch": 1, "tokens": 1, "median_ms": 1.0})
-    without = timed_costs(passes)
-    loop = [{"batch": 1, "k": 0, "median_ms": 2.0}, {"batch": 1, "k": 1, "median_ms": 5.0},
-            {"batch": 1, "k": 2, "median_ms": 6.0}]
-    with_loop = timed_costs(passes, loop)
-    assert without.cycle(1, 2) == pytest.approx((2 * 1.0 + 10.0) / 10.0)
-    # (k t_q + t_p(k + 1) + loop(k)) / (t_p(1) + loop(0))
-    assert with_loop.cycle(1, 2) == pytest.approx((2 * 1.0 + 10.0 + 6.0) / 12.0)
-    assert with_loop.cycle(1, 1) == pytest.approx((1.0 + 10.0 + 5.0) / 12.0)
-
-
-def test_loop_times_limit_k_and_need_the_plain_step():
-    passes = [{"model": "target", "batch": 1, "tokens": t, "median_ms": 10.0} for t in (1, 2, 3)]
-    passes.append({"model": "draft", "batch": 1, "tokens": 1, "median_ms": 1.0})
-    loop = [{"batch": 1, "k": 0, "median_ms": 2.0}, {"batch": 1, "k": 1, "median_ms": 5.0}]
-    assert timed_costs(passes, loop).k_limit == 1
-    with pytest.raises(PlanError, match="k = 0"):
-        timed_costs(passes, loop[1:])
-    with pytest.raises(PlanError, match="loop"):
-        timed_costs(passes, [{"batch": 1}])
-
-
 def test_gains_within_the_timings_spread_are_ties_kept_by_the_k_below_else_the_smaller():
     """Noise in measured costs must not zigzag the schedule: k = 2 beats k = 1 by 10 % at
     batch 1, outside their spreads (2 % each), and wins; from batch 2 on by 3 %, inside them:
@@ -380,15 +312,6 @@ def test_gains_within_the_timings_spread_are_ties_kept_by_the_k_below_else_the_s
     assert [off.k_at(b) for b in (1, 2, 3, 4)] == [0, 0, 0, 0]
 
 
-def test_a_costs_files_steps_give_the_spread_held_from_the_batch_below():
-    steps = [{"batch": 1, "k": 1, "step_ms": 10.0, "step_mad_ms": 0.5},
-             {"batch": 8, "k": 1, "step_ms": 20.0, "step_mad_ms": 0.2}]
-    spread = schedule.step_spread(steps)
-    assert spread(1, 1) == spread(4, 1) == 0.05 and spread(8, 1) == spread(64, 1) == 0.01
-    assert spread(4, 3) == 0.0  # a k not timed there adds no spread
-    assert schedule.step_spread([{"batch": 1, "k": 1, "step_ms": 10.0}]) is None  # old file
-
-
 def test_a_schedules_own_cost_is_paid_by_its_speculating_ranges_never_by_a_fixed_k():
     """On vLLM's V1 runner every step of a schedule pays its cost (issue 49548); the best
     fixed k does not, so the schedule must beat it with that cost counted."""
@@ -409,7 +332,7 @@ def test_a_schedules_own_cost_is_paid_by_its_speculating_ranges_never_by_a_fixed
 def test_a_domain_the_mix_weighs_zero_is_still_priced_alone():
     """A mix entry of weight 0 plans nothing for it, but its own report prices it (it used to
     divide by its zero weight)."""
-    from engine.analytic import schedule as sched
+    from engine.planner import schedule as sched
 
     domains = [sched.Domain("code", 3.0, 0.85), sched.Domain("chat", 0.0, 0.4)]
     assert sched.mixed_tokens(domains[1:], 2) == pytest.approx(1 + 0.4 + 0.16)
