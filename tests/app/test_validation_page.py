@@ -44,6 +44,8 @@ def test_the_fitted_overhead_terms_come_first(page):
     for name, seconds in (("launch", t.launch_s_per_layer), ("allreduce", t.allreduce_s_per_log2)):
         assert f'data-figure="{name}">{seconds * 1e6:.2f} µs' in page, name
     assert 'data-figure="sample">not identified by the fit series' in page
+    assert (f'data-figure="kernel_shares">int8 {t.int8_share:.3f}, int4 '
+            f'{t.int4_share:.3f}<') in page
 
 
 def test_the_page_opens_with_the_held_out_series_summed_up(page):
