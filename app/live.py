@@ -25,6 +25,11 @@ PRESETS: dict[str, str] = {
     "Scripture (KJV)": "And it came to pass, when the king heard these words, that",
     "Jargon File": "hack n. 1. Originally, a quick job that produces what is needed,",
     "Plain modern English": "The meeting about the new budget was moved to Thursday because",
+    # Text that repeats itself, as code being edited does: prompt lookup finds its next tokens
+    # earlier in the prompt (the shipped pair knows the verse; greedy, it copies it).
+    "Quoted again": "In the beginning God created the heaven and the earth. And the earth was "
+                    "without form, and void; and darkness was upon the face of the deep.\n\n"
+                    "In the beginning God created the heaven and the earth. And the earth was",
 }
 DEFAULT_PROMPT = next(iter(PRESETS.values()))
 # Three quiet measurements of a short run cost about a second on a CPU and show how much it

@@ -23,6 +23,7 @@ from app.parsing import Parsers
 from app.routes import (
     api,
     health,
+    indexes,
     pages,
     plan,
     previews,
@@ -140,6 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(runs.router(settings))
     app.include_router(saved.router)
     app.include_router(saved_probes.router)
+    app.include_router(indexes.router)
     app.include_router(previews.router)
     app.include_router(traffic.router)
     app.include_router(traffic.probes_api(settings))

@@ -207,3 +207,42 @@ class RunStore(SQLiteStore):
         with self._errors(f"list the {table}"), self._lock:
             return [row["id"] for row in self.db[table].rows_where(
                 select="id", order_by="rowid")]
+
+    def count(self, table: str = "runs") -> int:
+        """How many records ``table`` (runs or probes) holds."""
+        with self._errors(f"count the {table}"), self._lock:
+            return self.db[table].count
+
+    def newest(self, table: str, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        """One page of ``table``'s records, newest first, with only what an index row shows:
+        the id, when, the pair and the settings, and a run's summary or a probe's rows and
+        k (not the cycles nor the charts' data). A field that cannot be read is None."""
+        wanted = INDEX_COLUMNS[table]
+        columns = ", ".join(f"{sql} AS {name}" for name, sql in wanted.items())
+        with self._errors(f"list the {table}"), self._lock:
+            rows = self.db.execute(
+                f"SELECT {columns} FROM {table} ORDER BY rowid DESC LIMIT ? OFFSET ?",
+                [limit, offset]).fetchall()
+        return [{name: (value if name in ("id", "created") else _decoded(value))
+                 for name, value in zip(wanted, row, strict=True)} for row in rows]
+
+
+# What an index row reads of each table: the summary is small; a probe's result also holds its
+# charts' data, of which only the rows and k are read.
+INDEX_COLUMNS = {
+    "runs": {"id": "id", "created": "created", "pair": "pair", "settings": "settings",
+             "summary": "summary"},
+    "probes": {"id": "id", "created": "created", "pair": "pair", "settings": "settings",
+               "rows": "CASE WHEN json_valid(result) THEN json_extract(result, '$.rows') END",
+               "k": "CASE WHEN json_valid(result) THEN json_extract(result, '$.k') END"},
+}
+
+
+def _decoded(text: Any) -> Any:
+    """A JSON column decoded and made sendable; None for what cannot be read."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return _servable(json.loads(text))
+    except ValueError:
+        return None

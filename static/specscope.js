@@ -246,7 +246,18 @@
     repeat: function (d) {
       setStatus("Timing the run again, off screen, for the speedup: pass " + d.repeat + " of " + d.repeats + "…");
     },
-    summary: function (d) { $("live-summary").innerHTML = d.html; setStatus("Done."); },
+    summary: function (d, max) {
+      $("live-summary").innerHTML = d.html;
+      // A run that ends before max new tokens ended at the model's end-of-sequence token (a
+      // prompt too long for the context is refused before it starts): say so, and fill the bar.
+      var made = $("live-progress").value;
+      if (made < max) {
+        $("live-progress").max = made;
+        setStatus("Done: the model ended its answer (end of sequence) at " + made + " of " + max + " tokens.");
+      } else {
+        setStatus("Done.");
+      }
+    },
     saved: function (d) {
       $("live-share").innerHTML = d.html;
       var link = $("share-run");

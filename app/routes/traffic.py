@@ -326,6 +326,14 @@ def _calibrate_texts(before: str, after: str | None) -> tuple[Any, str | None]:
         return None, str(error)
 
 
+@router.get("/calibrate", include_in_schema=False, response_class=HTMLResponse)
+async def calibrate_box(request: Request) -> HTMLResponse:
+    """The calibrate box on a page of its own, its first box focused: where a link to
+    /calibrate, or the address typed, should land."""
+    return templates.TemplateResponse(request, "calibrate.html", {
+        "calibration": None, "error": None, "calibrate_focus": True})
+
+
 @router.post("/calibrate", include_in_schema=False, response_class=HTMLResponse)
 async def calibrate_page(request: Request) -> HTMLResponse:
     """The pasted /metrics as a table: a fragment for htmx, a small page without JavaScript."""

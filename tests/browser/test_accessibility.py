@@ -70,6 +70,15 @@ def test_a_saved_probe(browser, live_server, saved_probe, width, scheme):
         assert audit(page) == []
 
 
+@pytest.mark.parametrize(("width", "scheme"), LOOKS)
+@pytest.mark.parametrize("path", ["/runs", "/probes", "/calibrate"])
+def test_the_indexes_of_saved_records_and_the_calibrate_box(browser, live_server, saved_run,
+                                                            saved_probe, path, width, scheme):
+    with looking(browser, live_server, width, scheme) as page:
+        page.goto(path)
+        assert audit(page) == []
+
+
 SCROLLERS_OUT_OF_REACH = """() => [...document.querySelectorAll("*")].filter(el => {
   const style = getComputedStyle(el);
   const scrolls = (/(auto|scroll)/.test(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
