@@ -121,7 +121,7 @@ def speedup_chart(fig: Figures, width: int = 440, height: int = 280) -> SpeedupC
     iid_path = ("M" + " L".join(f"{x_of(p.k):.1f},{y_of(p.speedup):.1f}" for p in fig.iid_curve)
                 if fig.survival is not None and fig.iid_curve else "")
     return SpeedupChart(width, height, left, right, top, bottom, points, ticks, y_of(1.0), path,
-                        fig.worth_speculating, fig.best_k == fig.curve[-1].k, iid_path)
+                        fig.worth_speculating, fig.best_at_edge, iid_path)
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,13 @@ def _pvalue(p: float) -> str:
     return "< 0.0001" if p < 1e-4 else f"{p:.4f}".rstrip("0").rstrip(".")
 
 
+def _counted(n: int, noun: str) -> str:
+    """"1 token", "2 tokens": a count with its noun, singular for one."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 templates.env.filters["fixed"] = _fixed
+templates.env.filters["counted"] = _counted
 templates.env.filters["clock"] = _clock
 templates.env.filters["pvalue"] = _pvalue
 templates.env.filters["token_label"] = _token_label

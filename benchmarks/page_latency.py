@@ -4,7 +4,9 @@ Starts the server on a free localhost port, opens the page, then moves the alpha
 times and records, inside the page, the time from the input event to the updated figures in the
 DOM (the headline naming the new alpha, seen by a MutationObserver, so any way of updating the
 page is timed alike). Each move starts from an idle page (painted, 50 ms quiet), as a person's
-would. Prints p50/p95/max and the total bytes the page transferred.
+would. Prints p50/p95/max and the total bytes the page transferred, then the floor under
+any move: the same number of requests from the page for /healthz (a few bytes through the same
+server and middleware) and for the results fragment alone (no DOM work), each from idle.
 
     .venv/bin/python benchmarks/page_latency.py [--moves 200] [--back-to-back]
 """
@@ -55,6 +57,19 @@ MEASURE = """async ([moves, idle]) => {
 }"""
 
 
+FLOOR = """async ([moves, url]) => {
+  const times = [];
+  for (let i = 0; i < moves; i++) {
+    const start = performance.now();
+    await (await fetch(url, {headers: {"HX-Request": "true", "HX-Target": "results"}})).text();
+    times.push(performance.now() - start);
+    await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    await new Promise(r => setTimeout(r, 50));
+  }
+  return times;
+}"""
+
+
 TRANSFERRED = """(field) => performance.getEntriesByType('navigation')
   .concat(performance.getEntriesByType('resource')).reduce((sum, e) => sum + e[field], 0)"""
 
@@ -83,6 +98,9 @@ def main() -> None:
         weight = page.evaluate(TRANSFERRED, "transferSize")
         decoded = page.evaluate(TRANSFERRED, "decodedBodySize")
         times = page.evaluate(MEASURE, [args.moves, not args.back_to_back])
+        results = page.evaluate("document.getElementById('results').dataset.canonical")
+        floors = {"/healthz": page.evaluate(FLOOR, [args.moves, "/healthz"]),
+                  "the results fragment": page.evaluate(FLOOR, [args.moves, results])}
 
     mode = "back to back" if args.back_to_back else "each from an idle page"
     total = [t["total"] for t in times]
@@ -94,6 +112,9 @@ def main() -> None:
         if values:
             print(f"  {meaning}: p50 {statistics.median(values):.1f} ms, "
                   f"p95 {percentile(values, 0.95):.1f} ms")
+    for name, values in floors.items():
+        print(f"the floor: fetch {name} from the page, {len(values)} times: "
+              f"p50 {statistics.median(values):.1f} ms, p95 {percentile(values, 0.95):.1f} ms")
     print(f"page weight: {weight / 1024:.1f} KB transferred ({decoded / 1024:.1f} KB uncompressed)")
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 
 from engine import defaults
@@ -15,6 +16,41 @@ here, the plan prices fp8, int8 and int4 too), and torch's and vLLM's names for 
 still read."""
 MODEL_HELP = "path or Hugging Face id"
 K_HELP = "draft tokens per cycle"
+
+
+def _has_default_to_show(action: argparse.Action) -> bool:
+    """An option with a value it takes when not given (not None, a flag's False or True)."""
+    default = action.default
+    return bool(action.option_strings) and not (
+        default is None or isinstance(default, bool) or default is argparse.SUPPRESS
+        or default == [])
+
+
+class DefaultsShown(argparse.HelpFormatter):
+    """Each option's help ends with its default, unless the help names it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or not _has_default_to_show(action):
+            return text
+        return f"{text} (default: %(default)s)"
+
+    def _format_action(self, action: argparse.Action) -> str:
+        # argparse prints no help line for an option without help, so its default would not
+        # show: give it one.
+        if action.help is None and _has_default_to_show(action):
+            action = copy.copy(action)
+            action.help = "default: %(default)s"
+        return super()._format_action(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help shows the defaults; its subcommands' parsers are of this
+    class too (argparse makes them with the parent's class)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", DefaultsShown)
+        super().__init__(*args, **kwargs)
 
 
 def add_pair_options(parser: argparse.ArgumentParser, target: str | None, draft: str | None,

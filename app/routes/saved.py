@@ -118,7 +118,9 @@ def run_chart(request: Request, run_id: str, chart: str, fmt: str):
             "message": "a run's charts are positions and lengths, as .svg or .png"})
     context = summary_context(summary_event(record))
     bars: BarChart = context[chart]
-    labels = CHARTS[chart] | {"y_label": f"share of {context['base_short']}"}  # its base
+    labels = CHARTS[chart]
+    if chart == "lengths":  # a share of its base, cycles or proposals, as the page says
+        labels = labels | {"y_label": f"share of {context['base_short']}"}
     svg = chart_svg(bars, "_bar_chart.html", **labels)
     return export(svg, fmt, f"specscope-run-{run_id}-{chart}")
 

@@ -12,7 +12,7 @@ from engine.analytic.theory import Figures
 # A run's charts as files: their title and axis labels.
 CHARTS = {
     "positions": {"title": "Acceptance at each draft position", "x_label": "draft position i",
-                  "y_label": "share of cycles"},
+                  "y_label": "share accepting i"},
     "lengths": {"title": "Acceptance lengths", "x_label": "drafts accepted in a cycle",
                 "y_label": "share of cycles"},
 }
@@ -44,14 +44,17 @@ def run_title(record: dict[str, Any]) -> str:
 
 def slider_title(fig: Figures) -> str:
     """The slider state in one line: "alpha 0.70, k 4: 1.61x, best k 3"."""
-    best = f"best k {fig.best_k}" if fig.worth_speculating else "do not speculate"
+    more = " or more" if fig.best_at_edge else ""  # as the page says it
+    best = f"best k {fig.best_k}{more}" if fig.worth_speculating else "do not speculate"
     drafter = "" if fig.pi is None else f"prompt lookup (pi {fig.pi:.2f}), "
     return f"{drafter}alpha {fig.alpha:.2f}, k {fig.k}: {fig.speedup:.2f}x, {best}"
 
 
 def slider_headline(fig: Figures) -> str:
     """The page's headline as one sentence, for the preview card."""
-    verdict = (f"Best k = {fig.best_k}, worth {fig.best_speedup:.2f}×." if fig.worth_speculating
+    more = " or more" if fig.best_at_edge else ""
+    verdict = (f"Best k = {fig.best_k}{more}, worth {fig.best_speedup:.2f}×."
+               if fig.worth_speculating
                else f"Do not speculate: even the best k ({fig.best_k}) gives "
                     f"{fig.best_speedup:.2f}×.")
     drafter = ("" if fig.pi is None else

@@ -133,6 +133,11 @@ class Figures:
         """False when even the best k is no faster than plain decoding."""
         return self.best_speedup > 1.0
 
+    @property
+    def best_at_edge(self) -> bool:
+        """The best k is the last k priced: a longer draft might be better still."""
+        return self.worth_speculating and self.best_k == self.curve[-1].k
+
 
 def figures(
     alpha: float, k: int, c: float, v: float = 1.0, step_ms: float = 22.0, tokens: int = 500,

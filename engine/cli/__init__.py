@@ -39,6 +39,7 @@ from pathlib import Path
 from engine.cli import commands, plan
 from engine.cli_options import (
     TORCH_DTYPES,
+    Parser,
     add_drafter_options,
     add_models_option,
     add_pair_options,
@@ -80,7 +81,7 @@ DESCRIPTION = (
 
 def build_parser(d: dict, add_commands: Callable | None = None) -> argparse.ArgumentParser:
     """The parser of every command; ``add_commands(subparsers)`` adds more, first."""
-    parser = argparse.ArgumentParser(prog="specscope", description=DESCRIPTION)
+    parser = Parser(prog="specscope", description=DESCRIPTION)
     parser.set_defaults(cuda_graphs=d["cuda_graphs"])  # a setting: SPECSCOPE_CUDA_GRAPHS
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     if add_commands is not None:
@@ -209,7 +210,7 @@ def _float_list(text: str) -> list[float]:
 def plan_parser() -> argparse.ArgumentParser:
     """``specscope plan`` alone: arithmetic that needs no settings, models or servers, so it
     starts without pydantic or torch."""
-    parser = argparse.ArgumentParser(prog="specscope", description=DESCRIPTION)
+    parser = Parser(prog="specscope", description=DESCRIPTION)
     plan.add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     return parser
 

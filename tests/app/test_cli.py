@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,6 +45,43 @@ def test_help_describes_every_command(capsys):
     assert list(helps) == COMMANDS
     for command, help_ in helps.items():
         assert help_ and command in text and help_.split()[0] in text, command
+
+
+def every_command(parser: argparse.ArgumentParser):
+    """The parser and every subcommand's, depth first."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from every_command(child)
+
+
+def option_help(help_text: str, option: str) -> str:
+    """An option's entry in --help: its line and the lines its help wraps onto."""
+    match = re.search(rf"^  {re.escape(option)}\b.*?(?=^  -|^\S|\Z)", help_text,
+                      re.MULTILINE | re.DOTALL)
+    assert match, f"{option} not in the help"
+    return " ".join(match.group(0).split())
+
+
+def test_every_option_that_has_a_default_shows_it_in_its_help():
+    parser = engine_cli.build_parser(engine_cli.defaults(), add_serve)
+    shown = 0
+    for command in every_command(parser):
+        text = command.format_help()
+        for action in command._actions:
+            if (action.option_strings and action.default is not None
+                    and not isinstance(action.default, bool)
+                    and action.default not in (argparse.SUPPRESS, [])):
+                assert "default" in option_help(text, action.option_strings[-1]), (
+                    command.prog, action.option_strings)
+                shown += 1
+    assert shown > 100  # every command's options, walked
+    generate = next(c for c in every_command(parser) if c.prog == "specscope generate")
+    assert "--top-p TOP_P default: 1.0" in option_help(generate.format_help(), "--top-p")
+    assert option_help(generate.format_help(), "--k").endswith("(default: 4)")
+    vllm_serve = next(c for c in every_command(parser) if c.prog == "specscope vllm serve")
+    assert "--port PORT default: 8100" in option_help(vllm_serve.format_help(), "--port")
 
 
 def test_the_dependencies_are_listed_once():

@@ -44,6 +44,11 @@ def test_a_pair_of_times_shares_one_unit(seconds, shown):
     assert templates.env.filters["durations"](seconds) == shown
 
 
+@pytest.mark.parametrize("tokens,label", [(1, "time for 1 token"), (2, "time for 2 tokens")])
+def test_the_time_row_names_its_tokens_in_the_singular_for_one(client, tokens, label):
+    assert f"<dt>{label}</dt>" in client.get(f"/?tokens={tokens}").text
+
+
 def canonical(fragment: str) -> str:
     return unescape(re.search(r'data-canonical="([^"]*)"', fragment).group(1))
 

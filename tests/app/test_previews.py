@@ -103,6 +103,16 @@ def test_slider_page_has_a_title_and_card_tags_for_its_state(client):
     assert "<title>alpha 0.05, k 4: 0.35x, do not speculate · specscope</title>" in nothing_pays
 
 
+def test_at_the_sliders_edge_the_title_and_the_card_say_or_more_as_the_page_does(client):
+    fig = figures(0.99, 4, 0.01)
+    assert fig.best_k == 16 and fig.best_at_edge  # the last k the slider has
+    page = client.get("/?alpha=0.99&k=4&c=0.01").text
+    assert "<strong>k = 16 or more</strong>" in page
+    assert "best k 16 or more · specscope</title>" in page
+    assert "Best k = 16 or more, worth 13.54×." in page  # the card's description
+    assert "Best k = 16 or more, worth 13.54×." in slider_preview_svg(fig)
+
+
 def test_chart_downloads_as_svg_and_png(client):
     svg = client.get("/chart.svg?alpha=0.7&k=4")
     assert svg.headers["content-type"].startswith("image/svg+xml")

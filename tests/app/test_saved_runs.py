@@ -15,6 +15,7 @@ from support.sse import read_events
 
 from app.charts import measured_vs_model
 from app.main import create_app
+from app.saved.cards import run_preview_svg
 from app.store import new_run_id
 from engine.settings import Settings
 
@@ -203,6 +204,22 @@ def test_run_preview_and_chart_downloads_are_real_images(live_server, saved):
         frame = measured_vs_model(["1"], [0.5], [0.5])
         assert png_size(image.content) == (2 * frame.width, 2 * frame.height)  # twice its size
         assert "attachment" in image.headers["content-disposition"]
+
+
+def axis_titles(svg: str) -> set[str]:
+    return set(re.findall(r'class="axis-title"[^>]*>([^<]*)</text>', svg))
+
+
+def test_the_preview_and_the_chart_files_name_their_axes_as_the_run_page_does(live_server,
+                                                                               saved, app_state):
+    run_id, _ = saved
+    page = axis_titles(get(live_server, f"/runs/{run_id}").text)
+    preview = axis_titles(run_preview_svg(app_state.store.get(run_id)))
+    assert preview and preview <= page
+    for chart in ("positions", "lengths"):
+        drawn = axis_titles(get(live_server, f"/runs/{run_id}/{chart}.svg").text)
+        assert drawn and drawn <= page
+    assert "share accepting i" in preview  # the per-position chart: of the cycles that got to i
 
 
 def test_a_corrupted_database_gets_a_clear_page_not_a_500(tmp_path):

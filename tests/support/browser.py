@@ -1,4 +1,5 @@
-"""A Chromium page that fails its test when the page logs an error."""
+"""A Chromium page that fails its test when the page logs an error or breaks its
+Content-Security-Policy."""
 
 from __future__ import annotations
 
@@ -12,9 +13,21 @@ from playwright.sync_api import Browser, Page
 EXPLAINED_4XX = re.compile(r"Failed to load resource: .* status of 4\d\d")
 
 
+# Chromium logs most violations as console errors; the event also names the directive and
+# catches those it does not log (a report-only policy, a violation inside a swap).
+REPORT_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", function (e) {
+  console.error("CSP violation: " + e.violatedDirective + " at " + e.sourceFile + ":" +
+                e.lineNumber + " " + e.sample);
+});
+"""
+
+
 def page_errors(page: Page, allow_4xx: bool = False) -> list[str]:
-    """The page's uncaught exceptions and console errors, collected as they come."""
+    """The page's uncaught exceptions, console errors and CSP violations, collected as they
+    come."""
     errors: list[str] = []
+    page.add_init_script(REPORT_VIOLATIONS)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: m.type == "error"
             and not (allow_4xx and EXPLAINED_4XX.search(m.text)) and errors.append(m.text))

@@ -57,8 +57,9 @@ def group_gone(pgid: int, within_s: float = 5.0) -> bool:
     return False
 
 
-def test_vllm_not_installed_says_how_to_install(tmp_path):
-    with pytest.raises(VllmError, match=r"vLLM is not installed.*make install-vllm"):
+def test_vllm_not_installed_says_how_to_install_on_a_cpu_and_where_the_gpu_steps_are(tmp_path):
+    with pytest.raises(VllmError, match=r"vLLM is not installed.*make install-vllm.*"
+                                        r"on a GPU machine see docs/vllm\.md"):
         VllmServer(spec(tmp_path / "missing" / "python")).start()
 
 
