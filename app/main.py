@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # The database opens and the models load here, never at import time; the slider
         # page works without them.
         store, store_error = open_store(settings)
-        app.state.store, app.state.store_error = None, not_open
+        app.state.store, app.state.store_error = store, store_error
         archiver.store, archiver.unavailable = store, store_error
         watch_store, watcher.store_error = open_watch_store(settings)
         watcher.store = watch_store

@@ -35,13 +35,14 @@ def test_importing_app_main_loads_no_model_and_opens_no_database(tmp_path):
 
 @pytest.fixture(scope="module")
 def plain_uvicorn(tmp_path_factory):
-    """``uvicorn app.main:app``, nothing else: two requests a client, four in all, 1 s for a
+    """``uvicorn app.main:app``, nothing else: two requests a client, four in all, 3 s for a
     body."""
     port = free_port()
-    env = os.environ | {"SPECSCOPE_LOAD_MODELS": "false", "SPECSCOPE_REQUEST_TIMEOUT_S": "1",
+    db = tmp_path_factory.mktemp("db") / "runs.db"
+    env = os.environ | {"SPECSCOPE_LOAD_MODELS": "false", "SPECSCOPE_REQUEST_TIMEOUT_S": "3",
                         "SPECSCOPE_MAX_CONNECTIONS": "4",
                         "SPECSCOPE_MAX_CONNECTIONS_PER_CLIENT": "2",
-                        "SPECSCOPE_DB": str(tmp_path_factory.mktemp("db") / "runs.db")}
+                        "SPECSCOPE_DB": str(db)}
     process = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.main:app", "--port",
                                 str(port)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
@@ -56,11 +57,17 @@ def plain_uvicorn(tmp_path_factory):
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-        yield port, url
+        yield port, url, db
     finally:
         process.kill()
         process.wait()
         process.stderr.close()
+
+
+def test_plain_uvicorn_opens_the_database_at_startup(plain_uvicorn):
+    _, url, db = plain_uvicorn
+    assert db.exists()
+    assert httpx.get(url + "/api/runs/0").status_code == 404  # looked up: no such run
 
 
 def slow_body(port: int, source: str) -> socket.socket:
@@ -79,24 +86,24 @@ def answer(s: socket.socket) -> bytes:
 
 
 def test_plain_uvicorn_answers_a_late_body_408_in_json(plain_uvicorn):
-    port, _ = plain_uvicorn
+    port, _, _ = plain_uvicorn
     with slow_body(port, "127.0.0.1") as s:
         reply = answer(s)
     assert reply.startswith(b"HTTP/1.1 408 ")
     assert json.loads(reply.partition(b"\r\n\r\n")[2]) == {"message": (
-        "the request's body did not arrive within 1 s; the connection is closed (send it "
+        "the request's body did not arrive within 3 s; the connection is closed (send it "
         "whole, then wait for the answer)")}
 
 
 def test_plain_uvicorn_answers_a_large_body_413(plain_uvicorn):
-    _, url = plain_uvicorn
+    _, url, _ = plain_uvicorn
     refused = httpx.post(url + "/api/runs", content=b"x" * 200_000,
                          headers={"Content-Type": "application/json"})
     assert refused.status_code == 413 and "over the limit" in refused.json()["message"]
 
 
 def test_plain_uvicorn_refuses_past_the_caps_with_json_503(plain_uvicorn):
-    port, url = plain_uvicorn
+    port, url, _ = plain_uvicorn
     mine = [slow_body(port, "127.0.0.2") for _ in range(2)]
     others: list[socket.socket] = []
     try:
