@@ -22,7 +22,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--port", type=int, help="the port (default: SPECSCOPE_PORT)")
     serve.add_argument("--reload", action="store_true",
                        help="restart when the code changes (for development: plain uvicorn, "
-                            "without the server's read deadline and shutdown handling)")
+                            "without the server's head deadline and connection caps)")
     serve.set_defaults(run=run_serve)
 
 

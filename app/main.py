@@ -1,4 +1,10 @@
-"""The FastAPI application: settings, lifespan, routers, static files."""
+"""The FastAPI application: settings, lifespan, routers, static files.
+
+``app`` is the ASGI convention's module-level application, for any ASGI server
+(``uvicorn app.main:app``); importing this module reads the settings and nothing more: the
+models load and the database opens in the lifespan, at startup. ``python -m app.main`` (``make
+run``) serves the same app through app/server.py, which adds what only a server can bound.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from starlette.requests import ClientDisconnect
 from app.body_limits import BodyLimit
 from app.errors import client_gone_handler, http_error_handler, validation_error_handler
 from app.host_guard import HostGuard
+from app.limits import RequestLimits
 from app.parsing import Parsers
 from app.routes import (
     api,
@@ -38,6 +45,7 @@ from app.routes import (
 from app.run_queue import RunManager
 from app.saved.archive import Archiver
 from app.security import SecurityHeaders
+from app.shutdown import SHUTDOWN_MESSAGE, on_shutdown_signal
 from app.store import RunStore, StoreUnavailable
 from app.strict_query import known_query_only
 from app.watch.deployments import WatchService
@@ -89,15 +97,21 @@ def open_watch_store(settings: Settings) -> tuple[WatchStore | None, str]:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    store, store_error = open_store(settings)
-    archiver = Archiver(store, settings, store_error)  # saves finished runs and probes
+    not_open = "the server has not started"  # the stores open in the lifespan
+    archiver = Archiver(None, settings, not_open)  # saves finished runs and probes
     parsers = Parsers()  # every /metrics text is parsed through these worker threads
-    watch_store, watch_store_error = open_watch_store(settings)
-    watcher = WatchService(settings, watch_store, parsers, watch_store_error)
+    watcher = WatchService(settings, None, parsers, not_open if settings.watch_deployments
+                           else "")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Models load once, here, never at import time; the slider page works without them.
+        # The database opens and the models load here, never at import time; the slider
+        # page works without them.
+        store, store_error = open_store(settings)
+        app.state.store, app.state.store_error = store, store_error
+        archiver.store, archiver.unavailable = store, store_error
+        watch_store, watcher.store_error = open_watch_store(settings)
+        watcher.store = watch_store
         manager = None
         if settings.load_models:
             try:
@@ -110,7 +124,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 log.exception("could not load the model pairs")
                 app.state.load_error = f"the models could not be loaded ({error})"
         watcher.start()
+        # Any ASGI server: at SIGTERM the runs end and /watch's streams close first, so the
+        # server's wait for open responses is short (app/server.py does it too).
+        loop = asyncio.get_running_loop()
+        unhook = on_shutdown_signal(lambda: loop.call_soon_threadsafe(stop_streams, app))
         yield
+        unhook()
         await watcher.stop()
         if watch_store is not None:
             watch_store.close()
@@ -122,7 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None,
                   dependencies=[Depends(known_query_only)])
     app.state.settings = settings
-    app.state.store, app.state.store_error = store, store_error
+    app.state.store, app.state.store_error = None, not_open
     app.state.archiver = archiver
     app.state.parsers, app.state.watch = parsers, watcher
     app.add_middleware(BodyLimit, settings=settings)  # inside HostGuard: a bad Host first
@@ -130,6 +149,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        allowed_origins=settings.allowed_origins)
     app.add_middleware(GZipMiddleware, minimum_size=1000)
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
+    # Outermost: a request past the caps costs nothing else, and every body read is timed.
+    app.add_middleware(RequestLimits, settings=settings)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(HTTPException, http_error_handler)
     app.add_exception_handler(ClientDisconnect, client_gone_handler)
@@ -162,11 +183,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
+def stop_streams(app: FastAPI) -> None:
+    """End the live runs and /watch's event streams: the server is shutting down."""
+    runs = getattr(app.state, "runs", None)
+    if runs is not None:
+        runs.stop_all(SHUTDOWN_MESSAGE)
+    app.state.watch.end_streams()
+
+
+app = create_app()
+
+
 def run() -> None:
     from app.server import serve
 
-    settings = Settings()
-    serve(create_app(settings), settings)
+    serve(app, app.state.settings)
 
 
 if __name__ == "__main__":

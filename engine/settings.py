@@ -88,12 +88,16 @@ class Settings(BaseSettings):
     max_prompt_chars: int = Field(2000, ge=1)
     run_timeout_s: float = Field(120.0, gt=0)
     queue_size: int = Field(4, ge=0)  # runs that may wait while one runs
-    # Serving (app/server.py): a request's head and body must arrive within
-    # request_timeout_s; at SIGTERM open responses get shutdown_timeout_s to finish; past
-    # max_connections open connections a request is answered 503.
+    # Serving (app/limits.py, app/server.py): a request's head must arrive within
+    # head_timeout_s (at most request_timeout_s), its body within request_timeout_s of the
+    # head, else 408; at SIGTERM open responses get shutdown_timeout_s to finish; past
+    # max_connections open connections, or max_connections_per_client from one address, a
+    # request is answered 503.
     request_timeout_s: float = Field(10.0, gt=0)
+    head_timeout_s: float = Field(5.0, gt=0)
     shutdown_timeout_s: float = Field(10.0, gt=0)
     max_connections: int = Field(64, ge=1)
+    max_connections_per_client: int = Field(8, ge=1)
     # Against DNS rebinding: the Host names this server answers to ("*": any), and the
     # origins besides its own whose pages may POST to it.
     allowed_hosts: list[str] = ["127.0.0.1", "localhost", "[::1]"]

@@ -45,6 +45,8 @@ Drafter = Enum("Drafter", {n.replace("-", "_"): n for n in CHOICES["drafter"][1]
 EagleHeadName = Enum("EagleHeadName", {n.replace("-", "_").replace(".", "_"): n
                                        for n in EAGLE_HEADS}, type=str)
 DEFAULT_DRAFTER = Drafter(CHOICES["drafter"][0])
+TARGET_EDITS = ("target_params_b", "target_layers", "target_heads", "target_kv_heads",
+                "target_head_dim")
 
 router = APIRouter(prefix="/api", tags=["plan"])
 MixEntry = Annotated[str, StringConstraints(pattern=MIX_PATTERN)]
@@ -213,7 +215,9 @@ def plan_api(
                     "target; medusa: Medusa heads of the target (one pass drafts k, a fixed k "
                     "within the heads); mtp: the target's own multi-token-prediction layers; "
                     "self-spec: the target drafting over a bounded KV cache (vLLM 0.32 does "
-                    "not serve it: no config)")] = DEFAULT_DRAFTER,
+                    "not serve it: no config). eagle and mtp draft with a preset trained for "
+                    "the target as shipped: with any target_* edit the target is another "
+                    "model, which no head drafts for, and the plan is 422")] = DEFAULT_DRAFTER,
     eagle_head: Annotated[EagleHeadName | None, Query(
         description="with drafter=eagle: the head preset (default: the target's)")] = None,
     draft_kv_budget: Annotated[int, Query(
@@ -258,5 +262,11 @@ def plan_api(
         return report(domains, costs, inputs, notices=notices,
                       source=by_hand("mix" if mix else "alpha", [d.name for d in domains]))
     except PlanError as error:  # no head for the target, costs not finite: say so, never 500
+        message = str(error)
+        edits = [name for name in TARGET_EDITS if getattr(inputs, name) is not None]
+        if inputs.drafter in ("eagle", "mtp") and edits:
+            # A head is trained on one checkpoint's features: say which edits left it behind.
+            message += (f" ({', '.join(edits)} made the target another model; leave them "
+                        "out, or plan with drafter=model)")
         return JSONResponse(status_code=422, content={
-            "message": str(error), "detail": [{"loc": ["query"], "msg": str(error)}]})
+            "message": message, "detail": [{"loc": ["query"], "msg": message}]})

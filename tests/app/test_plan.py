@@ -395,3 +395,19 @@ def test_the_headline_the_stats_and_the_plan_give_one_answer(client, query):
 def test_the_plans_heading_names_the_engine_it_prices_for(client):
     assert ">A schedule for vLLM: k at each batch size<" in client.get("/").text
     assert ">A schedule for SGLang: k at each batch size<" in client.get("/?engine=sglang").text
+
+
+def test_the_schema_says_a_head_drafts_only_for_its_target_as_shipped(client):
+    # The request: every value is in its range; the refusal is the rule the drafter's
+    # description states (a head trained on a checkpoint cannot draft for another shape).
+    parameters = client.get("/openapi.json").json()["paths"]["/api/plan"]["get"]["parameters"]
+    by_name = {p["name"]: p for p in parameters}
+    assert "with any target_* edit" in by_name["drafter"]["description"]
+    heads = next(s for s in by_name["target_heads"]["schema"]["anyOf"] if s["type"] == "integer")
+    assert heads["maximum"] >= 12703
+    r = client.get("/api/plan?drafter=eagle&target_heads=12703&draft_params_b=17223.9")
+    assert r.status_code == 422
+    assert r.json()["message"].endswith("(target_heads made the target another model; leave "
+                                        "them out, or plan with drafter=model)")
+    # The same edits with the pair's own draft model are answered.
+    assert client.get("/api/plan?target_heads=12703&draft_params_b=17223.9").status_code == 200

@@ -7,6 +7,7 @@ target, through the same shutdown path SIGTERM takes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -23,6 +24,7 @@ import pytest
 from support.live_server import LiveServer, free_port
 
 from app.main import create_app
+from engine.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 BODY = {"prompt": "the quick brown fox", "k": 2, "temperature": 1.0, "max_new_tokens": 256,
@@ -43,11 +45,13 @@ def wait_for(url: str, process: subprocess.Popen, timeout: float = 180.0) -> Non
 
 @contextmanager
 def app_main():
-    """``python -m app.main`` (no models) with a 1 s request deadline and a 2 s grace."""
+    """``python -m app.main`` (no models) with a 1 s request deadline and a 2 s grace; one
+    client may take every connection (these cases all come from 127.0.0.1)."""
     port = free_port()
     env = os.environ | {"SPECSCOPE_PORT": str(port), "SPECSCOPE_LOAD_MODELS": "false",
                         "SPECSCOPE_REQUEST_TIMEOUT_S": "1", "SPECSCOPE_SHUTDOWN_TIMEOUT_S": "2",
-                        "SPECSCOPE_MAX_CONNECTIONS": "8"}
+                        "SPECSCOPE_MAX_CONNECTIONS": "8",
+                        "SPECSCOPE_MAX_CONNECTIONS_PER_CLIENT": "64"}
     process = subprocess.Popen([sys.executable, "-m", "app.main"], cwd=REPO, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -175,3 +179,108 @@ def test_shutdown_ends_queued_and_running_runs_with_an_error(live_settings):
         assert lines[-2] == "event: error" and "shutting down" in lines[-1], lines[-3:]
     # The two that were queued (whichever arrived last) never ran a cycle.
     assert sum("event: cycle" in lines for lines in streams.values()) <= 1
+
+
+# Linux routes all of 127.0.0.0/8 to the loopback: a socket bound to 127.0.0.2 is another
+# client address to the server, though every test client runs here.
+ATTACKER, GOOD = "127.0.0.2", "127.0.0.3"
+
+
+def connect_from(address: str, port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10,
+                                    source_address=(address, 0))
+
+
+def answer_then_close(s: socket.socket, seconds: float) -> tuple[bytes, float]:
+    """Everything the server sends on ``s`` until it closes it, and when it closed it (s
+    from now); ``seconds`` at most."""
+    start = time.monotonic()
+    s.settimeout(seconds)
+    received = b""
+    try:
+        while chunk := s.recv(4096):
+            received += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return received, time.monotonic() - start
+
+
+def json_body(answer: bytes) -> dict:
+    import json
+
+    return json.loads(answer.partition(b"\r\n\r\n")[2])
+
+
+@pytest.fixture(scope="module")
+def guarded():
+    """A server as ``make run`` serves it: the default caps (64 connections, 8 a client) and
+    deadlines (a 5 s head, a 10 s body)."""
+    with LiveServer(create_app(Settings(load_models=False))) as server:
+        yield server
+
+
+def test_one_address_holding_slow_heads_cannot_starve_another_address(guarded):
+    # 70 connections from one address, each with a head that never ends: the report's case.
+    dribbling = [connect_from(ATTACKER, guarded.port) for _ in range(70)]
+    try:
+        for s in dribbling:
+            with contextlib.suppress(OSError):  # one refused may already be closed
+                s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        time.sleep(0.5)
+        with httpx.Client(transport=httpx.HTTPTransport(local_address=GOOD)) as good:
+            answers = [good.get(guarded.url + "/api/runs/status").status_code
+                       for _ in range(20)]
+    finally:
+        for s in dribbling:
+            s.close()
+    assert answers == [200] * 20
+
+
+def test_a_client_past_its_share_of_connections_is_answered_503_at_once(guarded):
+    held = [connect_from(ATTACKER, guarded.port) for _ in range(8)]
+    try:
+        time.sleep(0.2)
+        with connect_from(ATTACKER, guarded.port) as ninth:
+            answer, took = answer_then_close(ninth, 10.0)
+        assert answer.startswith(b"HTTP/1.1 503 ") and took < 5.0
+        assert json_body(answer) == {"message": (
+            "this client already has 8 connections open, as many as one client may "
+            "(SPECSCOPE_MAX_CONNECTIONS_PER_CLIENT); try again when one has closed")}
+        good = httpx.Client(transport=httpx.HTTPTransport(local_address=GOOD))
+        with good:
+            assert good.get(guarded.url + "/api/runs/status").status_code == 200
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_a_trickling_head_is_answered_408_within_the_head_deadline():
+    settings = Settings(load_models=False, head_timeout_s=1.0, request_timeout_s=10.0)
+    with LiveServer(create_app(settings)) as server, \
+            socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        for _ in range(3):  # a byte now and then is no way around it
+            time.sleep(0.3)
+            s.sendall(b"a")
+        answer, took = answer_then_close(s, 15.0)
+    # The head's deadline, not the body's: well before 10 s (CI is slow, so 3x the 1 s).
+    assert answer.startswith(b"HTTP/1.1 408 ") and took < 3.0
+    assert json_body(answer) == {"message": "the request's head did not arrive within 1 s; "
+                                            "the connection is closed (send it whole, then "
+                                            "wait for the answer)"}
+
+
+def test_a_trickling_body_is_answered_408_before_the_close():
+    settings = Settings(load_models=False, request_timeout_s=1.0)
+    with LiveServer(create_app(settings)) as server, \
+            socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(b"POST /api/calibrate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 80\r\n\r\n{")
+        for _ in range(3):
+            time.sleep(0.3)
+            s.sendall(b" ")
+        answer, took = answer_then_close(s, 15.0)
+    assert answer.startswith(b"HTTP/1.1 408 ") and took < 3.0
+    assert json_body(answer) == {"message": "the request's body did not arrive within 1 s; "
+                                            "the connection is closed (send it whole, then "
+                                            "wait for the answer)"}
