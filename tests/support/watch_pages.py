@@ -4,7 +4,7 @@
 ``vllm:spec_decode_*`` counters (split over two engines, as a data-parallel server does, so
 the watch must sum them), the generated-tokens counter, the running-requests gauge and the
 process start time. :class:`PageServer` answers ``/metrics`` with whatever its ``page``,
-``status``, ``delay_s`` and ``content_type`` are at the moment of the request.
+``status``, ``delay_s``, ``trickle_s`` and ``content_type`` are at the moment of the request.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class PageServer:
         self.page = ""
         self.status = 200
         self.delay_s = 0.0
+        self.trickle_s = 0.0  # above 0: the body is sent one byte every trickle_s seconds
         self.content_type = "text/plain; version=0.0.4"
         self.extra_headers: dict[str, str] = {}
         self.requests = 0
@@ -88,7 +89,13 @@ class PageServer:
                     for name, value in owner.extra_headers.items():
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(body)
+                    if owner.trickle_s > 0:
+                        for i in range(len(body)):
+                            self.wfile.write(body[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(owner.trickle_s)
+                    else:
+                        self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the watch gave up waiting: that is what some tests check
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import threading
 
 import pytest
 from support.watch_pages import Counts, PageServer, page
@@ -262,6 +263,21 @@ def test_a_slow_server_is_a_gap_within_the_timeout():
         server.page, server.delay_s = page(START), 1.5
         iv = w.Watch("prod", server.url, timeout_s=0.3).scrape()
         assert iv.state == w.GAP and "within 0.3 s" in iv.message
+
+
+def test_a_server_that_trickles_its_body_is_a_gap_at_the_deadline():
+    """Every byte comes within any per-read timeout; the whole answer does not."""
+    with PageServer() as server:
+        server.page, server.trickle_s = page(START), 0.2
+        found: list[w.Interval] = []
+        scraping = threading.Thread(
+            target=lambda: found.append(w.Watch("prod", server.url, timeout_s=1.0).scrape()),
+            daemon=True)
+        scraping.start()
+        scraping.join(timeout=3.0)
+        assert found, "the scrape was still reading 3 s after its 1 s deadline"
+        assert found[0].state == w.GAP and "no whole answer" in found[0].message
+        assert "within 1 s" in found[0].message
 
 
 @pytest.mark.parametrize("status, kind, words", [
