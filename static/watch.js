@@ -14,10 +14,19 @@
     if (old) old.replaceWith(fresh);
     status.textContent = `Live: updated ${new Date().toLocaleTimeString()} after a scrape.`;
   });
+  // After a shutdown the browser keeps reconnecting: the server's reason stays shown until
+  // it answers again.
+  let shutDown = false;
+  events.addEventListener("shutdown", (event) => {
+    shutDown = true;
+    status.textContent = event.data;
+  });
   events.addEventListener("open", () => {
+    shutDown = false;
     status.textContent = "Live: the page updates after every scrape.";
   });
   events.addEventListener("error", () => {
+    if (shutDown) return;
     status.textContent = "The live updates stopped; trying again. Reload for a snapshot.";
   });
 })();

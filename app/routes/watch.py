@@ -35,6 +35,8 @@ UNKNOWN = {404: {"model": Problem, "description": "no deployment of that name is
                                                   "(SPECSCOPE_WATCH_URLS names them)"}}
 SHOWN = 240  # intervals drawn (40 min at 10 s)
 TABLE_ROWS = 12
+SHUTDOWN_TEXT = ("The specscope server is shutting down: live updates stop until it is back, "
+                 "and this page reconnects by itself then.")
 
 
 def _service(request: Request) -> WatchService:
@@ -98,7 +100,8 @@ def watch_page(request: Request, deployment: str | None = None) -> HTMLResponse:
 
 @router.get("/watch/events", include_in_schema=False)
 async def watch_events(request: Request, deployment: str | None = None) -> Response:
-    """``update`` events: a deployment's section, rendered again after each scrape."""
+    """``update`` events: a deployment's section, rendered again after each scrape; a last
+    ``shutdown`` event, saying so, when the server shuts down."""
     service = _service(request)
     names = {_deployment(request, deployment).name} if deployment else set(service.deployments)
     async def events():
@@ -110,7 +113,8 @@ async def watch_events(request: Request, deployment: str | None = None) -> Respo
                 except TimeoutError:
                     yield ": keep-alive\n\n"
                     continue
-                if name is None:
+                if name is None:  # the server is shutting down: say so, then end
+                    yield f"event: shutdown\ndata: {SHUTDOWN_TEXT}\n\n"
                     return
                 if name not in names:
                     continue

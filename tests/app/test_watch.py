@@ -242,3 +242,18 @@ def test_servers_that_trickle_their_metrics_are_gaps_and_hold_up_nothing_else(tm
                 assert client.post("/api/calibrate",
                                    json={"before": snapshot}).status_code == 200
                 time.sleep(0.3)
+
+
+def test_the_event_stream_says_the_server_is_shutting_down_before_it_ends(tmp_path, vllm_page):
+    with LiveServer(create_app(settings(tmp_path, vllm_page.url))) as live, \
+            httpx.stream("GET", live.url + "/watch/events?deployment=prod",
+                         timeout=20) as stream:
+        lines = stream.iter_lines()
+        assert next(lines).startswith("retry:")
+        live.server.should_exit = True  # what SIGTERM does
+        rest = list(lines)  # the stream ends
+    assert "event: shutdown" in rest
+    said = rest[rest.index("event: shutdown") + 1]
+    assert said.startswith("data: The specscope server is shutting down")
+    assert rest[-1] == "" and rest.index("event: shutdown") == max(
+        i for i, x in enumerate(rest) if x.startswith("event: "))
