@@ -41,8 +41,10 @@ def add_parser(sub, d: dict) -> None:
                        help=f"seconds between scrapes (default {DEFAULT_INTERVAL_S:g})")
     watch.add_argument("--plan", type=Path, help="the plan deployed (specscope plan --json)")
     watch.add_argument("--costs", type=Path,
-                       help="vLLM's step costs (specscope sweep --engine vllm --costs-out): "
-                            "needed for the break-even")
+                       help="vLLM's step costs, the file specscope sweep --engine vllm "
+                            "--costs-out writes (\"method\": \"vllm-steps\"): needed for the "
+                            "break-even. The file of specscope costs times this project's "
+                            "loop, not vLLM, and is refused")
     watch.add_argument("--name", help="the deployment's name (default: the URL's host:port)")
     watch.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                        help=f"intervals pooled for the verdict (default {DEFAULT_WINDOW})")
