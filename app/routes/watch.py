@@ -67,8 +67,10 @@ def deployment_context(service: WatchService, d: Deployment) -> dict:
     length_chart = time_chart(history, "Mean acceptance length", "tokens per draft", [
         ("mean acceptance length", "length", lambda iv: iv.get("mean_acceptance_length"))],
         y_floor=1.0)
-    batch_chart = time_chart(history, "Batch over time", "requests running", [
-        ("batch", "batch", lambda iv: iv.get("batch"))])
+    batch_chart = time_chart(history, "Batch over time", "requests a step", [
+        ("batch", "batch",
+         lambda iv: iv.get("batch_mean") if iv.get("batch_mean") is not None
+         else iv.get("batch"))])
     return {
         "d": d,
         "latest": latest,

@@ -98,7 +98,8 @@ class Gauges:
                             "the latest interval (tokens per draft)")
         self.rate = gauge("specscope_watch_draft_acceptance_rate", "Accepted / draft tokens "
                           "in the latest interval")
-        self.batch = gauge("specscope_watch_batch", "Requests running at the latest scrape")
+        self.batch = gauge("specscope_watch_batch", "The batch of the latest interval: the "
+                           "mean over its engine steps, or the requests running at a scrape")
         self.warning = gauge("specscope_watch_warning", "1 when the latest measured interval "
                              "warns: the pooled alpha below the break-even beyond its "
                              "uncertainty, else 0")

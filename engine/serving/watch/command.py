@@ -85,7 +85,9 @@ def line(iv: Interval) -> str:
         return f"| {at} | {iv.state} | {iv.message} |"
     alpha = (f"{iv.alpha:.3f} [{iv.alpha_low:.3f}, {iv.alpha_high:.3f}]"
              if iv.alpha is not None else "not counted")
-    return (f"| {at} | {iv.state} | B {iv.batch}, k {iv.k} (plan {_n(iv.planned_k)}) | "
+    batch = (f"B {iv.batch} (mean {iv.batch_mean:.2f} over {iv.batch_steps:g} steps)"
+             if iv.batch_mean is not None else f"B {iv.batch}")
+    return (f"| {at} | {iv.state} | {batch}, k {iv.k} (plan {_n(iv.planned_k)}) | "
             f"α {alpha} | rate {_n(iv.draft_acceptance_rate, 3)} | length "
             f"{_n(iv.mean_acceptance_length, 2)} | {_n(iv.drafts_per_s, 1)} drafts/s, "
             f"{_n(iv.tokens_per_s, 1)} tok/s | break-even {_n(iv.break_even, 3)} | "

@@ -7,7 +7,12 @@ one of these states:
 
 - ``moving``: drafts were counted. The draft acceptance rate (accepted / draft tokens), the
   mean acceptance length (1 + accepted / drafts), drafts and generated tokens a second, and
-  the batch (vLLM's ``num_requests_running`` gauge at the scrape). Counted alpha
+  the batch: the mean over the interval's engine steps, (generated - accepted tokens) /
+  steps from vLLM's ``generation_tokens`` counter and the count of its
+  ``iteration_tokens_total`` histogram (one sample per step that gave a request a token; a
+  step gives each running request one token plus the drafts it accepted), so requests that
+  start and finish between two scrapes are seen; on a page without that histogram, vLLM's
+  ``num_requests_running`` gauge at either scrape, and the interval says so. Counted alpha
   (accepted / trials, with a Wilson 95% interval on the trials, approximate because the
   acceptances within one draft are correlated) and the per-position acceptance only when
   every draft of the interval had the server's full k (draft tokens = drafts x k): under a
@@ -90,6 +95,7 @@ class Snapshot:
     generated: float | None  # vllm:generation_tokens_total
     running: float | None  # vllm:num_requests_running
     process_start: float | None = None  # process_start_time_seconds: a restart changes it
+    steps: float | None = None  # vllm:iteration_tokens_total_count: engine steps with output
 
 
 class Unusable(Exception):
@@ -119,7 +125,7 @@ def read_snapshot(text: str) -> Snapshot:
     if missing:
         raise Unusable(UNREADABLE, f"the page lacks {', '.join(missing)}: the counters cannot "
                                    "be read without it; nothing stored")
-    return Snapshot(page.total(), page.generated, page.running, page.process_start)
+    return Snapshot(page.total(), page.generated, page.running, page.process_start, page.steps)
 
 
 READ_CHUNK = 64 * 1024
@@ -327,8 +333,10 @@ class Interval:
     state: str
     message: str
     started: float | None = None
-    batch: int | None = None  # the running-requests gauge at this scrape (or the last known)
-    batch_note: str | None = None
+    batch: int | None = None  # the mean batch over the interval's steps, rounded (see _batch)
+    batch_mean: float | None = None  # that mean, unrounded; None when it came from the gauge
+    batch_steps: float | None = None  # the engine steps it is the mean over
+    batch_note: str | None = None  # where the batch came from, when not from the steps
     k: int | None = None  # the server's num_speculative_tokens (its per-position counters)
     drafts: float | None = None
     draft_tokens: float | None = None
@@ -472,16 +480,33 @@ class Watch:
         return iv
 
     def _batch(self, a: Snapshot, b: Snapshot, drafts: float, iv: Interval) -> int | None:
+        """The batch the interval ran at: the mean over its engine steps from vLLM's
+        counters, which sees requests that started and finished between two scrapes; else
+        the running gauge at either scrape; else the last batch seen, or 1, saying so."""
+        steps = b.steps - a.steps if b.steps is not None and a.steps is not None else None
+        if steps and steps > 0 and iv.generated is not None:
+            # A step gives each running request 1 token plus the drafts it accepted.
+            rows = iv.generated - (iv.accepted or 0)
+            if rows > 0:
+                iv.batch_mean, iv.batch_steps = rows / steps, steps
+                self.last_batch = max(1, round(iv.batch_mean))
+                return self.last_batch
+        missing = ("vLLM's /metrics has no vllm:iteration_tokens_total histogram, which would "
+                   "give the mean batch over the interval" if b.steps is None else
+                   "no engine step between the readings")
         for gauge in (b.running, a.running):
             if gauge:
                 self.last_batch = max(1, round(gauge))
+                iv.batch_note = (f"{missing}: the batch is the requests running at a scrape "
+                                 "(vllm:num_requests_running)")
                 return self.last_batch
         if drafts and self.last_batch is not None:
-            iv.batch_note = ("no requests running at either reading: the batch is the last "
-                             "one seen")
+            iv.batch_note = (f"{missing}, and no requests were running at either scrape: the "
+                             f"batch is the last one seen, {self.last_batch}")
             return self.last_batch
         if drafts:
-            iv.batch_note = "no requests running at either reading: batch 1 assumed"
+            iv.batch_note = (f"{missing}, and no requests were running at either scrape "
+                             "(they started and finished between them): batch 1 assumed")
             return 1
         return None
 
@@ -573,6 +598,8 @@ def _went_back(a: Snapshot, b: Snapshot) -> bool:
     pairs += list(zip(x.per_position, y.per_position, strict=False))
     if a.generated is not None and b.generated is not None:
         pairs.append((a.generated, b.generated))
+    if a.steps is not None and b.steps is not None:
+        pairs.append((a.steps, b.steps))
     restarted = (a.process_start is not None and b.process_start is not None
                  and b.process_start != a.process_start)
     return (restarted or any(y < x for x, y in pairs)
@@ -599,7 +626,7 @@ def _num(x: float | None) -> str:
 
 # ---- exports ---------------------------------------------------------------------------------
 
-CSV_COLUMNS = ("deployment", "started", "ended", "state", "batch", "k", "drafts",
+CSV_COLUMNS = ("deployment", "started", "ended", "state", "batch", "batch_mean", "k", "drafts",
                "draft_tokens", "accepted", "trials", "alpha", "alpha_low", "alpha_high",
                "draft_acceptance_rate", "mean_acceptance_length", "drafts_per_s",
                "tokens_per_s", "planned_k", "break_even", "assumed_alpha", "window_alpha",
