@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 from app.errors import Problem
 from app.streams import KEEPALIVE_S, STREAM_HEADERS
 from app.templating import templates
-from app.watch.charts import time_chart
+from app.watch.charts import WIDE, time_chart
 from app.watch.deployments import Deployment, WatchService
 from engine.serving.watch.intervals import CSV_COLUMNS, batch_mix, batch_mix_k, batch_mix_text
 
@@ -63,7 +63,7 @@ def deployment_context(service: WatchService, d: Deployment) -> dict:
         ("draft acceptance rate", "rate", lambda iv: iv.get("draft_acceptance_rate")),
         ("break-even α", "break-even-line", lambda iv: iv.get("break_even")),
         ("plan's α", "assumed", lambda iv: assumed if iv.get("state") == "moving" else None),
-    ], y_ceiling=1.0)
+    ], y_ceiling=1.0, width=WIDE, height=260)
     length_chart = time_chart(history, "Mean acceptance length", "tokens per draft", [
         ("mean acceptance length", "length", lambda iv: iv.get("mean_acceptance_length"))],
         y_floor=1.0)
