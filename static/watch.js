@@ -12,12 +12,23 @@
     const fresh = template.content.firstElementChild;
     const old = fresh && document.getElementById(fresh.id);
     if (old) old.replaceWith(fresh);
-    status.textContent = `Live: updated ${new Date().toLocaleTimeString()} after a scrape.`;
+    // UTC, as every other time on the page
+    const utc = new Date().toISOString().slice(11, 19);
+    status.textContent = `Live: updated ${utc} UTC after a scrape.`;
+  });
+  // After a shutdown the browser keeps reconnecting: the server's reason stays shown until
+  // it answers again.
+  let shutDown = false;
+  events.addEventListener("shutdown", (event) => {
+    shutDown = true;
+    status.textContent = event.data;
   });
   events.addEventListener("open", () => {
+    shutDown = false;
     status.textContent = "Live: the page updates after every scrape.";
   });
   events.addEventListener("error", () => {
+    if (shutDown) return;
     status.textContent = "The live updates stopped; trying again. Reload for a snapshot.";
   });
 })();

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 from app.errors import Problem
 from app.streams import KEEPALIVE_S, STREAM_HEADERS
 from app.templating import templates
-from app.watch.charts import time_chart
+from app.watch.charts import WIDE, time_chart
 from app.watch.deployments import Deployment, WatchService
 from engine.serving.watch.intervals import CSV_COLUMNS, batch_mix, batch_mix_k, batch_mix_text
 
@@ -35,6 +35,8 @@ UNKNOWN = {404: {"model": Problem, "description": "no deployment of that name is
                                                   "(SPECSCOPE_WATCH_URLS names them)"}}
 SHOWN = 240  # intervals drawn (40 min at 10 s)
 TABLE_ROWS = 12
+SHUTDOWN_TEXT = ("The specscope server is shutting down: live updates stop until it is back, "
+                 "and this page reconnects by itself then.")
 
 
 def _service(request: Request) -> WatchService:
@@ -61,12 +63,14 @@ def deployment_context(service: WatchService, d: Deployment) -> dict:
         ("draft acceptance rate", "rate", lambda iv: iv.get("draft_acceptance_rate")),
         ("break-even α", "break-even-line", lambda iv: iv.get("break_even")),
         ("plan's α", "assumed", lambda iv: assumed if iv.get("state") == "moving" else None),
-    ], y_ceiling=1.0)
+    ], y_ceiling=1.0, width=WIDE, height=260)
     length_chart = time_chart(history, "Mean acceptance length", "tokens per draft", [
         ("mean acceptance length", "length", lambda iv: iv.get("mean_acceptance_length"))],
         y_floor=1.0)
-    batch_chart = time_chart(history, "Batch over time", "requests running", [
-        ("batch", "batch", lambda iv: iv.get("batch"))])
+    batch_chart = time_chart(history, "Batch over time", "requests a step", [
+        ("batch", "batch",
+         lambda iv: iv.get("batch_mean") if iv.get("batch_mean") is not None
+         else iv.get("batch"))])
     return {
         "d": d,
         "latest": latest,
@@ -98,7 +102,8 @@ def watch_page(request: Request, deployment: str | None = None) -> HTMLResponse:
 
 @router.get("/watch/events", include_in_schema=False)
 async def watch_events(request: Request, deployment: str | None = None) -> Response:
-    """``update`` events: a deployment's section, rendered again after each scrape."""
+    """``update`` events: a deployment's section, rendered again after each scrape; a last
+    ``shutdown`` event, saying so, when the server shuts down."""
     service = _service(request)
     names = {_deployment(request, deployment).name} if deployment else set(service.deployments)
     async def events():
@@ -110,7 +115,8 @@ async def watch_events(request: Request, deployment: str | None = None) -> Respo
                 except TimeoutError:
                     yield ": keep-alive\n\n"
                     continue
-                if name is None:
+                if name is None:  # the server is shutting down: say so, then end
+                    yield f"event: shutdown\ndata: {SHUTDOWN_TEXT}\n\n"
                     return
                 if name not in names:
                     continue

@@ -2,8 +2,11 @@
 schedule, stored, exported as Prometheus gauges and pushed to the open /watch pages.
 
 Only the URLs of ``SPECSCOPE_WATCH_URLS`` are ever fetched: a page names a deployment, never
-an address. Each scrape (the HTTP read and the parsing) runs in a worker thread through
-:class:`app.parsing.Parsers`, so a slow or huge ``/metrics`` never stalls the event loop.
+an address. Each deployment is scraped on a schedule of its own, so a server that answers
+slowly delays no other. The HTTP read runs in a worker thread, bounded as a whole by the
+watch's deadline (a stuck read is a gap, and ``specscope_watch_up`` 0); only the parsing
+then takes one of :class:`app.parsing.Parsers`' slots, so slow servers never hold the slots
+that the calibration's requests need, and no ``/metrics`` stalls the event loop.
 """
 
 from __future__ import annotations
@@ -95,7 +98,8 @@ class Gauges:
                             "the latest interval (tokens per draft)")
         self.rate = gauge("specscope_watch_draft_acceptance_rate", "Accepted / draft tokens "
                           "in the latest interval")
-        self.batch = gauge("specscope_watch_batch", "Requests running at the latest scrape")
+        self.batch = gauge("specscope_watch_batch", "The batch of the latest interval: the "
+                           "mean over its engine steps, or the requests running at a scrape")
         self.warning = gauge("specscope_watch_warning", "1 when the latest measured interval "
                              "warns: the pooled alpha below the break-even beyond its "
                              "uncertainty, else 0")
@@ -128,27 +132,29 @@ class WatchService:
                             for name, url in settings.watch_deployments.items()}
         self.gauges = Gauges()
         self.subscribers: set[asyncio.Queue[str | None]] = set()
-        self._task: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
-        if self.deployments and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        if not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self._run(d)) for d in self.deployments.values()]
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _run(self) -> None:
+    async def _run(self, d: Deployment) -> None:
+        """One deployment's schedule: its scrapes wait for no other deployment's."""
         next_at = time.monotonic()
         while True:
-            done = await asyncio.gather(*(self.scrape(d) for d in self.deployments.values()),
-                                        return_exceptions=True)
-            for outcome in done:
-                if isinstance(outcome, Exception):  # a fault of ours: log it, keep watching
-                    log.error("a watch scrape failed", exc_info=outcome)
+            try:
+                await self.scrape(d)
+            except Exception:  # a fault of ours: log it, keep watching
+                log.exception("a watch scrape of %s failed", d.name)
             next_at += self.interval_s
             # A scrape that overran skips the missed ticks rather than bunching them up.
             while next_at < time.monotonic():
@@ -156,7 +162,9 @@ class WatchService:
             await asyncio.sleep(next_at - time.monotonic())
 
     async def scrape(self, d: Deployment) -> Interval:
-        iv = await self.parsers.queued(d.watch.scrape)
+        at, got = await asyncio.to_thread(d.watch.fetch)
+        iv = got if isinstance(got, Interval) else await self.parsers.queued(
+            d.watch.observe, got, at)
         d.latest = iv
         if self.store is not None:
             try:

@@ -31,6 +31,8 @@ from engine.analytic.timed_costs import PlanError, TimedCosts, timed_costs
 
 BISECTION_STEPS = 60  # 2^-60: far below any alpha a counter can resolve
 
+VLLM_STEPS = "vllm-steps"  # the method of vLLM's costs file (engine.serving.policy_sweep)
+VLLM_COSTS_COMMAND = "specscope sweep --engine vllm --policies off,0,2,4 --costs-out FILE"
 CostsError = PlanError  # a costs file that does not give the step times this needs; says why
 
 
@@ -63,11 +65,25 @@ def break_even(costs: TimedCosts, batch: int, k: int) -> float | None:
 def step_costs(data: object) -> TimedCosts:
     """The costs file's timed steps, read as the plan reads them
     (:func:`engine.analytic.timed_costs.timed_costs`); :class:`CostsError` says what is
-    missing."""
+    missing, or that the file times another engine's steps.
+
+    A file that names its method must be vLLM's (``"vllm-steps"``): the loop's costs
+    (``specscope costs``, ``"loop"``) price this project's engine, whose steps cost what
+    vLLM's do not, so a break-even from them would be another server's. A file without a
+    method (written by hand) is taken as vLLM's."""
     passes = data.get("passes") if isinstance(data, dict) else None
     if not isinstance(passes, list) or not passes:
         raise CostsError('this is not a costs file: it has no "passes" (write one with '
-                         "specscope sweep --engine vllm --policies off,2,4 --costs-out FILE)")
+                         f"{VLLM_COSTS_COMMAND})")
+    method = data.get("method")
+    if method == "loop":
+        raise CostsError("this costs file times specscope's own loop (specscope costs, "
+                         '"method": "loop"), not a vLLM server\'s steps: the break-even of a '
+                         f"vLLM deployment needs vLLM's costs ({VLLM_COSTS_COMMAND})")
+    if method is not None and method != VLLM_STEPS:
+        raise CostsError(f'this costs file says "method": {str(method)[:40]!r}, not '
+                         f'"{VLLM_STEPS}": the break-even of a vLLM deployment needs vLLM\'s '
+                         f"step costs ({VLLM_COSTS_COMMAND})")
     return timed_costs(passes, data.get("loop") or ())
 
 

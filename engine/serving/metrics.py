@@ -94,6 +94,7 @@ class Page:
     by_labels: dict[tuple, SpecCounters]
     generated: float | None = None  # vllm:generation_tokens_total, summed
     running: float | None = None  # vllm:num_requests_running, summed
+    steps: float | None = None  # vllm:iteration_tokens_total_count: engine steps with output
     process_start: float | None = None  # process_start_time_seconds: a restart changes it
     vllm: bool = False  # any vllm:* sample
     present: frozenset[str] = frozenset()  # the speculative counters seen
@@ -105,6 +106,9 @@ class Page:
 
 GENERATED = "vllm:generation_tokens_total"
 RUNNING = "vllm:num_requests_running"
+# vLLM observes one sample per engine step that gave any request a token (its
+# iteration_tokens_total histogram): the count is the number of those steps.
+STEPS = "vllm:iteration_tokens_total_count"
 PROCESS_START = "process_start_time_seconds"
 
 
@@ -133,7 +137,7 @@ def read_page(text: str, name: str = "the metrics") -> Page:
                 continue
             vllm = True
             counter = _counter(sample.name)
-            if counter is None and sample.name not in (GENERATED, RUNNING):
+            if counter is None and sample.name not in (GENERATED, RUNNING, STEPS):
                 continue
             where = f"{sample.name}{_labels(labels)} in {name}"
             if math.isnan(value) or math.isinf(value):
@@ -153,8 +157,8 @@ def read_page(text: str, name: str = "the metrics") -> Page:
             else:
                 c[counter] = value
     by_labels = {key: _counters(c, key, name) for key, c in groups.items()}
-    return Page(by_labels, gauges.get(GENERATED), gauges.get(RUNNING), process_start, vllm,
-                frozenset(present))
+    return Page(by_labels, gauges.get(GENERATED), gauges.get(RUNNING), gauges.get(STEPS),
+                process_start, vllm, frozenset(present))
 
 
 def _counters(c: dict, key: tuple, name: str) -> SpecCounters:

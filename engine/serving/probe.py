@@ -36,8 +36,7 @@ NOT_AVAILABLE = ("Through vLLM: the sum-min α (expected α) and top-1 agreement
                  "distributions, which vLLM does not expose, and c and v need the draft's and "
                  "target's steps timed apart; they are n/a here. The counters are the server's "
                  "own: it must serve nothing else while the probe runs.")
-ALL_CLEAR = ("specscope's engine, on the same pair, prompts and settings, accepts no more than "
-             "about as many drafts: nothing points at the deployment.")
+ALL_CLEAR_SHOWN = 4  # rows named in the all-clear; the rest are counted
 # "Far below": under half our engine's draft acceptance rate, at least 0.10 lower, and more
 # than sampling noise (FAR_BELOW_Z standard errors of the counted alphas' difference).
 FAR_BELOW_RATIO = 0.5
@@ -124,6 +123,29 @@ def acceptance_warnings(vllm: ProbeResult, ours: ProbeResult) -> list[str]:
     return warnings
 
 
+def all_clear(vllm: ProbeResult, ours: ProbeResult) -> str:
+    """What the comparison found when :func:`acceptance_warnings` found nothing: both rates
+    where both engines measured one, and what that rules out."""
+    reference = {(r.domain, r.temperature): r for r in ours.rows}
+    pairs = [(row, reference[(row.domain, row.temperature)]) for row in vllm.rows
+             if (row.domain, row.temperature) in reference
+             and row.draft_acceptance_rate is not None
+             and reference[(row.domain, row.temperature)].draft_acceptance_rate is not None]
+    if not pairs:
+        return ("specscope's engine ran the same pair, prompts and settings, but no domain and "
+                "temperature has a draft acceptance rate from both engines to compare.")
+    shown = "; ".join(f"{a.domain} at T = {a.temperature:g}, {a.draft_acceptance_rate:.0%} "
+                      f"against {b.draft_acceptance_rate:.0%}"
+                      for a, b in pairs[:ALL_CLEAR_SHOWN])
+    more = len(pairs) - ALL_CLEAR_SHOWN
+    shown += f"; and {more} more domain and temperature pairs" if more > 0 else ""
+    return ("Nowhere did vLLM accept far fewer draft tokens than specscope's engine with the "
+            f"same pair, prompts and settings (far: under {FAR_BELOW_RATIO:g} times its rate, "
+            f"at least {FAR_BELOW_GAP * 100:g} points lower, and more than chance explains). "
+            f"Draft acceptance rates, vLLM against specscope's engine: {shown}. Nothing points "
+            "at a fault in the deployment.")
+
+
 def beyond_noise(accepted_a: int, trials_a: int, accepted_b: int, trials_b: int) -> bool:
     """Whether two counted alphas (accepted / trials) differ by more than :data:`FAR_BELOW_Z`
     standard errors: the two-proportion z statistic, with the pooled rate under "the same
@@ -166,7 +188,7 @@ def probe_and_compare(client: VllmClient, pair: ModelPair, prompts: Sequence[Pro
     """The probe through vLLM, then, with ``compare`` and when vLLM's probe completed, the
     same prompts and settings through our engine (``pair``, whose tokenizer also gives vLLM
     its token ids): vLLM's result then carries :func:`acceptance_warnings`, or
-    :data:`ALL_CLEAR` where there are none. ``notices`` (prompts cut to fit, ...) go on both
+    :func:`all_clear` where there are none. ``notices`` (prompts cut to fit, ...) go on both
     results, :data:`NOT_AVAILABLE` on vLLM's. ``prompts`` must fit the models' context
     (:func:`engine.measure.probe.fit_prompts`); ``steps`` asks our engine's probe for its
     cycle and step events too, for a caller that stops between them."""
@@ -183,5 +205,5 @@ def probe_and_compare(client: VllmClient, pair: ModelPair, prompts: Sequence[Pro
         return Comparison(result)
     ours = pool(probe(pair, prompts, config, steps=steps), "specscope", list(notices), config)
     if ours is not None:
-        result.notices += acceptance_warnings(result, ours) or [ALL_CLEAR]
+        result.notices += acceptance_warnings(result, ours) or [all_clear(result, ours)]
     return Comparison(result, ours)

@@ -65,3 +65,21 @@ def test_values_past_one_scale_the_axis_when_it_has_no_ceiling():
     assert free.y_ticks[-1].value >= 105.7 * 1.1 > free.y_ticks[-2].value
     tallest = min(b.y_measured for b in free.bars)
     assert free.top <= tallest < free.bottom  # the bar is drawn to its height, not clipped
+
+
+def test_the_labels_of_close_lines_at_the_right_end_are_moved_apart():
+    """Break-even 0.435 just above acceptance 0.418: both labelled, with their values, at
+    least a label's height apart; a chart of one line needs no label."""
+    from app.watch.charts import LABEL_GAP, time_chart
+
+    intervals = [{"ended": 100.0 + 10 * i, "state": "moving", "alpha": 0.418,
+                  "break_even": 0.435} for i in range(5)]
+    chart = time_chart(intervals, "Acceptance", "alpha", [
+        ("counted α", "alpha", lambda iv: iv.get("alpha")),
+        ("break-even α", "break-even-line", lambda iv: iv.get("break_even"))], y_ceiling=1.0)
+    (y_alpha, alpha_text), (y_even, even_text) = (ln.end_label for ln in chart.lines)
+    assert alpha_text == "counted α 0.418" and even_text == "break-even α 0.435"
+    assert y_alpha - y_even >= LABEL_GAP  # the break-even's label stays above
+    single = time_chart(intervals, "Batch", "requests", [("batch", "batch",
+                                                           lambda iv: iv.get("alpha"))])
+    assert single.lines[0].end_label is None and not single.labelled

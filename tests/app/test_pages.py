@@ -9,6 +9,7 @@ import pytest
 
 from engine.analytic import theory
 from engine.decoder.events import DEFAULT_SEED
+from engine.settings import REPO_ROOT
 
 
 def figure(html: str, name: str) -> str:
@@ -220,3 +221,18 @@ def test_the_eagle_head_preset_prices_k_drafts_a_cycle_at_its_measured_c(client)
     html = client.get("/?preset=eagle").text
     assert '<option value="eagle" data-c="0.26" selected>EAGLE head</option>' in html
     assert 'class="control lookup-only" hidden' in html
+
+
+def test_where_the_page_reads_a_vllm_server_it_says_how_to_get_one(client):
+    html = client.get("/").text
+    panel = html[html.index('id="traffic-title"'):html.index('id="calibrate-title"')]
+    assert "No vLLM server yet?" in panel and "<code>make install-vllm</code>" in panel
+    assert "VLLM_REQUIREMENTS=FILE" in panel and "A vLLM you already run" in panel
+
+
+def test_the_readme_says_how_vllm_gets_installed_where_the_deployment_path_starts():
+    readme = (REPO_ROOT / "README.md").read_text()
+    start = readme.index("## Decide for your deployment")
+    opening = readme[start:readme.index("1. **Acceptance on your own traffic.**", start)]
+    assert "`make install-vllm`" in opening and "VLLM_REQUIREMENTS=FILE" in opening
+    assert "One you already run" in opening and "--python" in opening

@@ -213,3 +213,47 @@ def test_the_page_is_whole_without_javascript(tmp_path, vllm_page):
         assert "counted α" in html and "<svg" in html and "Latest intervals" in html
         assert "Reload" in html and '<script src="/static/watch.js" defer>' in html
         assert (REPO_ROOT / "static/watch.js").exists()
+
+
+def test_servers_that_trickle_their_metrics_are_gaps_and_hold_up_nothing_else(tmp_path):
+    """Two watched servers send their /metrics a byte every 0.2 s; each scrape ends at the
+    deadline (half the 1 s interval) as a gap, `up` says 0 for them, the healthy deployment
+    gets its intervals on time, and the parsers stay free for the calibration's requests."""
+    with PageServer() as slow_a, PageServer() as slow_b, PageServer() as healthy:
+        for server in (slow_a, slow_b):
+            server.page, server.trickle_s = page(START), 0.2
+        healthy.page = page(START)
+        watched = Settings(load_models=False, db=str(tmp_path / "specscope.db"),
+                           watch_urls=f"a={slow_a.url},b={slow_b.url},prod={healthy.url}",
+                           watch_interval=1.0)
+        with TestClient(create_app(watched), base_url="http://127.0.0.1") as client:
+            began = time.monotonic()
+            wait_for(client, lambda ivs: len(ivs) >= 3, timeout=4.5)
+            assert time.monotonic() - began < 4.5
+            for name in ("a", "b"):
+                latest = client.get(f"/watch/{name}.json").json()["intervals"][-1]
+                assert latest["state"] == "gap" and "no whole answer" in latest["message"]
+            gauges = client.get("/metrics").text
+            assert 'specscope_watch_up{deployment="a"} 0.0' in gauges
+            assert 'specscope_watch_up{deployment="b"} 0.0' in gauges
+            assert 'specscope_watch_up{deployment="prod"} 1.0' in gauges
+            snapshot = (REPO_ROOT / "tests/support/vllm_metrics_after.txt").read_text()
+            for _ in range(3):  # while the slow servers are being read
+                assert client.post("/api/calibrate",
+                                   json={"before": snapshot}).status_code == 200
+                time.sleep(0.3)
+
+
+def test_the_event_stream_says_the_server_is_shutting_down_before_it_ends(tmp_path, vllm_page):
+    with LiveServer(create_app(settings(tmp_path, vllm_page.url))) as live, \
+            httpx.stream("GET", live.url + "/watch/events?deployment=prod",
+                         timeout=20) as stream:
+        lines = stream.iter_lines()
+        assert next(lines).startswith("retry:")
+        live.server.should_exit = True  # what SIGTERM does
+        rest = list(lines)  # the stream ends
+    assert "event: shutdown" in rest
+    said = rest[rest.index("event: shutdown") + 1]
+    assert said.startswith("data: The specscope server is shutting down")
+    assert rest[-1] == "" and rest.index("event: shutdown") == max(
+        i for i, x in enumerate(rest) if x.startswith("event: "))

@@ -4,6 +4,7 @@ JavaScript off, and it passes the accessibility audit, light and dark."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -69,3 +70,41 @@ def test_the_page_passes_the_audit_and_is_whole_without_javascript(browser, watc
     expect(tab.locator(".watch-deployment svg").first).to_be_visible()
     expect(tab.get_by_role("link", name="CSV")).to_have_attribute("href", "/watch/prod.csv")
     context.close()
+
+
+def test_the_charts_share_one_text_size_fill_their_width_and_label_close_lines_apart(
+        browser, watched):
+    """The break-even (about 0.45 here) runs just above the counted α (0.417): their labels at
+    the lines' ends do not overlap, and the break-even's line is dash-dot where no acceptance
+    line is. Every chart's text prints at one size, every plot is as wide as its figure, and
+    the live status gives its time in UTC like the rest of the page."""
+    vllm, server = watched
+    with checked_page(browser, server.url) as tab:
+        tab.set_viewport_size({"width": 1280, "height": 900})
+        tab.goto("/watch")
+        expect(tab.locator("#watch-live")).to_contain_text("Live", timeout=15_000)
+        vllm.page = page(START + [1, 0, 1, 0, 2, 1, 0] * 30)  # alpha 5 / 12 = 0.417
+        expect(tab.locator(".watch-table")).to_contain_text("moving", timeout=15_000)
+        expect(tab.locator("#watch-live")).to_have_text(
+            re.compile(r"^Live: updated \d\d:\d\d:\d\d UTC after a scrape\.$"), timeout=15_000)
+        charts = tab.locator(".watch-chart svg.chart")
+        assert charts.count() == 3
+        heights, gaps = [], []
+        for i in range(3):
+            svg = charts.nth(i)
+            heights.append(svg.locator("text.axis").first.bounding_box()["height"])
+            figure = svg.locator("xpath=..").bounding_box()
+            gaps.append(abs(svg.bounding_box()["width"] - figure["width"]))
+        assert max(heights) - min(heights) <= 1, heights
+        assert max(gaps) <= 1, gaps
+        alpha_chart = charts.first
+        even = alpha_chart.locator("text.end-label.break-even-line").bounding_box()
+        counted = alpha_chart.locator("text.end-label.alpha").bounding_box()
+        assert even["y"] + even["height"] <= counted["y"] or \
+            counted["y"] + counted["height"] <= even["y"], (even, counted)
+        dashes = alpha_chart.locator("path.series.break-even-line").evaluate(
+            "p => getComputedStyle(p).strokeDasharray")
+        others = {alpha_chart.locator(f"path.series.{css}").evaluate(
+            "p => getComputedStyle(p).strokeDasharray")
+            for css in ("alpha", "rate", "assumed", "window-high")}
+        assert dashes not in others and dashes != "none"

@@ -2,9 +2,10 @@
 
 :func:`page` writes what vLLM 0.32 writes for a speculating server: the four
 ``vllm:spec_decode_*`` counters (split over two engines, as a data-parallel server does, so
-the watch must sum them), the generated-tokens counter, the running-requests gauge and the
-process start time. :class:`PageServer` answers ``/metrics`` with whatever its ``page``,
-``status``, ``delay_s`` and ``content_type`` are at the moment of the request.
+the watch must sum them), the generated-tokens counter, the running-requests gauge, the
+process start time and, when ``steps`` is given, the iteration-tokens histogram whose count is
+the engine steps. :class:`PageServer` answers ``/metrics`` with whatever its ``page``,
+``status``, ``delay_s``, ``trickle_s`` and ``content_type`` are at the moment of the request.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Counts:
     generated: int = 0
     running: int = 0
     start: float = 1.7e9
+    steps: int | None = None  # engine steps (vllm:iteration_tokens_total_count); None: absent
 
     def __add__(self, cycles: list[int]) -> Counts:
         """These counts after more drafts, each accepting ``a`` of k tokens."""
@@ -33,7 +35,8 @@ class Counts:
                 per_pos[i] += 1
         return Counts(self.drafts + len(cycles), tuple(per_pos),
                       None if self.draft_tokens is None else self.draft_tokens + k * len(cycles),
-                      self.generated + sum(a + 1 for a in cycles), self.running, self.start)
+                      self.generated + sum(a + 1 for a in cycles), self.running, self.start,
+                      self.steps)
 
 
 def page(c: Counts, engines: int = 2) -> str:
@@ -61,6 +64,13 @@ def page(c: Counts, engines: int = 2) -> str:
     lines += ["# TYPE vllm:num_requests_running gauge"]
     lines += [f'vllm:num_requests_running{{engine="{e}",model_name="m"}} {v}'
               for e, v in enumerate(split(c.running))]
+    if c.steps is not None:
+        lines += ["# TYPE vllm:iteration_tokens_total histogram"]
+        for e, v in enumerate(split(c.steps)):
+            lines += [f'vllm:iteration_tokens_total_bucket{{engine="{e}",le="+Inf",'
+                      f'model_name="m"}} {v}',
+                      f'vllm:iteration_tokens_total_count{{engine="{e}",model_name="m"}} {v}',
+                      f'vllm:iteration_tokens_total_sum{{engine="{e}",model_name="m"}} {v * 4}']
     return "\n".join(lines) + "\n"
 
 
@@ -71,6 +81,7 @@ class PageServer:
         self.page = ""
         self.status = 200
         self.delay_s = 0.0
+        self.trickle_s = 0.0  # above 0: the body is sent one byte every trickle_s seconds
         self.content_type = "text/plain; version=0.0.4"
         self.extra_headers: dict[str, str] = {}
         self.requests = 0
@@ -88,7 +99,13 @@ class PageServer:
                     for name, value in owner.extra_headers.items():
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(body)
+                    if owner.trickle_s > 0:
+                        for i in range(len(body)):
+                            self.wfile.write(body[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(owner.trickle_s)
+                    else:
+                        self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the watch gave up waiting: that is what some tests check
 

@@ -41,8 +41,10 @@ def add_parser(sub, d: dict) -> None:
                        help=f"seconds between scrapes (default {DEFAULT_INTERVAL_S:g})")
     watch.add_argument("--plan", type=Path, help="the plan deployed (specscope plan --json)")
     watch.add_argument("--costs", type=Path,
-                       help="vLLM's step costs (specscope sweep --engine vllm --costs-out): "
-                            "needed for the break-even")
+                       help="vLLM's step costs, the file specscope sweep --engine vllm "
+                            "--costs-out writes (\"method\": \"vllm-steps\"): needed for the "
+                            "break-even. The file of specscope costs times this project's "
+                            "loop, not vLLM, and is refused")
     watch.add_argument("--name", help="the deployment's name (default: the URL's host:port)")
     watch.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                        help=f"intervals pooled for the verdict (default {DEFAULT_WINDOW})")
@@ -83,7 +85,9 @@ def line(iv: Interval) -> str:
         return f"| {at} | {iv.state} | {iv.message} |"
     alpha = (f"{iv.alpha:.3f} [{iv.alpha_low:.3f}, {iv.alpha_high:.3f}]"
              if iv.alpha is not None else "not counted")
-    return (f"| {at} | {iv.state} | B {iv.batch}, k {iv.k} (plan {_n(iv.planned_k)}) | "
+    batch = (f"B {iv.batch} (mean {iv.batch_mean:.2f} over {iv.batch_steps:g} steps)"
+             if iv.batch_mean is not None else f"B {iv.batch}")
+    return (f"| {at} | {iv.state} | {batch}, k {iv.k} (plan {_n(iv.planned_k)}) | "
             f"α {alpha} | rate {_n(iv.draft_acceptance_rate, 3)} | length "
             f"{_n(iv.mean_acceptance_length, 2)} | {_n(iv.drafts_per_s, 1)} drafts/s, "
             f"{_n(iv.tokens_per_s, 1)} tok/s | break-even {_n(iv.break_even, 3)} | "

@@ -1,13 +1,18 @@
 """Watching a running vLLM server: acceptance per interval against the plan's assumption.
 
 Every interval the watch reads the server's ``/metrics`` (Prometheus text, summed over the
-``engine`` label; a bounded read with a timeout shorter than the interval) and compares it
-with the previous reading. One :class:`Interval` comes out of each scrape, in one of these
-states:
+``engine`` label; the whole read bounded by a wall-clock deadline shorter than the interval)
+and compares it with the previous reading. One :class:`Interval` comes out of each scrape, in
+one of these states:
 
 - ``moving``: drafts were counted. The draft acceptance rate (accepted / draft tokens), the
   mean acceptance length (1 + accepted / drafts), drafts and generated tokens a second, and
-  the batch (vLLM's ``num_requests_running`` gauge at the scrape). Counted alpha
+  the batch: the mean over the interval's engine steps, (generated - accepted tokens) /
+  steps from vLLM's ``generation_tokens`` counter and the count of its
+  ``iteration_tokens_total`` histogram (one sample per step that gave a request a token; a
+  step gives each running request one token plus the drafts it accepted), so requests that
+  start and finish between two scrapes are seen; on a page without that histogram, vLLM's
+  ``num_requests_running`` gauge at either scrape, and the interval says so. Counted alpha
   (accepted / trials, with a Wilson 95% interval on the trials, approximate because the
   acceptances within one draft are correlated) and the per-position acceptance only when
   every draft of the interval had the server's full k (draft tokens = drafts x k): under a
@@ -17,8 +22,9 @@ states:
   an idle server (no tokens either).
 - ``reset``: a counter went backwards: the server restarted. Counting starts again from this
   reading; the interval has no figures (a reset, not a spike).
-- ``gap``: the server did not answer, or answered late. Nothing is measured (a gap, never
-  zeros); the next reading is compared with the last good one.
+- ``gap``: the server did not answer, or did not finish its answer before the deadline.
+  Nothing is measured (a gap, never zeros); the next reading is compared with the last good
+  one.
 - ``no-speculation``: a vLLM ``/metrics`` page without ``vllm:spec_decode_*`` counters.
 - ``not-vllm``: the address answers, but not with vLLM's ``/metrics``.
 - ``unreadable``: a page that is not Prometheus text, too large, or whose counters contradict
@@ -36,10 +42,13 @@ from these counters: ``specscope plan --from-metrics``).
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import math
+import socket
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -86,6 +95,7 @@ class Snapshot:
     generated: float | None  # vllm:generation_tokens_total
     running: float | None  # vllm:num_requests_running
     process_start: float | None = None  # process_start_time_seconds: a restart changes it
+    steps: float | None = None  # vllm:iteration_tokens_total_count: engine steps with output
 
 
 class Unusable(Exception):
@@ -115,47 +125,86 @@ def read_snapshot(text: str) -> Snapshot:
     if missing:
         raise Unusable(UNREADABLE, f"the page lacks {', '.join(missing)}: the counters cannot "
                                    "be read without it; nothing stored")
-    return Snapshot(page.total(), page.generated, page.running, page.process_start)
+    return Snapshot(page.total(), page.generated, page.running, page.process_start, page.steps)
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is answered as the error it would be: the watch fetches the address it was
-    given and no other."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: PLR0913
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirects)
+READ_CHUNK = 64 * 1024
 
 
 def fetch_metrics(url: str, timeout_s: float) -> str:
-    """GET ``url/metrics`` within ``timeout_s``, reading at most the size limit; redirects
-    are not followed.
+    """GET ``url/metrics``, the whole answer (connection, headers and body) within
+    ``timeout_s`` of wall-clock time, reading at most the size limit; redirects are not
+    followed.
+
+    A per-read timeout would not do: a server that sends its body a byte at a time answers
+    every read in time and holds the scrape for as long as it likes. A timer cuts the socket
+    at the deadline instead, whatever the read is waiting for.
 
     :class:`Unusable` with ``gap`` when nothing (or too little, too late) came, or a server
     error; ``not-vllm`` for another HTTP error (a redirect included) or a page that is not
     text; ``unreadable`` for one over the limit."""
     address = url.rstrip("/") + "/metrics"
+    late = Unusable(GAP, f"no whole answer from {address} within {timeout_s:g} s (a gap: "
+                         "nothing measured)")
     try:
-        with _OPENER.open(address, timeout=timeout_s) as response:
-            kind = response.headers.get_content_type()
-            body = response.read(MAX_METRICS_BYTES + 1)
-    except urllib.error.HTTPError as error:
-        if error.code >= 500:
-            raise Unusable(GAP, f"{address} answered HTTP {error.code}, a server error: a "
-                                "gap, nothing measured") from None
-        where = error.headers.get("Location") if 300 <= error.code < 400 else None
-        raise Unusable(NOT_VLLM, f"{address} answered HTTP {error.code}"
-                                 + (f" (a redirect to {where[:80]}, not followed)" if where
-                                    else "") + ": not a vLLM server's /metrics") from None
-    except TimeoutError:
-        raise Unusable(GAP, f"no answer from {address} within {timeout_s:g} s (a gap: "
-                            "nothing measured)") from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        reason = getattr(error, "reason", error)
+        parts = urllib.parse.urlsplit(address)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("not an http:// or https:// address")
+        kind_of = (http.client.HTTPSConnection if parts.scheme == "https"
+                   else http.client.HTTPConnection)
+        conn = kind_of(parts.hostname, parts.port, timeout=timeout_s)
+    except ValueError as error:
+        raise Unusable(GAP, f"{address} cannot be fetched ({error}): a gap, nothing "
+                            "measured") from None
+    deadline = time.monotonic() + timeout_s
+    expired = threading.Event()
+
+    def cut() -> None:
+        expired.set()
+        sock = conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked on it
+
+    timer = threading.Timer(timeout_s, cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.connect()
+        if expired.is_set():
+            raise late
+        conn.request("GET", parts.path, headers={"Accept": "text/plain"})
+        response = conn.getresponse()
+        status, kind = response.status, response.headers.get_content_type()
+        location = response.headers.get("Location")
+        body = bytearray()
+        if status == 200:
+            while len(body) <= MAX_METRICS_BYTES:
+                chunk = response.read1(READ_CHUNK)  # returns what one read of the socket gave
+                if not chunk or expired.is_set() or time.monotonic() > deadline:
+                    break
+                body += chunk
+    except Unusable:
+        raise
+    except (TimeoutError, OSError, http.client.HTTPException, ValueError) as error:
+        if expired.is_set() or isinstance(error, TimeoutError):
+            raise late from None
+        reason = getattr(error, "reason", None) or error or type(error).__name__
         raise Unusable(GAP, f"{address} is not answering ({reason}): a gap, nothing "
                             "measured") from None
+    finally:
+        timer.cancel()
+        conn.close()
+    if expired.is_set() or time.monotonic() > deadline:
+        raise late
+    if status >= 500:
+        raise Unusable(GAP, f"{address} answered HTTP {status}, a server error: a gap, "
+                            "nothing measured")
+    if status != 200:
+        where = location if 300 <= status < 400 else None
+        raise Unusable(NOT_VLLM, f"{address} answered HTTP {status}"
+                                 + (f" (a redirect to {where[:80]}, not followed)" if where
+                                    else "") + ": not a vLLM server's /metrics")
     if len(body) > MAX_METRICS_BYTES:
         raise Unusable(UNREADABLE, f"{address} sent more than "
                                    f"{MAX_METRICS_BYTES // (1024 * 1024)} MB: not read")
@@ -284,8 +333,10 @@ class Interval:
     state: str
     message: str
     started: float | None = None
-    batch: int | None = None  # the running-requests gauge at this scrape (or the last known)
-    batch_note: str | None = None
+    batch: int | None = None  # the mean batch over the interval's steps, rounded (see _batch)
+    batch_mean: float | None = None  # that mean, unrounded; None when it came from the gauge
+    batch_steps: float | None = None  # the engine steps it is the mean over
+    batch_note: str | None = None  # where the batch came from, when not from the steps
     k: int | None = None  # the server's num_speculative_tokens (its per-position counters)
     drafts: float | None = None
     draft_tokens: float | None = None
@@ -340,12 +391,17 @@ class Watch:
 
     def scrape(self) -> Interval:
         """Fetch the page now and :meth:`observe` it (a failed fetch is an interval too)."""
+        at, got = self.fetch()
+        return got if isinstance(got, Interval) else self.observe(got, at)
+
+    def fetch(self) -> tuple[float, str | Interval]:
+        """The page's text and when it was asked for, or the interval a failed fetch is
+        (changes nothing here: the server's scrapes fetch apart from parsing)."""
         at = self.clock()
         try:
-            text = fetch_metrics(self.url, self.timeout_s)
+            return at, fetch_metrics(self.url, self.timeout_s)
         except Unusable as problem:
-            return self._event(at, problem.state, problem.message)
-        return self.observe(text, at)
+            return at, self._event(at, problem.state, problem.message)
 
     def observe(self, text: str, at: float) -> Interval:
         try:
@@ -424,16 +480,33 @@ class Watch:
         return iv
 
     def _batch(self, a: Snapshot, b: Snapshot, drafts: float, iv: Interval) -> int | None:
+        """The batch the interval ran at: the mean over its engine steps from vLLM's
+        counters, which sees requests that started and finished between two scrapes; else
+        the running gauge at either scrape; else the last batch seen, or 1, saying so."""
+        steps = b.steps - a.steps if b.steps is not None and a.steps is not None else None
+        if steps and steps > 0 and iv.generated is not None:
+            # A step gives each running request 1 token plus the drafts it accepted.
+            rows = iv.generated - (iv.accepted or 0)
+            if rows > 0:
+                iv.batch_mean, iv.batch_steps = rows / steps, steps
+                self.last_batch = max(1, round(iv.batch_mean))
+                return self.last_batch
+        missing = ("vLLM's /metrics has no vllm:iteration_tokens_total histogram, which would "
+                   "give the mean batch over the interval" if b.steps is None else
+                   "no engine step between the readings")
         for gauge in (b.running, a.running):
             if gauge:
                 self.last_batch = max(1, round(gauge))
+                iv.batch_note = (f"{missing}: the batch is the requests running at a scrape "
+                                 "(vllm:num_requests_running)")
                 return self.last_batch
         if drafts and self.last_batch is not None:
-            iv.batch_note = ("no requests running at either reading: the batch is the last "
-                             "one seen")
+            iv.batch_note = (f"{missing}, and no requests were running at either scrape: the "
+                             f"batch is the last one seen, {self.last_batch}")
             return self.last_batch
         if drafts:
-            iv.batch_note = "no requests running at either reading: batch 1 assumed"
+            iv.batch_note = (f"{missing}, and no requests were running at either scrape "
+                             "(they started and finished between them): batch 1 assumed")
             return 1
         return None
 
@@ -525,6 +598,8 @@ def _went_back(a: Snapshot, b: Snapshot) -> bool:
     pairs += list(zip(x.per_position, y.per_position, strict=False))
     if a.generated is not None and b.generated is not None:
         pairs.append((a.generated, b.generated))
+    if a.steps is not None and b.steps is not None:
+        pairs.append((a.steps, b.steps))
     restarted = (a.process_start is not None and b.process_start is not None
                  and b.process_start != a.process_start)
     return (restarted or any(y < x for x, y in pairs)
@@ -551,7 +626,7 @@ def _num(x: float | None) -> str:
 
 # ---- exports ---------------------------------------------------------------------------------
 
-CSV_COLUMNS = ("deployment", "started", "ended", "state", "batch", "k", "drafts",
+CSV_COLUMNS = ("deployment", "started", "ended", "state", "batch", "batch_mean", "k", "drafts",
                "draft_tokens", "accepted", "trials", "alpha", "alpha_low", "alpha_high",
                "draft_acceptance_rate", "mean_acceptance_length", "drafts_per_s",
                "tokens_per_s", "planned_k", "break_even", "assumed_alpha", "window_alpha",

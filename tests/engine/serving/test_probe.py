@@ -15,7 +15,6 @@ from engine.measure.prompt_sets import Prompt
 from engine.serving.client import VllmError
 from engine.serving.metrics import SpecCounters
 from engine.serving.probe import (
-    ALL_CLEAR,
     NOT_AVAILABLE,
     acceptance_warnings,
     beyond_noise,
@@ -160,6 +159,27 @@ def test_markdown_says_what_vllm_cannot_give(capsys, model_dirs, fake_server):
     assert "n/a" in out and "reference" not in out
 
 
+def test_the_comparison_with_our_engine_is_printed_as_sentences_with_both_rates(
+        capsys, model_dirs, fake_server):
+    """What the markdown report says above its tables, line by line: the header, the command,
+    what vLLM cannot give, and what the comparison with our engine found, each a sentence."""
+    server = fake_server("serve")  # each completion: one cycle accepting 2 of 4
+    code, out, err = probe_vllm(capsys, model_dirs, server.url, "python", "--max-prompts", "2")
+    assert code == 0 and err == ""
+    said = out.split("\n\n| domain |")[0].splitlines()
+    assert said[0].startswith("Probe: vllm, target ") and said[1].startswith("Command: `")
+    assert said[2].startswith("Through vLLM: the sum-min α (expected α) and top-1 agreement")
+    found = said[3]
+    assert found.startswith("Nowhere did vLLM accept far fewer draft tokens than specscope's "
+                            "engine with the same pair, prompts and settings (far: under 0.5 "
+                            "times its rate, at least 10 points lower, and more than chance "
+                            "explains). Draft acceptance rates, vLLM against specscope's "
+                            "engine: python at T = 0, 50% against ")
+    assert "; python at T = 1, 50% against " in found
+    assert found.endswith(". Nothing points at a fault in the deployment.")
+    assert all(line.endswith((".", ")", "`")) for line in said)
+
+
 @pytest.mark.parametrize("mode", ["garbage", "die-after-2"])
 def test_a_bad_server_is_one_clear_line(capsys, model_dirs, fake_server, mode):
     server = fake_server(mode)
@@ -218,7 +238,7 @@ def test_vllm_then_our_engine_on_the_same_prompts(fake_server, tiny_pair):
     assert found.vllm.rows[0].draft_acceptance_rate == 0.5
     assert found.ours.rows[0].prompts == 2
     # Our engine cannot accept more than twice vLLM's 0.5: no warning, and the note says so.
-    assert found.vllm.notices[-1] == ALL_CLEAR
+    assert found.vllm.notices[-1].startswith("Nowhere did vLLM accept far fewer draft tokens")
 
 
 def test_both_engines_probe_at_the_k_the_server_drafts_and_say_so(fake_server, tiny_pair):
@@ -236,7 +256,8 @@ def test_without_compare_only_vllm_is_probed(fake_server, tiny_pair):
     found = probe_and_compare(fake_server("serve").client, tiny_pair, PROMPTS, CONFIG, pool,
                               compare=False)
     assert [engine for engine, _ in calls] == ["vllm"]
-    assert found.ours is None and ALL_CLEAR not in found.vllm.notices
+    assert found.ours is None
+    assert not any(n.startswith("Nowhere did vLLM") for n in found.vllm.notices)
 
 
 def test_a_vllm_probe_stopped_early_is_not_compared(fake_server, tiny_pair):
@@ -259,3 +280,4 @@ def test_steps_passes_our_engines_cycle_events_to_the_pool(fake_server, tiny_pai
 
     probe_and_compare(fake_server("serve").client, tiny_pair, PROMPTS, CONFIG, pool, steps=True)
     assert PromptMeasure in seen and any(t is not PromptMeasure for t in seen)
+

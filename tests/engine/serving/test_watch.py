@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import threading
 
 import pytest
 from support.watch_pages import Counts, PageServer, page
@@ -204,6 +205,28 @@ def test_the_batch_falls_back_to_the_last_one_seen_when_the_server_looked_idle()
     assert second.batch == 2 and "last one seen" in second.batch_note
 
 
+def test_the_batch_is_the_mean_over_the_intervals_engine_steps_from_vllms_counters():
+    """Four requests ran together and finished between two scrapes: the running gauge says 0
+    at both, vLLM's step count says 4. 40 request-steps (drafts), each of one token plus the
+    2 it accepted, over 10 engine steps: (120 - 80) / 10 = 4 requests a step."""
+    idle = dataclasses.replace(START, running=0, steps=500)
+    after = dataclasses.replace(idle + [2] * 40, steps=510)
+    _, iv = observed(watch(plan_at(4), COSTS), idle, after)
+    assert iv.state == w.MOVING
+    assert iv.batch == 4 and iv.batch_mean == pytest.approx(4.0) and iv.batch_steps == 10
+    assert iv.batch_note is None
+
+
+def test_without_vllms_step_count_the_batch_is_the_gauge_and_the_interval_says_so():
+    quiet = dataclasses.replace(START, running=0)
+    _, iv = observed(watch(), quiet, quiet + [2] * 40)
+    assert iv.batch == 1
+    assert iv.batch_note.startswith("vLLM's /metrics has no vllm:iteration_tokens_total "
+                                    "histogram, which would give the mean batch over the "
+                                    "interval, and no requests were running at either scrape")
+    assert iv.batch_note.endswith("batch 1 assumed")
+
+
 def test_a_plan_is_read_from_the_json_specscope_plan_prints():
     data = json.loads((REPO_ROOT / "measurements/schedule/shipped-cpu-plan.json").read_text())
     plan = w.read_plan(data)
@@ -262,6 +285,21 @@ def test_a_slow_server_is_a_gap_within_the_timeout():
         server.page, server.delay_s = page(START), 1.5
         iv = w.Watch("prod", server.url, timeout_s=0.3).scrape()
         assert iv.state == w.GAP and "within 0.3 s" in iv.message
+
+
+def test_a_server_that_trickles_its_body_is_a_gap_at_the_deadline():
+    """Every byte comes within any per-read timeout; the whole answer does not."""
+    with PageServer() as server:
+        server.page, server.trickle_s = page(START), 0.2
+        found: list[w.Interval] = []
+        scraping = threading.Thread(
+            target=lambda: found.append(w.Watch("prod", server.url, timeout_s=1.0).scrape()),
+            daemon=True)
+        scraping.start()
+        scraping.join(timeout=3.0)
+        assert found, "the scrape was still reading 3 s after its 1 s deadline"
+        assert found[0].state == w.GAP and "no whole answer" in found[0].message
+        assert "within 1 s" in found[0].message
 
 
 @pytest.mark.parametrize("status, kind, words", [

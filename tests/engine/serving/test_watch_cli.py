@@ -49,3 +49,25 @@ def test_bad_arguments_are_a_message_and_status_2(tmp_path, capsys):
     (tmp_path / "plan.json").write_text("[]")
     assert main(["watch", "http://127.0.0.1:9", "--plan", str(tmp_path / "plan.json")]) == 2
     assert "holds no range" in capsys.readouterr().err
+
+
+def test_the_costs_of_specscopes_own_loop_are_refused_with_the_command_for_vllms(tmp_path,
+                                                                                  capsys):
+    """``specscope costs`` writes "method": "loop": this project's engine's steps, not a vLLM
+    server's; the break-even of a vLLM deployment needs vLLM's (sweep --costs-out)."""
+    passes = [{"model": "target", "batch": 1, "tokens": 1, "median_ms": 10.0},
+              {"model": "draft", "batch": 1, "tokens": 1, "median_ms": 2.0},
+              {"model": "target", "batch": 1, "tokens": 3, "median_ms": 11.0}]
+    loop = tmp_path / "loop-costs.json"
+    loop.write_text(json.dumps({"version": 1, "method": "loop", "passes": passes, "loop": []}))
+    assert main(["watch", "http://127.0.0.1:9", "--count", "1", "--costs", str(loop)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specscope watch: error: this costs file times specscope's own loop")
+    assert "specscope sweep --engine vllm --policies off,0,2,4 --costs-out FILE" in err
+    assert "Traceback" not in err
+    vllm = tmp_path / "vllm-costs.json"
+    vllm.write_text(json.dumps({"version": 1, "method": "vllm-steps", "passes": passes}))
+    with PageServer() as server:
+        server.page = page(START)
+        assert main(["watch", server.url, "--count", "1", "--costs", str(vllm)]) == 0
+    assert "no costs" not in capsys.readouterr().err
