@@ -20,6 +20,7 @@ from app.body_limits import BodyLimit
 from app.errors import client_gone_handler, http_error_handler, validation_error_handler
 from app.host_guard import HostGuard
 from app.parsing import Parsers
+from app.preview import Renderer
 from app.routes import (
     api,
     health,
@@ -89,13 +90,16 @@ def open_watch_store(settings: Settings) -> tuple[WatchStore | None, str]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     store, store_error = open_store(settings)
-    archiver = Archiver(store, settings, store_error)  # saves finished runs and probes
+    renderer = Renderer(settings.png_workers, settings.png_queue)  # started in the lifespan
+    archiver = Archiver(store, settings, renderer, store_error)  # saves runs and probes
     parsers = Parsers()  # every /metrics text is parsed through these worker threads
     watch_store, watch_store_error = open_watch_store(settings)
     watcher = WatchService(settings, watch_store, parsers, watch_store_error)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The PNG workers are forked first: from a process without models or other threads.
+        renderer.start()
         # Models load once, here, never at import time; the slider page works without them.
         manager = None
         if settings.load_models:
@@ -117,12 +121,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await asyncio.to_thread(manager.close)
         if store is not None:
             store.close()
+        await asyncio.to_thread(renderer.close)
 
     app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None,
                   dependencies=[Depends(known_query_only)])
     app.state.settings = settings
     app.state.store, app.state.store_error = store, store_error
-    app.state.archiver = archiver
+    app.state.archiver, app.state.renderer = archiver, renderer
     app.state.parsers, app.state.watch = parsers, watcher
     app.add_middleware(BodyLimit, settings=settings)  # inside HostGuard: a bad Host first
     app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts,

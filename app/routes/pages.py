@@ -12,7 +12,6 @@ from app.live import live_context, parse_live_state
 from app.measurements import measurement_store
 from app.params import PageState, parse_page_state, slider_context
 from app.plan import parse_plan_state, plan_context, plan_planning
-from app.preview import draw_soon
 from app.roofline import batch_title, default_section, parse_roofline_state, section_context
 from app.routes.saved_probes import PROBES
 from app.saved.cards import slider_preview_svg
@@ -102,7 +101,7 @@ def slider_page(request: Request) -> HTMLResponse:
         notices += traffic_notices
         context |= traffic_context(traffic, settings)
         # A page opened from a pasted link is followed by a fetch of its card: draw it now.
-        draw_soon(slider_preview_svg(fig))
+        request.app.state.renderer.draw_soon(slider_preview_svg(fig))
         context |= live_context(live, settings,
                                 getattr(request.app.state, "runs", None) is not None,
                                 getattr(request.app.state, "load_error", None))
