@@ -27,6 +27,7 @@ from app.errors import client_gone_handler, http_error_handler, validation_error
 from app.host_guard import HostGuard
 from app.limits import RequestLimits
 from app.parsing import Parsers
+from app.preview import Renderer
 from app.routes import (
     api,
     health,
@@ -98,13 +99,16 @@ def open_watch_store(settings: Settings) -> tuple[WatchStore | None, str]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     not_open = "the server has not started"  # the stores open in the lifespan
-    archiver = Archiver(None, settings, not_open)  # saves finished runs and probes
+    renderer = Renderer(settings.png_workers, settings.png_queue)  # started in the lifespan
+    archiver = Archiver(None, settings, renderer, not_open)  # saves runs and probes
     parsers = Parsers()  # every /metrics text is parsed through these worker threads
     watcher = WatchService(settings, None, parsers, not_open if settings.watch_deployments
                            else "")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The PNG workers are forked first: from a process without models or other threads.
+        renderer.start()
         # The database opens and the models load here, never at import time; the slider
         # page works without them.
         store, store_error = open_store(settings)
@@ -137,12 +141,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await asyncio.to_thread(manager.close)
         if store is not None:
             store.close()
+        await asyncio.to_thread(renderer.close)
 
     app = FastAPI(title="specscope", lifespan=lifespan, docs_url=None, redoc_url=None,
                   dependencies=[Depends(known_query_only)])
     app.state.settings = settings
     app.state.store, app.state.store_error = None, not_open
-    app.state.archiver = archiver
+    app.state.archiver, app.state.renderer = archiver, renderer
     app.state.parsers, app.state.watch = parsers, watcher
     app.add_middleware(BodyLimit, settings=settings)  # inside HostGuard: a bad Host first
     app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts,

@@ -1,28 +1,40 @@
 """Charts as standalone SVG files and PNG images, and the link-preview card, drawn by resvg.
 
 The page's own chart partials are reused inside a standalone ``<svg>`` with a small
-stylesheet (a file has no page CSS to lean on). PNGs are cached by their SVG source, so the
-same state is rendered once. A fresh card costs resvg about 130 ms of CPU, so cards are drawn
-ahead when one will likely be asked for (:func:`draw_soon`: a page opened from a pasted link,
-a run just saved), off the request's thread; a fetch that arrives while its card is being
-drawn waits for that drawing instead of starting another.
+stylesheet (a file has no page CSS to lean on). PNGs are drawn in worker processes
+(:class:`Renderer`, bounded: 503 past its queue) and cached by what they show, so the same
+card is drawn once. A fresh card costs resvg about 130 ms of CPU, so cards are drawn ahead
+when one will likely be asked for (:meth:`Renderer.draw_soon`: a page opened from a pasted
+link, a run just saved); a fetch that arrives while its card is being drawn waits for that
+drawing instead of starting another.
 """
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
+import os
 import re
+import signal
 import textwrap
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from functools import lru_cache
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import resvg_py
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException
 
 from app.charts import BarChart, SpeedupChart
 from app.templating import templates
+
+T = TypeVar("T")
+log = logging.getLogger("specscope")
 
 PREVIEW_WIDTH, PREVIEW_HEIGHT = 1200, 630  # the size Open Graph and Twitter cards expect
 EXPORT_ZOOM = 2  # PNG downloads at twice the chart's own size
@@ -76,57 +88,199 @@ def preview_svg(heading: str, headline: str, chart: SpeedupChart | BarChart, par
         font=FONT_FAMILY, **context)
 
 
-@lru_cache(maxsize=256)
 def png(svg: str, *, zoom: float) -> bytes:
-    """PNG bytes of ``svg``; the same source is rendered once (the cache holds 256). ``zoom``
-    is a required keyword so that every call makes the same cache key."""
+    """PNG bytes of ``svg``, drawn here and now (the server draws in :class:`Renderer`'s
+    worker processes)."""
     fonts: dict[str, Any] = {"skip_system_fonts": True, "font_files": FONT_FILES} \
         if FONT_FILES else {}
     return resvg_py.svg_to_bytes(svg_string=clean_text(svg), zoom=zoom, background="#ffffff",
                                  font_family=FONT_FAMILY, **fonts)
 
 
-# One drawing thread, and a bound on the cards waiting for it: a burst of page loads costs a
-# few cards of CPU in the background, not one per load.
-MAX_WAITING_CARDS = 4
-_drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specscope-preview")
-_drawing: dict[str, Future[bytes]] = {}
-_drawing_lock = threading.Lock()
+_TOOLTIP = re.compile(r"<title\b[^>]*>.*?</title>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def draw_soon(svg: str) -> Future[bytes] | None:
-    """Draw the card ``svg`` in the background so that its first fetch finds it in the cache;
-    None when too many cards are already waiting to be drawn."""
-    with _drawing_lock:
-        if svg in _drawing:
-            return _drawing[svg]
-        if len(_drawing) >= MAX_WAITING_CARDS:
+def shown(svg: str, zoom: float) -> str:
+    """What the PNG of ``svg`` at ``zoom`` shows, as the key of its cache: the SVG without its
+    tooltips (a PNG draws no ``<title>``; they carry 3 decimals the card never shows), every
+    number inside a tag (a coordinate or a size) to the half pixel. Text is kept as it is, so
+    two links share a PNG only when every figure on it reads the same and no line or point
+    moves by a pixel or more; each link's figures come from its own parameters, as its page's
+    do, so a shared card never shows a figure its page does not."""
+
+    def snap(number: re.Match[str]) -> str:
+        return f"{round(float(number.group()) * 2 * zoom) / (2 * zoom):g}"
+
+    return _TAG.sub(lambda tag: _NUMBER.sub(snap, tag.group()), _TOOLTIP.sub("", svg))
+
+
+RETRY_AFTER_S = 1  # a card takes about 0.1 s to draw, so a few waiting ones are gone by then
+CACHED_PNGS = 256  # about 50 KB a card
+
+
+class RenderersBusy(HTTPException):
+    """503 with Retry-After: the worker processes are busy and the queue is at its bound."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(503, f"{why}; please try again in about {RETRY_AFTER_S} s.",
+                         headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+def _worker_started(parent: int) -> None:
+    """A render worker's start: Ctrl-C and the parent's signal handlers are the server's
+    business (it shuts the pool down), and a worker whose server died without doing so
+    (SIGKILL) exits instead of staying behind as an orphan."""
+    signal.set_wakeup_fd(-1)  # forked: else a signal here would wake the server's event loop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="specscope-parent-watch").start()
+
+
+class Renderer:
+    """PNGs drawn by resvg in ``workers`` processes of their own: resvg holds the interpreter
+    lock for a whole drawing (about 100 ms), which in the server's process stalled every
+    request and event stream. At most ``queue`` drawings wait for a worker; past that a
+    request is refused with :class:`RenderersBusy` (503) at once, and a card drawn ahead
+    (:meth:`draw_soon`) is skipped. PNGs are cached by what they show (:func:`shown`); a
+    request for a PNG that is being drawn waits for that drawing instead of starting another.
+
+    The pool starts with the server (:meth:`start`, in the lifespan) and stops with it
+    (:meth:`close`)."""
+
+    def __init__(self, workers: int, queue: int, cached: int = CACHED_PNGS) -> None:
+        self.workers, self.bound, self.cached = workers, workers + queue, cached
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.RLock()  # a done callback may run inside submit's caller
+        self._cache: OrderedDict[tuple[str, float], bytes] = OrderedDict()
+        self._drawing: dict[tuple[str, float], Future[bytes]] = {}
+        self._jobs = 0  # submitted and not done: drawings, and whatever submit() was given
+        self.hits = self.drawn = 0  # PNGs served from the cache; drawings started
+
+    def start(self) -> None:
+        """Start the worker processes, and wait until one has drawn a card (fonts loaded)."""
+        with self._lock:
+            self._pool = self._new_pool()
+        # Forked now, at startup: before the models load and before the server's threads.
+        self.submit(png, _WARM_UP, zoom=1.0).result()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # fork: a spawned worker would import the server's main module (torch, 10 s, 400 MB).
+        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_worker_started, initargs=(os.getpid(),))
+
+    def close(self) -> None:
+        """Stop the workers (drawings waiting are cancelled; one under way is finished)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def drawing(self) -> int:
+        """Drawings under way or waiting."""
+        with self._lock:
+            return len(self._drawing)
+
+    def worker_pids(self) -> list[int]:
+        pool = self._pool
+        return [] if pool is None else list(pool._processes)  # noqa: SLF001 - no public API
+
+    def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        """Run ``fn`` in a worker process, counted against the bound; RenderersBusy past it."""
+        with self._lock:
+            if self._pool is None:
+                raise RenderersBusy("the server is not drawing images (it is starting or "
+                                    "stopping)")
+            if self._jobs >= self.bound:
+                raise RenderersBusy(f"the server is drawing as many images as it takes "
+                                    f"({self.workers} at once, {self.bound - self.workers} "
+                                    f"waiting)")
+            try:
+                future = self._pool.submit(fn, *args, **kwargs)
+            except BrokenProcessPool:  # a worker died (killed, out of memory): start afresh
+                log.error("a PNG worker process died; starting new ones")
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._new_pool()
+                future = self._pool.submit(fn, *args, **kwargs)
+            self._jobs += 1
+        future.add_done_callback(self._job_done)
+        return future
+
+    def _job_done(self, _: Future[Any]) -> None:
+        with self._lock:
+            self._jobs -= 1
+
+    def _draw(self, svg: str, zoom: float) -> bytes | Future[bytes]:
+        """The cached PNG, or the drawing that will make it."""
+        key = (shown(svg, zoom), zoom)
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                self.hits += 1
+                return self._cache[key]
+            if key not in self._drawing:
+                future = self.submit(png, svg, zoom=zoom)
+                self.drawn += 1
+                self._drawing[key] = future
+                future.add_done_callback(lambda done: self._keep(key, done))
+            return self._drawing[key]
+
+    def _keep(self, key: tuple[str, float], future: Future[bytes]) -> None:
+        with self._lock:
+            self._drawing.pop(key, None)
+            if future.cancelled() or future.exception() is not None:
+                return
+            self._cache[key] = future.result()
+            while len(self._cache) > self.cached:
+                self._cache.popitem(last=False)
+
+    def png(self, svg: str, zoom: float = 1.0) -> bytes:
+        """The PNG of ``svg``: cached, or drawn now (RenderersBusy when the pool is full)."""
+        drawn = self._draw(svg, zoom)
+        if isinstance(drawn, bytes):
+            return drawn
+        try:
+            return drawn.result()
+        except (CancelledError, BrokenProcessPool) as error:  # stopping, or a worker died
+            raise RenderersBusy("the image could not be drawn (the server is stopping or a "
+                                "drawing process stopped)") from error
+
+    def draw_soon(self, svg: str) -> Future[bytes] | None:
+        """Draw the card ``svg`` ahead, so that its first fetch finds it in the cache; None
+        when the pool is full (a burst of page loads costs no more than the bound)."""
+        try:
+            drawn = self._draw(svg, 1.0)
+        except RenderersBusy:
             return None
-        future = _drawing[svg] = _drawer.submit(png, svg, zoom=1.0)
-    future.add_done_callback(lambda _: _forget(svg))
-    return future
+        if isinstance(drawn, bytes):
+            done: Future[bytes] = Future()
+            done.set_result(drawn)
+            return done
+        return drawn
 
 
-def _forget(svg: str) -> None:
-    with _drawing_lock:
-        _drawing.pop(svg, None)
+# A card with text, so that the warm-up loads the fonts too.
+_WARM_UP = ('<svg xmlns="http://www.w3.org/2000/svg" width="60" height="30">'
+            '<text y="20">x</text></svg>')
 
 
-def card_png(svg: str, zoom: float = 1.0) -> bytes:
-    """The PNG of ``svg``: the background drawing's if it is under way, else :func:`png`."""
-    with _drawing_lock:
-        future = _drawing.get(svg) if zoom == 1.0 else None
-    return future.result() if future is not None else png(svg, zoom=zoom)
-
-
-def png_response(svg: str, zoom: float = 1.0, headers: dict[str, str] | None = None) -> Response:
-    return Response(card_png(svg, zoom), media_type="image/png",
+def png_response(renderer: Renderer, svg: str, zoom: float = 1.0,
+                 headers: dict[str, str] | None = None) -> Response:
+    return Response(renderer.png(svg, zoom), media_type="image/png",
                     headers={"Cache-Control": "public, max-age=86400", **(headers or {})})
 
 
-def export(svg: str, fmt: str, name: str) -> Response:
+def export(renderer: Renderer, svg: str, fmt: str, name: str) -> Response:
     """A chart download: the SVG file, or its PNG at twice the size."""
     disposition = {"Content-Disposition": f'attachment; filename="{name}.{fmt}"'}
     if fmt == "svg":
         return Response(svg, media_type="image/svg+xml", headers=disposition)
-    return png_response(svg, EXPORT_ZOOM, disposition)
+    return png_response(renderer, svg, EXPORT_ZOOM, disposition)

@@ -1,9 +1,10 @@
 """Link-preview PNG (1200 x 630): time to produce one through the app, cold, warm and cached.
 
-Cold: the first image of a fresh process (fonts and templates load). Warm: a state not seen
-before, in a warm process (SVG rendered by resvg). Cached: a state seen before. Wall time and
-the process's CPU time are both printed: on a shared machine the wall time also counts the time
-other processes held the cores.
+Cold: the first image of a fresh app (templates load; its drawing process started with it).
+Warm: a state not seen before (SVG drawn by resvg in the app's worker process). Cached: a state
+seen before. Wall time and the server process's CPU time are both printed (the drawing is in
+the worker, so its CPU is not in the second figure): on a shared machine the wall time also
+counts the time other processes held the cores.
 
 Pasted: a link as a chat app fetches it, the page first (which draws its card in the
 background) and then the card, at once or after a pause; wall time of the card's request.
@@ -20,16 +21,18 @@ import re
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from urllib.parse import parse_qsl
 
 import resvg_py
 from fastapi.testclient import TestClient
 
 from app import preview
 from app.main import create_app
+from app.params import page_figures, parse_page_state
+from app.saved.cards import slider_preview_svg
 from engine.settings import Settings
 
-RESVG = resvg_py.svg_to_bytes  # the renderer itself, not the counting wrapper main() installs
+RESVG = resvg_py.svg_to_bytes
 
 
 def timed(client: TestClient, url: str) -> tuple[float, float]:
@@ -91,13 +94,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10, help="renders per breakdown row")
     args = parser.parse_args()
     app = create_app(Settings(load_models=False, db=":memory:"))
-    seen: list[str] = []  # the SVG sources resvg is given, for the breakdown
-
-    def watched(**options: Any) -> bytes:
-        seen.append(options["svg_string"])
-        return RESVG(**options)
-
-    resvg_py.svg_to_bytes = watched
     with TestClient(app, base_url="http://localhost") as client:
         cold = timed(client, "/preview.png?alpha=0.5&k=2")
         urls = [f"/preview.png?alpha={0.20 + i * 0.02:.2f}&k={1 + i % 8}"
@@ -117,7 +113,8 @@ def main() -> None:
     for pause, runs in pasted.items():
         print(f"pasted, card fetched {pause * 1000:.0f} ms after the page: wall "
               f"{stats([w for w, _ in runs])} ({args.states} states)")
-    breakdown(seen[-1], args.repeats)
+    state, _ = parse_page_state(list(parse_qsl(urls[-1].split("?", 1)[1])))
+    breakdown(slider_preview_svg(page_figures(state)), args.repeats)
 
 
 if __name__ == "__main__":

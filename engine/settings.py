@@ -88,6 +88,10 @@ class Settings(BaseSettings):
     max_prompt_chars: int = Field(2000, ge=1)
     run_timeout_s: float = Field(120.0, gt=0)
     queue_size: int = Field(4, ge=0)  # runs that may wait while one runs
+    # PNGs (link previews, chart downloads) are drawn in png_workers processes; past
+    # png_queue drawings waiting for one, a PNG request is answered 503 with Retry-After.
+    png_workers: int = Field(1, ge=1)
+    png_queue: int = Field(4, ge=0)
     # Serving (app/limits.py, app/server.py): a request's head must arrive within
     # head_timeout_s (at most request_timeout_s), its body within request_timeout_s of the
     # head, else 408; at SIGTERM open responses get shutdown_timeout_s to finish; past

@@ -12,7 +12,6 @@ from app.live import live_context, parse_live_state
 from app.measurements import measurement_store
 from app.params import PageState, parse_page_state, slider_context
 from app.plan import parse_plan_state, plan_context, plan_planning
-from app.preview import draw_soon
 from app.roofline import batch_title, default_section, parse_roofline_state, section_context
 from app.routes.saved_probes import PROBES
 from app.saved.cards import slider_preview_svg
@@ -69,6 +68,10 @@ def slider_page(request: Request) -> HTMLResponse:
     plan_state, plan_notices = parse_plan_state(query)
     context = slider_context(state, notices)
     fig = context["fig"]
+    if not fragment and request.query_params.get("embed") != "1":
+        # A page opened from a pasted link is followed by a fetch of its card: draw it now,
+        # in a worker, while this process builds the page.
+        request.app.state.renderer.draw_soon(slider_preview_svg(fig))
     context |= {
         "rl_state": rl_state,
         # The address bar is rewritten to this, so a shared link carries the clamped values.
@@ -101,8 +104,6 @@ def slider_page(request: Request) -> HTMLResponse:
         notices += live_notices
         notices += traffic_notices
         context |= traffic_context(traffic, settings)
-        # A page opened from a pasted link is followed by a fetch of its card: draw it now.
-        draw_soon(slider_preview_svg(fig))
         context |= live_context(live, settings,
                                 getattr(request.app.state, "runs", None) is not None,
                                 getattr(request.app.state, "load_error", None))

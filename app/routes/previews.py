@@ -26,7 +26,7 @@ def _figures(request: Request) -> tuple[PageState, Figures]:
 @router.get("/preview.png")
 def slider_preview(request: Request) -> Response:
     _, fig = _figures(request)
-    return png_response(slider_preview_svg(fig))
+    return png_response(request.app.state.renderer, slider_preview_svg(fig))
 
 
 @router.get("/preview-batch.png")
@@ -41,7 +41,7 @@ def batch_preview(request: Request) -> Response:
                               *measurement_store(request.app).curves(),
                               planning=plan_planning(plan_state, state.alpha, state.curve),
                               machine_costs=settings.machine_costs)
-    return png_response(preview_svg(
+    return png_response(request.app.state.renderer, preview_svg(
         batch_title(section["rl_setting"], section["rl"], section["rl_plan"]),
         section["rl_headline"], section["rl_chart"], "_batch_chart.html", r=section["rl"],
         ch=section["rl_chart"]))
@@ -54,4 +54,5 @@ def slider_chart(request: Request, fmt: str) -> Response:
             "message": "the chart downloads as chart.svg or chart.png"})
     state, fig = _figures(request)
     name = f"specscope-speedup-alpha{state.alpha:g}-k{state.k}-c{state.c:g}-v{state.v:g}"
-    return export(chart_svg(speedup_chart(fig), "_chart.html", fig=fig), fmt, name)
+    svg = chart_svg(speedup_chart(fig), "_chart.html", fig=fig)
+    return export(request.app.state.renderer, svg, fmt, name)

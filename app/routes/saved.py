@@ -105,7 +105,7 @@ def run_preview(request: Request, run_id: str):
     record = _load(request, run_id, html=False)
     if isinstance(record, Response):
         return record
-    return png_response(run_preview_svg(record))
+    return png_response(request.app.state.renderer, run_preview_svg(record))
 
 
 @router.get("/runs/{run_id}/{chart}.{fmt}", include_in_schema=False)
@@ -122,7 +122,7 @@ def run_chart(request: Request, run_id: str, chart: str, fmt: str):
     if chart == "lengths":  # a share of its base, cycles or proposals, as the page says
         labels = labels | {"y_label": f"share of {context['base_short']}"}
     svg = chart_svg(bars, "_bar_chart.html", **labels)
-    return export(svg, fmt, f"specscope-run-{run_id}-{chart}")
+    return export(request.app.state.renderer, svg, fmt, f"specscope-run-{run_id}-{chart}")
 
 
 def _replay_state(query: list[tuple[str, str]], total: int) -> tuple[int, str, list[str]]:

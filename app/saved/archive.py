@@ -7,7 +7,7 @@ from concurrent.futures import Future
 from dataclasses import asdict
 from typing import Any
 
-from app.preview import draw_soon
+from app.preview import Renderer
 from app.run_messages import RunMessage
 from app.run_queue import FinishedRun
 from app.saved.cards import run_preview_svg
@@ -40,8 +40,10 @@ class Archiver:
     The run's preview card is drawn right after, off the engine's thread, so the first chat
     app to fetch it for a pasted link finds it in the cache."""
 
-    def __init__(self, store: RunStore | None, settings: Settings, unavailable: str = "") -> None:
+    def __init__(self, store: RunStore | None, settings: Settings, renderer: Renderer,
+                 unavailable: str = "") -> None:
         self.store = store
+        self.renderer = renderer
         self.settings = settings
         self.unavailable = unavailable  # why there is no store
         self.last_preview: Future[bytes] | None = None
@@ -55,7 +57,7 @@ class Archiver:
         except (RunTooLarge, StoreUnavailable, Unsavable) as error:
             log.warning("run not saved: %s", error)
             return RunMessage.not_saved(f"the run was not saved: {error}")
-        self.last_preview = draw_soon(run_preview_svg(record))
+        self.last_preview = self.renderer.draw_soon(run_preview_svg(record))
         return RunMessage.saved(run_id)
 
     def probe(self, record: dict[str, Any]) -> RunMessage:

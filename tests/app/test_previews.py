@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from app.charts import measured_vs_model, speedup_chart
 from app.main import create_app
-from app.preview import PREVIEW_HEIGHT, PREVIEW_WIDTH, card_png, draw_soon, png, preview_svg
+from app.preview import PREVIEW_HEIGHT, PREVIEW_WIDTH, png, preview_svg
 from app.saved.cards import slider_preview_svg
 from engine.analytic.theory import figures
 from engine.settings import Settings
@@ -57,39 +57,41 @@ def test_the_title_is_drawn(bars):
 
 
 def test_slider_preview_follows_the_link_and_is_cached(client):
-    png.cache_clear()
+    renderer = client.app.state.renderer
     first = client.get("/preview.png?alpha=0.8&k=5&c=0.1")
     assert first.status_code == 200 and first.headers["content-type"] == "image/png"
     assert png_size(first.content) == (1200, 630)
     assert "max-age" in first.headers["cache-control"]
+    hits = renderer.hits
     again = client.get("/preview.png?alpha=0.8&k=5&c=0.1")
-    assert again.content == first.content and png.cache_info().hits == 1
+    assert again.content == first.content and renderer.hits == hits + 1
     assert client.get("/preview.png?alpha=0.2&k=5&c=0.1").content != first.content
     # A bad link is clamped as the page clamps it, never an error.
     assert png_size(client.get("/preview.png?alpha=banana&k=-4").content) == (1200, 630)
 
 
 def test_opening_a_page_draws_its_card_ahead_so_the_first_fetch_is_a_cache_hit(client):
-    png.cache_clear()
+    renderer = client.app.state.renderer
+    drawn = renderer.drawn
     client.get("/?alpha=0.43&k=3&c=0.12")  # as a chat app does on a pasted link
+    assert renderer.drawn == drawn + 1  # started in the background, before anyone asked
     deadline = time.monotonic() + 30
-    while png.cache_info().currsize == 0 and time.monotonic() < deadline:
+    while renderer.drawing and time.monotonic() < deadline:
         time.sleep(0.02)
-    drawn = png.cache_info()
-    assert drawn.currsize == 1  # drawn in the background, before anyone asked
+    hits = renderer.hits
     card = client.get("/preview.png?alpha=0.43&k=3&c=0.12")
     assert png_size(card.content) == (1200, 630)
-    assert png.cache_info().misses == drawn.misses  # the fetch drew nothing itself
+    assert renderer.drawn == drawn + 1 and renderer.hits == hits + 1  # the fetch drew nothing
 
 
 def test_a_fetch_during_the_drawing_waits_for_it_instead_of_drawing_again(client):
-    png.cache_clear()
-    fig = figures(0.57, 6, 0.2)
-    svg = slider_preview_svg(fig)
-    future = draw_soon(svg)
+    renderer = client.app.state.renderer
+    svg = slider_preview_svg(figures(0.57, 6, 0.2))
+    drawn = renderer.drawn
+    future = renderer.draw_soon(svg)
     assert future is not None
-    card = card_png(svg)  # at once: the drawing is most likely still under way
-    assert card == future.result() and png.cache_info().misses == 1
+    card = renderer.png(svg)  # at once: the drawing is most likely still under way
+    assert card == future.result() and renderer.drawn == drawn + 1
 
 
 def test_slider_page_has_a_title_and_card_tags_for_its_state(client):

@@ -245,10 +245,9 @@ def test_a_record_the_server_cannot_read_gets_a_clear_page(live_server, app_stat
 
 
 def test_a_saved_runs_preview_is_drawn_before_anyone_asks(live_server, app_state):
-    from app.preview import png
-
     run_id = stream(live_server, BODY | {"seed": 11})[-1][1]["id"]
     app_state.runs.on_finished.last_preview.result(timeout=60)
-    hits = png.cache_info().hits
+    renderer = app_state.renderer
+    hits, drawn = renderer.hits, renderer.drawn
     assert png_size(get(live_server, f"/runs/{run_id}/preview.png").content) == (1200, 630)
-    assert png.cache_info().hits == hits + 1  # served from the cache, not drawn on request
+    assert (renderer.hits, renderer.drawn) == (hits + 1, drawn)  # not drawn on request
