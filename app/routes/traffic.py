@@ -107,14 +107,17 @@ async def _probe_request(request: Request, sets: list[str] | None, temperatures:
     if problems:
         raise BadProbe(422, problems=problems)
     body = await request.body()  # bounded at the edge (app.body_limits)
-    # A file was chosen (the page names it only then) and has nothing in it: say which.
-    if not body and "file_name" in request.query_params:
-        raise BadProbe(422, f"{(file_name.strip() or 'the file')[:80]} is empty: it holds no "
-                            "prompts", ("body",))
     if sets is None:  # not chosen: the built-in sets (lookup's on request) unless a file came
         sets = [] if body else list(DEFAULT_SETS)
     prompts = [p for name in dict.fromkeys(sets) for p in builtin(name)[:prompts_per_set]]
     notices = []
+    # A file was chosen (the page names it only then) and has nothing in it: say which; with
+    # sets to probe besides, they are probed (a schema-valid request is answered, not refused).
+    if not body and "file_name" in request.query_params:
+        empty = f"{(file_name.strip() or 'the file')[:80]} is empty: it holds no prompts"
+        if not prompts:
+            raise BadProbe(422, empty, ("body",))
+        notices.append(f"{empty}, so the built-in sets alone were probed.")
     name = None
     if body:
         name = (file_name.strip() or "uploaded")[:80]

@@ -107,12 +107,17 @@ def test_the_page_still_asks_for_a_set_or_a_file(live_server):
     assert "choose at least one built-in set" in response.json()["message"]
 
 
-def test_an_empty_uploaded_file_is_refused_by_its_name(live_server):
-    for sets in ([], ["python"]):  # with a set chosen too: the empty file is not passed over
-        response = httpx.post(live_server.url + "/probes", content=b"", timeout=30,
-                              params=FAST | {"sets": sets, "file_name": "mine.jsonl"})
-        assert response.status_code == 422
-        assert response.json()["message"] == "mine.jsonl is empty: it holds no prompts"
+def test_an_empty_uploaded_file_is_named_refused_alone_and_said_beside_a_set(live_server):
+    response = httpx.post(live_server.url + "/probes", content=b"", timeout=30,
+                          params=FAST | {"sets": [], "file_name": "mine.jsonl"})
+    assert response.status_code == 422
+    assert response.json()["message"] == "mine.jsonl is empty: it holds no prompts"
+    # with a set chosen too the request is answered: the set is probed and the file named
+    with httpx.stream("POST", live_server.url + "/api/probes", content=b"", timeout=60,
+                      params=FAST | {"sets": ["python"], "file_name": "mine.jsonl"}) as r:
+        assert r.status_code == 200
+        text = "".join(r.iter_text())
+    assert "mine.jsonl is empty: it holds no prompts, so the built-in sets alone" in text
 
 
 def test_probe_shares_the_live_queue_429_and_cancel_on_disconnect(live_server, app_state):
