@@ -46,7 +46,7 @@ from app.routes import (
 from app.run_queue import RunManager
 from app.saved.archive import Archiver
 from app.security import SecurityHeaders
-from app.shutdown import SHUTDOWN_MESSAGE, on_shutdown_signal
+from app.shutdown import on_shutdown_signal, stop_streams
 from app.store import RunStore, StoreUnavailable
 from app.strict_query import known_query_only
 from app.watch.deployments import WatchService
@@ -131,7 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Any ASGI server: at SIGTERM the runs end and /watch's streams close first, so the
         # server's wait for open responses is short (app/server.py does it too).
         loop = asyncio.get_running_loop()
-        unhook = on_shutdown_signal(lambda: loop.call_soon_threadsafe(stop_streams, app))
+        unhook = on_shutdown_signal(lambda: loop.call_soon_threadsafe(stop_streams, app.state))
         yield
         unhook()
         await watcher.stop()
@@ -186,14 +186,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     return app
-
-
-def stop_streams(app: FastAPI) -> None:
-    """End the live runs and /watch's event streams: the server is shutting down."""
-    runs = getattr(app.state, "runs", None)
-    if runs is not None:
-        runs.stop_all(SHUTDOWN_MESSAGE)
-    app.state.watch.end_streams()
 
 
 app = create_app()

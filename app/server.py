@@ -29,7 +29,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.host_guard import refuse
 from app.limits import too_slow_message
-from app.shutdown import SHUTDOWN_MESSAGE
+from app.shutdown import stop_streams
 from engine.settings import Settings
 
 BODY_GRACE_S = 1.0  # the app answers a late body 408 first; this cuts off one nobody reads
@@ -165,12 +165,7 @@ class Server(uvicorn.Server):
         self.app = app
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        runs = getattr(self.app.state, "runs", None)
-        if runs is not None:
-            runs.stop_all(SHUTDOWN_MESSAGE)
-        watch = getattr(self.app.state, "watch", None)
-        if watch is not None:
-            watch.end_streams()  # /watch's event streams would otherwise never end
+        stop_streams(self.app.state)
         await super().shutdown(sockets)
 
 

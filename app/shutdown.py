@@ -43,3 +43,14 @@ def on_shutdown_signal(callback: Callable[[], None]) -> Callable[[], None]:
                 signal.signal(sig, before)  # type: ignore[arg-type]
 
     return unhook
+
+
+def stop_streams(state) -> None:
+    """End the live runs and /watch's event streams (``state``: the app's ``app.state``): the
+    server is shutting down, and either would hold its wait for open responses."""
+    runs = getattr(state, "runs", None)
+    if runs is not None:
+        runs.stop_all(SHUTDOWN_MESSAGE)
+    watch = getattr(state, "watch", None)
+    if watch is not None:
+        watch.end_streams()
